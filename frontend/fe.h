@@ -18,8 +18,8 @@ typedef struct FeOptions {
     const char *model;       /* named config; NULL for the recipe's default */
     const char *const *sets; /* "key=value" config overrides, applied in order */
     int n_sets;
-    size_t mem_limit;        /* bytes the Lua state may hold */
-    long instr_limit;        /* Lua VM instructions the recipe may run */
+    size_t mem_limit; /* bytes the Lua state may hold */
+    long instr_limit; /* Lua VM instructions the recipe may run */
 } FeOptions;
 
 FeOptions fe_options_default(void); /* no model, no sets, 64 MiB, 50M instructions */

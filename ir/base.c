@@ -143,7 +143,8 @@ static int buf_reserve(IrBuf *b, size_t extra)
     if (b->oom) return 0;
     if (b->len + extra + 1 <= b->cap) return 1;
     size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra + 1) cap *= 2;
+    while (cap < b->len + extra + 1)
+        cap *= 2;
     char *s = realloc(b->s, cap);
     if (!s) {
         b->oom = 1;

@@ -13,7 +13,7 @@
 
 /* Bugs are asserts; user errors are statuses (STYLE.md, "three tiers"). */
 #define KILN_ASSERT(c) ((c) ? (void)0 : ir_panic(__FILE__, __LINE__, #c))
-#define UNREACHABLE() ir_panic(__FILE__, __LINE__, "unreachable")
+#define UNREACHABLE()  ir_panic(__FILE__, __LINE__, "unreachable")
 _Noreturn void ir_panic(const char *file, int line, const char *what);
 
 typedef enum IrStatus {

@@ -78,10 +78,10 @@ typedef struct GirLoc {
 typedef struct GirNode GirNode;
 
 typedef struct GirValue {
-    int id;        /* printed as %id; dense, in creation order */
+    int id; /* printed as %id; dense, in creation order */
     GirType type;
-    GirNode *def;  /* producing node */
-    int index;     /* which output of def */
+    GirNode *def; /* producing node */
+    int index;    /* which output of def */
 } GirValue;
 
 struct GirNode {
@@ -101,20 +101,20 @@ typedef struct GirGraph {
     int n_sym;
     const char *sym[GIR_MAX_SYMS];
     int n_nodes, cap_nodes;
-    GirNode **nodes;   /* topological order */
+    GirNode **nodes; /* topological order */
     int n_values;
     int n_cfg, cap_cfg;
-    GirAttr *cfg;      /* resolved model config, in the order set */
+    GirAttr *cfg; /* resolved model config, in the order set */
 } GirGraph;
 
 /* Tables (from the .def files). */
 const char *gir_dtype_name(GirDtype t);
-int gir_dtype_parse(const char *name, GirDtype *out);     /* 1 when known */
+int gir_dtype_parse(const char *name, GirDtype *out); /* 1 when known */
 GirDtypeClass gir_dtype_class(GirDtype t);
 int gir_dtype_block_elems(GirDtype t);
 int gir_dtype_block_bytes(GirDtype t);
 const char *gir_op_name(GirOp op);
-int gir_op_parse(const char *name, GirOp *out);           /* 1 when known */
+int gir_op_parse(const char *name, GirOp *out); /* 1 when known */
 unsigned gir_op_flags(GirOp op);
 int gir_op_min_in(GirOp op), gir_op_max_in(GirOp op), gir_op_n_out(GirOp op);
 const char *gir_op_attr_schema(GirOp op);
@@ -126,7 +126,9 @@ void gir_graph_set_model(GirGraph *g, const char *model);
 /* Appends a config entry (copied into the arena); replaces an entry with the same key. */
 IrStatus gir_graph_set_config(GirGraph *g, GirAttr a, IrDiag *d);
 
-/* Symbols and types. gir_dim_sym finds or adds a symbol; an invalid dim (sym -2) on failure. */
+/* Symbols and types. gir_dim_sym finds or adds a symbol; on failure the dim's sym is GIR_SYM_NOMEM
+ * (allocation failed) or GIR_SYM_BAD (empty name, or more than GIR_MAX_SYMS symbols). */
+enum { GIR_SYM_NOMEM = -2, GIR_SYM_BAD = -3 };
 GirDim gir_dim_const(int64_t n);
 GirDim gir_dim_sym(GirGraph *g, const char *name);
 GirType gir_type(GirDtype t, int rank, const GirDim *dims);
@@ -151,8 +153,8 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
 /* Adds a node: checks arity, attributes against the op's schema (unknown, missing, wrong kind), and
  * infers output types (gir_infer.c). Strings in attrs are copied. Returns the node, or NULL with `d`
  * set to "file:line: op: reason". */
-GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, const GirAttr *attrs,
-                      int n_attr, GirLoc loc, IrDiag *d);
+GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, const GirAttr *attrs, int n_attr,
+                      GirLoc loc, IrDiag *d);
 
 /* Shape/dtype inference for one node from its inputs and attributes: fills out_types[0..n_out).
  * Returns IR_OK or an error (message without location) in d. Used by the builder and the verifier. */

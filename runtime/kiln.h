@@ -23,11 +23,17 @@
 extern "C" {
 #endif
 
+#if defined(__GNUC__)
+#define KILN_API __attribute__((visibility("default")))
+#else
+#define KILN_API
+#endif
+
 #define KILN_VERSION_MAJOR 0
 #define KILN_VERSION_MINOR 1
 #define KILN_VERSION_PATCH 0
 /* Returns the library's version as major*10000 + minor*100 + patch. */
-int kiln_version(void);
+KILN_API int kiln_version(void);
 
 typedef enum KilnStatus {
     KILN_OK = 0,
@@ -41,7 +47,7 @@ typedef enum KilnStatus {
 } KilnStatus;
 
 /* A short constant name for a status ("corrupt file"). Never NULL. */
-const char *kiln_status_name(KilnStatus s);
+KILN_API const char *kiln_status_name(KilnStatus s);
 
 /* ---- packages (model.kiln) ------------------------------------------------------------------------ */
 typedef struct KilnPackage KilnPackage;
@@ -50,11 +56,11 @@ typedef struct KilnPackage KilnPackage;
  * kiln's, with a format version this build reads, that passes SQLite's quick_check and has every table
  * and column kiln needs. On failure returns a status, writes a one-line message that starts with `path`
  * into err (errlen bytes, may be 0), leaves *out NULL, and never modifies the file. */
-KilnStatus kiln_package_open(const char *path, KilnPackage **out, char *err, int errlen);
+KILN_API KilnStatus kiln_package_open(const char *path, KilnPackage **out, char *err, int errlen);
 /* Closes a package (NULL is fine). */
-void kiln_package_close(KilnPackage *pkg);
+KILN_API void kiln_package_close(KilnPackage *pkg);
 /* The meta value for key, or NULL. The string is owned by the package and valid until close. */
-const char *kiln_package_meta(KilnPackage *pkg, const char *key);
+KILN_API const char *kiln_package_meta(KilnPackage *pkg, const char *key);
 
 #ifdef __cplusplus
 }

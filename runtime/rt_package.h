@@ -27,10 +27,15 @@ typedef struct RtPkgWriter RtPkgWriter;
  * message ("out.kiln: cannot create ...") in err. */
 KilnStatus rt_pkgw_create(const char *path, RtPkgWriter **out, char *err, int errlen);
 /* Each adds one row. They return KILN_OK or a status; after the first failure every later call returns
- * that same failure and commit refuses, so callers may check only at the end. */
+ * that same failure and commit refuses, so callers may check only at the end. Strings are copied.
+ * A repeated config key or weight name, or a second graph, is KILN_ERR_ARG. For meta the last value of
+ * a key wins: the writer sets format_version and kiln_version itself (a caller setting them is
+ * KILN_ERR_ARG) and created (UTC, "2026-11-29T10:00:00Z"), which a caller may override, e.g. with a
+ * fixed time for a reproducible package. */
 KilnStatus rt_pkgw_meta(RtPkgWriter *w, const char *key, const char *value);
 KilnStatus rt_pkgw_config(RtPkgWriter *w, const char *key, const char *value);
-KilnStatus rt_pkgw_graph(RtPkgWriter *w, const char *text, const char *hash_hex);
+/* Stores the graph text with its FNV-1a 64 hash (hex), which the reader checks at open. */
+KilnStatus rt_pkgw_graph(RtPkgWriter *w, const char *text);
 /* shape is text like "[128256,4096]"; nbytes the tensor's size on disk in that dtype. */
 KilnStatus rt_pkgw_weight(RtPkgWriter *w, const char *name, const char *dtype, const char *shape,
                           int64_t nbytes);
@@ -41,9 +46,30 @@ KilnStatus rt_pkgw_commit(RtPkgWriter *w, char *err, int errlen);
 void rt_pkgw_abort(RtPkgWriter *w);
 
 /* Prints a readable summary of an opened package to f: meta, config, graph size and hash, weight count
- * and total bytes (with the largest few), kernels and binaries per target (counts; zero for now). */
+ * and total bytes (with the largest few), kernels and binaries per target (counts; zero for now).
+ * Deterministic (rows in key order), lines wrapped at 100 columns, control characters shown as '?',
+ * sizes in decimal units (1 GB = 1e9 bytes). Returns KILN_OK, KILN_ERR_IO when writing to f failed, or
+ * KILN_ERR_CORRUPT / KILN_ERR_NOMEM when a table could not be read (the summary is then cut short). */
 KilnStatus rt_pkg_print_summary(KilnPackage *pkg, FILE *f);
 /* The stored graph text (owned by the package, valid until close), or NULL. */
 const char *rt_pkg_graph_text(KilnPackage *pkg);
+
+/* ---- internal: shared by rt_package.c (writer) and rt_pkg_read.c (reader); not for other callers ---- */
+/* The schema (CREATE TABLE statements). The reader requires every table and column it names. */
+extern const char rt_pkg_schema_sql[];
+/* FNV-1a 64 (offset basis 0xcbf29ce484222325): the content hash stored beside the graph text. It equals
+ * the compiler's ir_hash64(p, n, IR_HASH_SEED); the runtime keeps its own copy (it links nothing of ir/). */
+uint64_t rt_pkg_fnv1a64(const void *data, size_t n);
+/* An SQLite URI for a file path: "file:" + the path percent-escaped + "?" + query (query may be NULL).
+ * Always opened with SQLITE_OPEN_URI, so a path is never misread (this SQLite is built with USE_URI).
+ * Returns a malloc'd string (caller frees) or NULL when out of memory. */
+char *rt_pkg_uri(const char *path, const char *query);
+/* Writes a one-line printf-style message into err (errlen bytes; err may be NULL when errlen is 0),
+ * turning any newline into a space, and returns s. */
+KilnStatus rt_pkg_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
 
 #endif

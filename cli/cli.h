@@ -1,0 +1,37 @@
+/* cli.h — the `kiln` command: one function per subcommand, shared argument parsing. Prefix cli_.
+ * Every subcommand returns the process exit status: 0 ok, 1 error (one line "kiln: ..." on stderr),
+ * 2 usage error.
+ */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include "frontend/fe.h"
+
+enum { CLI_MAX_SETS = 64, CLI_MAX_TARGETS = 8 };
+
+typedef struct CliArgs {
+    const char *input;  /* recipe or package path */
+    const char *output; /* -o */
+    const char *model;  /* --model */
+    const char *sets[CLI_MAX_SETS];
+    int n_sets;
+    const char *targets[CLI_MAX_TARGETS]; /* --target, repeatable or comma-separated */
+    int n_targets;
+    const char *dump_after; /* --dump-after=PASS */
+    int verbose, locs, raw;
+} CliArgs;
+
+/* Parses argv (after the subcommand name). Returns 0, or 2 after printing a usage error. */
+int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd);
+void cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+int cli_compile(const CliArgs *a);
+int cli_ir(const CliArgs *a);
+int cli_models(const CliArgs *a);
+int cli_inspect(const CliArgs *a);
+
+#endif

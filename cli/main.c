@@ -1,0 +1,129 @@
+/* main.c — `kiln`: dispatch to subcommands and parse their shared flags. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "ir/base.h"
+
+static const char usage[] =
+    "usage: kiln <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  compile RECIPE -o OUT.kiln   compile a recipe into a package\n"
+    "  ir RECIPE                    print the recipe's graph IR\n"
+    "  models RECIPE                list the recipe's named configs\n"
+    "  inspect PACKAGE              print a package's summary\n"
+    "  version                      print kiln's version\n"
+    "\n"
+    "options:\n"
+    "  --model NAME        named config of the recipe (default: the recipe's default)\n"
+    "  --set KEY=VALUE     override a config value (repeatable)\n"
+    "  --target T[,T...]   compile targets: host, sm_80, sm_90a, sm_100a, gfx942, gfx950\n"
+    "  -o PATH             output package\n"
+    "  --dump-after=PASS   (ir) print the graph after PASS, or after every pass with 'all'\n"
+    "  --raw               (ir) print the graph as the recipe built it, before passes\n"
+    "  --locs              (ir) annotate each node with its recipe file:line\n"
+    "  -v                  print timings\n";
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("kiln: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int usage_error(const char *cmd, const char *what, const char *arg)
+{
+    fprintf(stderr, "kiln %s: %s%s%s\n(run 'kiln help' for usage)\n", cmd, what, arg ? ": " : "",
+            arg ? arg : "");
+    return 2;
+}
+
+static int add_targets(CliArgs *a, char *list, const char *cmd)
+{
+    for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+        if (a->n_targets == CLI_MAX_TARGETS) return usage_error(cmd, "too many targets", NULL);
+        a->targets[a->n_targets++] = t;
+    }
+    return 0;
+}
+
+int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(s, "-v") || !strcmp(s, "--verbose")) {
+            a->verbose = 1;
+        } else if (!strcmp(s, "--locs")) {
+            a->locs = 1;
+        } else if (!strcmp(s, "--raw")) {
+            a->raw = 1;
+        } else if (!strncmp(s, "--dump-after=", 13)) {
+            a->dump_after = s + 13;
+        } else if (!strcmp(s, "-o") || !strcmp(s, "--model") || !strcmp(s, "--set") ||
+                   !strcmp(s, "--target") || !strcmp(s, "--dump-after")) {
+            if (!next) return usage_error(cmd, "missing value for", s);
+            i++;
+            if (!strcmp(s, "-o"))
+                a->output = next;
+            else if (!strcmp(s, "--model"))
+                a->model = next;
+            else if (!strcmp(s, "--dump-after"))
+                a->dump_after = next;
+            else if (!strcmp(s, "--target")) {
+                if (add_targets(a, argv[i], cmd)) return 2;
+            } else {
+                if (a->n_sets == CLI_MAX_SETS) return usage_error(cmd, "too many --set options", NULL);
+                if (!strchr(next, '=')) return usage_error(cmd, "--set wants KEY=VALUE, got", next);
+                a->sets[a->n_sets++] = next;
+            }
+        } else if (!strncmp(s, "--model=", 8)) {
+            a->model = s + 8;
+        } else if (!strncmp(s, "--target=", 9)) {
+            if (add_targets(a, argv[i] + 9, cmd)) return 2;
+        } else if (!strncmp(s, "--set=", 6)) {
+            if (a->n_sets == CLI_MAX_SETS || !strchr(s + 6, '=')) return usage_error(cmd, "bad --set", s);
+            a->sets[a->n_sets++] = s + 6;
+        } else if (s[0] == '-' && s[1]) {
+            return usage_error(cmd, "unknown option", s);
+        } else if (!a->input) {
+            a->input = s;
+        } else {
+            return usage_error(cmd, "unexpected argument", s);
+        }
+    }
+    if (!a->input) return usage_error(cmd, "missing input file", NULL);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("kiln %s\n", KILN_VERSION_STRING);
+        return 0;
+    }
+    static const struct {
+        const char *name;
+        int (*fn)(const CliArgs *);
+    } cmds[] = {{"compile", cli_compile}, {"ir", cli_ir}, {"models", cli_models}, {"inspect", cli_inspect}};
+    for (unsigned i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(cmd, cmds[i].name)) {
+            CliArgs a;
+            int rc = cli_parse(argc - 2, argv + 2, &a, cmd);
+            return rc ? rc : cmds[i].fn(&a);
+        }
+    fprintf(stderr, "kiln: unknown command '%s' (run 'kiln help')\n", cmd);
+    return 2;
+}

@@ -1,0 +1,347 @@
+/* fe_recipe.c — the recipe{} declaration, config selection and --set overrides, and the two entry points.
+ *
+ * A recipe file runs once, top to bottom, and must call recipe{name, default, configs, build} exactly
+ * once; the table is kept in the registry. Then (all inside one protected call, so no Lua error escapes):
+ * pick the config (--model or the default), copy it, apply "key=value" overrides typed by the existing
+ * value, create the graph, run build(g, cfg), require an output, and record the config's scalar entries
+ * in sorted key order (so the graph text never depends on Lua's hash order).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#include "fe_impl.h"
+
+#define FE_RECIPE_KEY "kiln.recipe"
+
+enum { FE_DEFAULT_MEM = 64 * 1024 * 1024 };
+#define FE_DEFAULT_INSTR 50000000L
+
+FeOptions fe_options_default(void)
+{
+    return (FeOptions){.mem_limit = FE_DEFAULT_MEM, .instr_limit = FE_DEFAULT_INSTR};
+}
+
+/* ---- helpers ------------------------------------------------------------------------------------ */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Sorted string keys of the table at idx (other keys skipped). The array is a userdata left on the stack;
+ * the strings stay valid while the table does. */
+static const char **sorted_keys(lua_State *L, int idx, int *n)
+{
+    int count = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        count += lua_type(L, -2) == LUA_TSTRING;
+        lua_pop(L, 1);
+    }
+    const char **keys = lua_newuserdatauv(L, sizeof(char *) * (size_t)(count ? count : 1), 0);
+    int k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        if (lua_type(L, -2) == LUA_TSTRING) keys[k++] = lua_tostring(L, -2);
+        lua_pop(L, 1);
+    }
+    qsort(keys, (size_t)k, sizeof *keys, cmp_str);
+    *n = k;
+    return keys;
+}
+
+/* "a, b, c" into buf (cut with "..." when long). */
+static const char *join(const char **names, int n, char *buf, size_t len)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && used < len; i++) {
+        int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", names[i]);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    if (used >= len && len > 4) strcpy(buf + len - 4, "...");
+    return buf;
+}
+
+/* ---- recipe{...} -------------------------------------------------------------------------------- */
+
+static const char *const recipe_fields[] = {"name", "default", "configs", "build", "description", NULL};
+
+static int recipe_fn(lua_State *L)
+{
+    FeCtx *c = fe_ctx(L);
+    if (lua_type(L, 1) != LUA_TTABLE)
+        return fe_error(L, IR_ERR_INPUT,
+                        "recipe expects a table: recipe { name = ..., configs = ..., build = ... }");
+    lua_settop(L, 1);
+    if (c->recipe_line || lua_getfield(L, LUA_REGISTRYINDEX, FE_RECIPE_KEY) != LUA_TNIL)
+        return fe_error(L, IR_ERR_INPUT, "recipe{...} is called twice (first at line %d)", c->recipe_line);
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {
+        int known = 0;
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+        for (int i = 0; recipe_fields[i]; i++)
+            known |= strcmp(k, recipe_fields[i]) == 0;
+        if (!known)
+            return fe_error(L, IR_ERR_INPUT,
+                            "recipe: unknown field '%s' (fields: name, default, configs, build, description)",
+                            k);
+        lua_pop(L, 1);
+    }
+    if (lua_getfield(L, 1, "name") != LUA_TSTRING || !lua_tostring(L, -1)[0])
+        return fe_error(L, IR_ERR_INPUT, "recipe: 'name' must be a non-empty string");
+    if (lua_getfield(L, 1, "build") != LUA_TFUNCTION)
+        return fe_error(L, IR_ERR_INPUT, "recipe: 'build' must be a function(g, cfg)");
+    int t = lua_getfield(L, 1, "description");
+    if (t != LUA_TNIL && t != LUA_TSTRING)
+        return fe_error(L, IR_ERR_INPUT, "recipe: 'description' must be a string");
+    if (lua_getfield(L, 1, "configs") != LUA_TTABLE)
+        return fe_error(L, IR_ERR_INPUT, "recipe: 'configs' must be a table of named configs");
+    int cfgs = lua_gettop(L), n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, cfgs)) {
+        if (lua_type(L, -2) != LUA_TSTRING || !lua_tostring(L, -2)[0])
+            return fe_error(L, IR_ERR_INPUT, "recipe: config names must be non-empty strings");
+        if (lua_type(L, -1) != LUA_TTABLE)
+            return fe_error(L, IR_ERR_INPUT, "recipe: configs['%s'] must be a table of settings",
+                            lua_tostring(L, -2));
+        n++;
+        lua_pop(L, 1);
+    }
+    if (n == 0) return fe_error(L, IR_ERR_INPUT, "recipe: 'configs' is empty");
+    t = lua_getfield(L, 1, "default");
+    if (t != LUA_TNIL) {
+        if (t != LUA_TSTRING) return fe_error(L, IR_ERR_INPUT, "recipe: 'default' must be a config name");
+        if (lua_getfield(L, cfgs, lua_tostring(L, -1)) == LUA_TNIL) {
+            char known[300];
+            int nk;
+            const char **names = sorted_keys(L, cfgs, &nk);
+            return fe_error(L, IR_ERR_INPUT, "recipe: default '%s' is not one of the configs (known: %s)",
+                            lua_tostring(L, -3), join(names, nk, known, sizeof known));
+        }
+    }
+    c->recipe_line = fe_line(L, 1);
+    if (!c->recipe_line) c->recipe_line = -1;
+    lua_pushvalue(L, 1);
+    lua_setfield(L, LUA_REGISTRYINDEX, FE_RECIPE_KEY);
+    return 0;
+}
+
+/* ---- config selection and overrides ------------------------------------------------------------- */
+
+static int parse_int(const char *s, lua_Integer *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno) return 0;
+    *out = (lua_Integer)v;
+    return 1;
+}
+
+static int parse_num(const char *s, lua_Number *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v)) return 0;
+    *out = (lua_Number)v;
+    return 1;
+}
+
+/* Applies one "key=value" to the config table at cfg; the key must exist and fixes the value's type. */
+static void apply_set(lua_State *L, int cfg, const char *model, const char *set)
+{
+    if (!set) set = "";
+    const char *eq = strchr(set, '=');
+    if (!eq || eq == set) fe_error_at(L, IR_ERR_INPUT, 0, "--set: expected key=value, got '%s'", set);
+    const char *val = eq + 1;
+    lua_pushlstring(L, set, (size_t)(eq - set));
+    const char *key = lua_tostring(L, -1);
+    lua_pushvalue(L, -1);
+    int t = lua_rawget(L, cfg);
+    lua_Integer i = 0;
+    lua_Number f = 0;
+    switch (t) {
+    case LUA_TNIL:
+        fe_error_at(L, IR_ERR_INPUT, 0, "--set: unknown config key '%s' for model '%s'", key, model);
+        break;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) {
+            if (!parse_int(val, &i))
+                fe_error_at(L, IR_ERR_INPUT, 0, "--set: config key '%s' is an integer, got '%s'", key, val);
+            lua_pushinteger(L, i);
+        } else {
+            if (!parse_num(val, &f))
+                fe_error_at(L, IR_ERR_INPUT, 0, "--set: config key '%s' is a number, got '%s'", key, val);
+            lua_pushnumber(L, f);
+        }
+        break;
+    case LUA_TBOOLEAN:
+        if (strcmp(val, "true") && strcmp(val, "false"))
+            fe_error_at(L, IR_ERR_INPUT, 0, "--set: config key '%s' is a boolean (true or false), got '%s'",
+                        key, val);
+        lua_pushboolean(L, strcmp(val, "true") == 0);
+        break;
+    case LUA_TSTRING: lua_pushstring(L, val); break;
+    default:
+        fe_error_at(L, IR_ERR_INPUT, 0,
+                    "--set: config key '%s' is a %s and cannot be set from the command line", key,
+                    lua_typename(L, t));
+    }
+    lua_remove(L, -2); /* the old value */
+    lua_rawset(L, cfg);
+}
+
+/* Records the config's scalar entries in the graph, in sorted key order. */
+static void record_config(lua_State *L, FeCtx *c, int cfg)
+{
+    int n;
+    const char **keys = sorted_keys(L, cfg, &n);
+    for (int i = 0; i < n; i++) {
+        GirAttr a;
+        lua_getfield(L, cfg, keys[i]);
+        switch (lua_type(L, -1)) {
+        case LUA_TNUMBER:
+            a = lua_isinteger(L, -1) ? gir_attr_int(keys[i], lua_tointeger(L, -1))
+                                     : gir_attr_float(keys[i], lua_tonumber(L, -1));
+            break;
+        case LUA_TBOOLEAN: a = gir_attr_int(keys[i], lua_toboolean(L, -1)); break;
+        case LUA_TSTRING: a = gir_attr_str(keys[i], lua_tostring(L, -1)); break;
+        default: lua_pop(L, 1); continue;
+        }
+        IrDiag d = {0};
+        if (gir_graph_set_config(c->graph, a, &d) != IR_OK) fe_error_at(L, IR_ERR_NOMEM, 0, "%s", d.msg);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1); /* keys */
+}
+
+/* ---- the protected body ------------------------------------------------------------------------- */
+
+static void push_model_list(lua_State *L, const char *dflt, const char **names, int n)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    if (dflt) {
+        luaL_addstring(&b, dflt);
+        luaL_addstring(&b, " (default)\n");
+    }
+    for (int i = 0; i < n; i++) {
+        if (dflt && strcmp(names[i], dflt) == 0) continue;
+        luaL_addstring(&b, names[i]);
+        luaL_addchar(&b, '\n');
+    }
+    luaL_pushresult(&b);
+}
+
+static int fe_body(lua_State *L)
+{
+    FeCtx *c = fe_ctx(L);
+    fe_sandbox_open(L);
+    fe_graph_open(L);
+    lua_pushcfunction(L, recipe_fn);
+    lua_setglobal(L, "recipe");
+
+    int st = luaL_loadfilex(L, c->path, "t"); /* text only: never binary chunks */
+    if (st != LUA_OK) {
+        c->status = IR_ERR_INPUT;
+        return fe_rethrow(L, st);
+    }
+    lua_call(L, 0, 0);
+    if (lua_getfield(L, LUA_REGISTRYINDEX, FE_RECIPE_KEY) != LUA_TTABLE)
+        return fe_error_at(L, IR_ERR_INPUT, 0, "the file never calls recipe{...}");
+    int rec = lua_gettop(L);
+    lua_getfield(L, rec, "configs");
+    int cfgs = lua_gettop(L), n;
+    const char *dflt = lua_getfield(L, rec, "default") == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    const char **names = sorted_keys(L, cfgs, &n);
+    if (!dflt && n == 1) dflt = names[0];
+    if (c->mode == FE_MODE_MODELS) {
+        push_model_list(L, dflt, names, n);
+        return 1;
+    }
+
+    char known[300];
+    const char *model = c->opt.model ? c->opt.model : dflt;
+    if (!model)
+        return fe_error_at(L, IR_ERR_INPUT, 0,
+                           "the recipe has no default config; choose one with --model (known: %s)",
+                           join(names, n, known, sizeof known));
+    if (lua_getfield(L, cfgs, model) != LUA_TTABLE)
+        return fe_error_at(L, IR_ERR_INPUT, 0, "unknown model '%s' (known: %s)", model,
+                           join(names, n, known, sizeof known));
+    int src = lua_gettop(L);
+    lua_newtable(L); /* the copy build() gets; overrides go here */
+    int cfg = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, src)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, cfg);
+    }
+    for (int i = 0; i < c->opt.n_sets; i++)
+        apply_set(L, cfg, model, c->opt.sets[i]);
+
+    lua_getfield(L, rec, "name");
+    c->graph = gir_graph_create(lua_tostring(L, -1));
+    if (!c->graph) return fe_error_at(L, IR_ERR_NOMEM, 0, "out of memory");
+    gir_graph_set_model(c->graph, model);
+    c->loc_file = ir_arena_strdup(c->graph->arena, c->path);
+    if (!c->graph->model || !c->loc_file) return fe_error_at(L, IR_ERR_NOMEM, 0, "out of memory");
+
+    lua_getfield(L, rec, "build");
+    int build = lua_gettop(L);
+    lua_pushvalue(L, build);
+    fe_graph_push(L);
+    lua_pushvalue(L, cfg);
+    lua_call(L, 2, 0);
+
+    int outputs = 0;
+    for (int i = 0; i < c->graph->n_nodes; i++)
+        outputs += c->graph->nodes[i]->op == GIR_OP_OUTPUT;
+    if (!outputs) {
+        lua_Debug ar;
+        lua_pushvalue(L, build);
+        lua_getinfo(L, ">S", &ar);
+        return fe_error_at(L, IR_ERR_INPUT, ar.linedefined,
+                           "build for model '%s' made no outputs (mark results with g:output(name, tensor))",
+                           model);
+    }
+    record_config(L, c, cfg);
+    return 0;
+}
+
+static IrStatus run(const char *path, const FeOptions *opt, FeMode mode, GirGraph **out, IrBuf *names,
+                    IrDiag *d)
+{
+    if (!path || !path[0]) return ir_diag_set(d, IR_ERR_INPUT, "no recipe file given");
+    FeCtx c = {.path = path, .mode = mode};
+    c.opt = opt ? *opt : fe_options_default();
+    if (!c.opt.mem_limit) c.opt.mem_limit = FE_DEFAULT_MEM;
+    if (c.opt.instr_limit <= 0) c.opt.instr_limit = FE_DEFAULT_INSTR;
+    if (c.opt.n_sets < 0 || (c.opt.n_sets > 0 && !c.opt.sets)) c.opt.n_sets = 0;
+    IrStatus s = fe_sandbox_run(&c, fe_body, names, d);
+    if (s != IR_OK || !out) {
+        gir_graph_destroy(c.graph);
+        return s;
+    }
+    *out = c.graph;
+    return IR_OK;
+}
+
+IrStatus fe_recipe_build(const char *path, const FeOptions *opt, GirGraph **out, IrDiag *d)
+{
+    *out = NULL;
+    return run(path, opt, FE_MODE_BUILD, out, NULL, d);
+}
+
+IrStatus fe_recipe_models(const char *path, const FeOptions *opt, IrBuf *names, IrDiag *d)
+{
+    return run(path, opt, FE_MODE_MODELS, NULL, names, d);
+}

@@ -1,0 +1,408 @@
+/* rt_package.c — the package schema and its atomic writer (rt_pkgw_*); the reader is rt_pkg_read.c.
+ *
+ * A package is one SQLite file (docs/PACKAGE.md). The writer never writes the final path in place: it
+ * builds the whole package in a temporary file beside it ("<path>.tmp.XXXXXX", same directory so the
+ * final rename() cannot cross file systems), inside one transaction, then COMMIT, close, fsync, rename.
+ * Invariant: at every instant `path` is either what it was before or the complete new package, and
+ * every failure path (and abort) removes the temporary file.
+ *
+ * Journaling: atomicity comes from rename(), not from SQLite's journal, so the writer uses
+ * journal_mode=MEMORY (no "-journal" side file to clean up) and synchronous=OFF with one explicit
+ * fsync at the end. The result is an ordinary rollback-journal database (never WAL): one self-contained
+ * file, which `sqlite3` opens in the default DELETE mode.
+ *
+ * Failures in the add calls are sticky: the first one is kept in w->status / w->msg and returned by
+ * every later call and by commit.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "rt_package.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#define RT_STR_(x) #x
+#define RT_STR(x)  RT_STR_(x)
+#define RT_VERSION_STRING                                                                                    \
+    RT_STR(KILN_VERSION_MAJOR) "." RT_STR(KILN_VERSION_MINOR) "." RT_STR(KILN_VERSION_PATCH)
+
+/* Format 1. Changing any table or column means bumping RT_PKG_FORMAT_VERSION. */
+const char rt_pkg_schema_sql[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
+    "CREATE TABLE config(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
+    "CREATE TABLE graph(id INTEGER PRIMARY KEY CHECK (id = 1), text TEXT NOT NULL, hash TEXT NOT NULL);\n"
+    "CREATE TABLE weights(name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL,\n"
+    "                     nbytes INTEGER NOT NULL);\n"
+    "CREATE TABLE kernels(id INTEGER PRIMARY KEY, name TEXT NOT NULL, ir_hash TEXT NOT NULL,\n"
+    "                     ir_text TEXT NOT NULL);\n"
+    "CREATE TABLE binaries(kernel_id INTEGER NOT NULL REFERENCES kernels(id), target TEXT NOT NULL,\n"
+    "                      config TEXT NOT NULL, format TEXT NOT NULL, data BLOB NOT NULL, compile_ms REAL,\n"
+    "                      PRIMARY KEY(kernel_id, target, config));\n"
+    "CREATE TABLE launch_plan(step INTEGER PRIMARY KEY, kernel_id INTEGER NOT NULL, args TEXT NOT NULL);\n";
+
+uint64_t rt_pkg_fnv1a64(const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+KilnStatus rt_pkg_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, (size_t)errlen, fmt, ap);
+        va_end(ap);
+        for (char *p = err; *p; p++)
+            if (*p == '\n' || *p == '\r') *p = ' ';
+    }
+    return s;
+}
+
+char *rt_pkg_uri(const char *path, const char *query)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = strlen(path), q = query ? strlen(query) : 0;
+    char *u = malloc(sizeof "file://" + 3 * n + 1 + q);
+    if (!u) return NULL;
+    char *o = u;
+    memcpy(o, "file:", 5), o += 5;
+    if (path[0] == '/') memcpy(o, "//", 2), o += 2; /* "file:///abs": an empty authority */
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        unsigned c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            strchr("-._~/", (int)c)) {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    if (q) {
+        *o++ = '?';
+        memcpy(o, query, q), o += q;
+    }
+    *o = 0;
+    return u;
+}
+
+/* ---- writer ------------------------------------------------------------------------------------------ */
+
+struct RtPkgWriter {
+    char *path; /* the final path */
+    char *tmp;  /* the temporary file beside it; NULL once renamed */
+    int fd;     /* open on tmp (for the final fsync), or -1 */
+    sqlite3 *db;
+    sqlite3_stmt *ins_meta, *ins_config, *ins_graph, *ins_weight;
+    char graph_hash[17]; /* bound to ins_graph until it steps */
+    KilnStatus status;   /* the first failure; sticky */
+    char msg[512];       /* its one-line message, starting with path */
+};
+
+/* Records the first failure (later ones are dropped, so the root cause is reported) and returns it. */
+static KilnStatus rt_pkgw_fail(RtPkgWriter *w, KilnStatus s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static KilnStatus rt_pkgw_fail(RtPkgWriter *w, KilnStatus s, const char *fmt, ...)
+{
+    if (w->status == KILN_OK) {
+        char what[400];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(what, sizeof what, fmt, ap);
+        va_end(ap);
+        rt_pkg_errf(w->msg, sizeof w->msg, s, "%s: %s", w->path, what);
+        w->status = s;
+    }
+    return w->status;
+}
+
+static KilnStatus rt_sqlite_write_status(int rc)
+{
+    switch (rc & 0xff) {
+    case SQLITE_NOMEM: return KILN_ERR_NOMEM;
+    case SQLITE_CONSTRAINT:
+    case SQLITE_TOOBIG:
+    case SQLITE_MISMATCH:
+    case SQLITE_RANGE: return KILN_ERR_ARG;
+    default: return KILN_ERR_IO;
+    }
+}
+
+/* Creates "<path>.tmp.XXXXXX" with O_EXCL and mode 0666 (less the umask, like any output file; mkstemp
+ * would give 0600). Returns the fd and *tmp_out (malloc'd), or -1 with errno set. */
+static int rt_tmp_create(const char *path, char **tmp_out)
+{
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    size_t n = strlen(path);
+    char *tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    if (!tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)(uintptr_t)tmp ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^
+                 ((uint64_t)ts.tv_sec << 20);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        memcpy(tmp, path, n);
+        memcpy(tmp + n, ".tmp.", 5);
+        for (int i = 0; i < 6; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            tmp[n + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
+        }
+        tmp[n + 11] = 0;
+        int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            *tmp_out = tmp;
+            return fd;
+        }
+        if (errno != EEXIST) break;
+    }
+    int e = errno;
+    free(tmp);
+    errno = e;
+    return -1;
+}
+
+/* Best effort: makes the rename durable. Some file systems refuse fsync on a directory; the package is
+ * already whole at its path either way, so a failure here is not reported. */
+static void rt_dir_sync(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+/* Releases everything and removes the temporary file when it is still there. */
+static void rt_pkgw_free(RtPkgWriter *w)
+{
+    sqlite3_finalize(w->ins_meta);
+    sqlite3_finalize(w->ins_config);
+    sqlite3_finalize(w->ins_graph);
+    sqlite3_finalize(w->ins_weight);
+    w->ins_meta = w->ins_config = w->ins_graph = w->ins_weight = NULL;
+    if (w->db) sqlite3_close(w->db); /* rolls back an open transaction */
+    if (w->fd >= 0) close(w->fd);
+    if (w->tmp) unlink(w->tmp);
+    free(w->tmp);
+    free(w->path);
+    free(w);
+}
+
+static KilnStatus rt_pkgw_exec(RtPkgWriter *w, const char *sql, const char *what)
+{
+    char *emsg = NULL;
+    int rc = sqlite3_exec(w->db, sql, NULL, NULL, &emsg);
+    if (rc != SQLITE_OK)
+        rt_pkgw_fail(w, rt_sqlite_write_status(rc), "%s: %s", what, emsg ? emsg : sqlite3_errstr(rc));
+    sqlite3_free(emsg);
+    return w->status;
+}
+
+static KilnStatus rt_pkgw_prepare(RtPkgWriter *w, sqlite3_stmt **st, const char *sql)
+{
+    int rc = sqlite3_prepare_v2(w->db, sql, -1, st, NULL);
+    if (rc != SQLITE_OK)
+        return rt_pkgw_fail(w, rt_sqlite_write_status(rc), "cannot prepare the schema: %s",
+                            sqlite3_errmsg(w->db));
+    return KILN_OK;
+}
+
+/* Steps a bound insert; `what` and `name` describe the row in a failure message. */
+static KilnStatus rt_pkgw_step(RtPkgWriter *w, sqlite3_stmt *st, const char *what, const char *name)
+{
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) {
+        if ((rc & 0xff) == SQLITE_CONSTRAINT)
+            rt_pkgw_fail(w, KILN_ERR_ARG, "%s '%s' given twice", what, name);
+        else
+            rt_pkgw_fail(w, rt_sqlite_write_status(rc), "cannot add %s '%s': %s", what, name,
+                         sqlite3_errmsg(w->db));
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return w->status;
+}
+
+static KilnStatus rt_pkgw_put_meta(RtPkgWriter *w, const char *key, const char *value)
+{
+    sqlite3_bind_text(w->ins_meta, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins_meta, 2, value, -1, SQLITE_STATIC);
+    return rt_pkgw_step(w, w->ins_meta, "meta key", key);
+}
+
+KilnStatus rt_pkgw_create(const char *path, RtPkgWriter **out, char *err, int errlen)
+{
+    if (out) *out = NULL;
+    if (!path || !*path || !out)
+        return rt_pkg_errf(err, errlen, KILN_ERR_ARG, "%s: rt_pkgw_create: missing path or out",
+                           path && *path ? path : "(no path)");
+    RtPkgWriter *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(path))) {
+        free(w);
+        return rt_pkg_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    w->fd = rt_tmp_create(path, &w->tmp);
+    if (w->fd < 0) {
+        rt_pkgw_fail(w, errno == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO, "cannot create temporary file: %s",
+                     strerror(errno));
+        goto fail;
+    }
+
+    char *uri = rt_pkg_uri(w->tmp, "mode=rw");
+    if (!uri) {
+        rt_pkgw_fail(w, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    int rc = sqlite3_open_v2(uri, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL);
+    free(uri);
+    if (rc != SQLITE_OK) {
+        rt_pkgw_fail(w, rt_sqlite_write_status(rc), "cannot open temporary file %s: %s", w->tmp,
+                     w->db ? sqlite3_errmsg(w->db) : sqlite3_errstr(rc));
+        goto fail;
+    }
+    char head[256];
+    snprintf(head, sizeof head,
+             "PRAGMA journal_mode=MEMORY; PRAGMA synchronous=OFF; BEGIN;"
+             " PRAGMA application_id=%d; PRAGMA user_version=%d;",
+             RT_PKG_APPLICATION_ID, RT_PKG_FORMAT_VERSION);
+    if (rt_pkgw_exec(w, head, "cannot start the package") ||
+        rt_pkgw_exec(w, rt_pkg_schema_sql, "cannot create the schema"))
+        goto fail;
+    if (rt_pkgw_prepare(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") ||
+        rt_pkgw_prepare(w, &w->ins_config, "INSERT INTO config(key, value) VALUES (?1, ?2)") ||
+        rt_pkgw_prepare(w, &w->ins_graph, "INSERT INTO graph(id, text, hash) VALUES (1, ?1, ?2)") ||
+        rt_pkgw_prepare(w, &w->ins_weight,
+                        "INSERT INTO weights(name, dtype, shape, nbytes) VALUES (?1, ?2, ?3, ?4)"))
+        goto fail;
+
+    char created[32] = "unknown";
+    struct tm tm;
+    time_t now = time(NULL);
+    if (gmtime_r(&now, &tm)) strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (rt_pkgw_put_meta(w, "format_version", RT_STR(RT_PKG_FORMAT_VERSION)) ||
+        rt_pkgw_put_meta(w, "kiln_version", RT_VERSION_STRING) || rt_pkgw_put_meta(w, "created", created))
+        goto fail;
+    *out = w;
+    return KILN_OK;
+
+fail:;
+    KilnStatus s = rt_pkg_errf(err, errlen, w->status, "%s", w->msg);
+    rt_pkgw_free(w);
+    return s;
+}
+
+KilnStatus rt_pkgw_meta(RtPkgWriter *w, const char *key, const char *value)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!key || !*key || !value) return rt_pkgw_fail(w, KILN_ERR_ARG, "meta: missing key or value");
+    if (!strcmp(key, "format_version") || !strcmp(key, "kiln_version"))
+        return rt_pkgw_fail(w, KILN_ERR_ARG, "meta key '%s' is written by the package writer", key);
+    return rt_pkgw_put_meta(w, key, value);
+}
+
+KilnStatus rt_pkgw_config(RtPkgWriter *w, const char *key, const char *value)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!key || !*key || !value) return rt_pkgw_fail(w, KILN_ERR_ARG, "config: missing key or value");
+    sqlite3_bind_text(w->ins_config, 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins_config, 2, value, -1, SQLITE_STATIC);
+    return rt_pkgw_step(w, w->ins_config, "config key", key);
+}
+
+KilnStatus rt_pkgw_graph(RtPkgWriter *w, const char *text)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!text) return rt_pkgw_fail(w, KILN_ERR_ARG, "graph: missing text");
+    snprintf(w->graph_hash, sizeof w->graph_hash, "%016llx",
+             (unsigned long long)rt_pkg_fnv1a64(text, strlen(text)));
+    sqlite3_bind_text(w->ins_graph, 1, text, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins_graph, 2, w->graph_hash, -1, SQLITE_STATIC);
+    return rt_pkgw_step(w, w->ins_graph, "graph", w->graph_hash);
+}
+
+KilnStatus rt_pkgw_weight(RtPkgWriter *w, const char *name, const char *dtype, const char *shape,
+                          int64_t nbytes)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!name || !*name || !dtype || !*dtype || !shape)
+        return rt_pkgw_fail(w, KILN_ERR_ARG, "weight: missing name, dtype or shape");
+    if (nbytes < 0)
+        return rt_pkgw_fail(w, KILN_ERR_ARG, "weight '%s': negative size %lld", name, (long long)nbytes);
+    sqlite3_bind_text(w->ins_weight, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins_weight, 2, dtype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins_weight, 3, shape, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(w->ins_weight, 4, nbytes);
+    return rt_pkgw_step(w, w->ins_weight, "weight", name);
+}
+
+KilnStatus rt_pkgw_commit(RtPkgWriter *w, char *err, int errlen)
+{
+    if (!w) return rt_pkg_errf(err, errlen, KILN_ERR_ARG, "(no path): rt_pkgw_commit: no writer");
+    if (w->status) goto fail;
+    sqlite3_finalize(w->ins_meta);
+    sqlite3_finalize(w->ins_config);
+    sqlite3_finalize(w->ins_graph);
+    sqlite3_finalize(w->ins_weight);
+    w->ins_meta = w->ins_config = w->ins_graph = w->ins_weight = NULL;
+    if (rt_pkgw_exec(w, "COMMIT", "cannot commit")) goto fail;
+    int rc = sqlite3_close(w->db);
+    if (rc != SQLITE_OK) {
+        rt_pkgw_fail(w, rt_sqlite_write_status(rc), "cannot close: %s", sqlite3_errmsg(w->db));
+        goto fail;
+    }
+    w->db = NULL;
+    if (fsync(w->fd) != 0) {
+        rt_pkgw_fail(w, KILN_ERR_IO, "cannot sync temporary file: %s", strerror(errno));
+        goto fail;
+    }
+    rc = close(w->fd);
+    w->fd = -1;
+    if (rc != 0) {
+        rt_pkgw_fail(w, KILN_ERR_IO, "cannot close temporary file: %s", strerror(errno));
+        goto fail;
+    }
+    if (rename(w->tmp, w->path) != 0) {
+        rt_pkgw_fail(w, KILN_ERR_IO, "cannot move the temporary file into place: %s", strerror(errno));
+        goto fail;
+    }
+    free(w->tmp);
+    w->tmp = NULL;
+    rt_dir_sync(w->path);
+    rt_pkgw_free(w);
+    return KILN_OK;
+
+fail:;
+    KilnStatus s = rt_pkg_errf(err, errlen, w->status, "%s", w->msg);
+    rt_pkgw_free(w);
+    return s;
+}
+
+void rt_pkgw_abort(RtPkgWriter *w)
+{
+    if (w) rt_pkgw_free(w);
+}

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The package through the CLI: compile -> inspect round trip; compile errors leave no file (and an old
+# file untouched); hostile packages given to `kiln inspect` fail with one clear line, never a crash.
+set -u
+kiln=$1 src=$2 d=$3
+rm -rf "$d"; mkdir -p "$d"
+pass=0 fail=0
+ok()   { echo "ok   $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL $1"; fail=$((fail + 1)); }
+
+# Round trip.
+if "$kiln" compile "$src/recipes/llama.lua" --model tiny -o "$d/tiny.kiln" 2> "$d/err" &&
+   "$kiln" inspect "$d/tiny.kiln" > "$d/summary" && grep -q "tiny" "$d/summary" &&
+   grep -q "model.embed_tokens.weight" "$d/summary"; then ok "compile + inspect"; else bad "compile + inspect"; cat "$d/err" "$d/summary"; fi
+[ "$(sqlite3 "$d/tiny.kiln" 'PRAGMA application_id')" = 1263094862 ] && ok "readable by sqlite3" || bad "sqlite3 application_id"
+n=$(sqlite3 "$d/tiny.kiln" 'SELECT count(*) FROM weights')
+# tiny: embed + 2 layers x 9 + final norm + lm_head = 21 weights
+[ "$n" = 21 ] && ok "weight table ($n rows)" || bad "weight table has $n rows, want 21"
+ls "$d" | grep -q tmp && bad "temporary file left behind" || ok "no temporary files"
+
+# Compile errors leave nothing behind, and an existing package is not touched.
+"$kiln" compile "$src/recipes/llama.lua" --model nope -o "$d/none.kiln" 2> "$d/err"; rc=$?
+[ $rc != 0 ] && [ ! -e "$d/none.kiln" ] && [ "$(wc -l < "$d/err")" = 1 ] && ok "unknown model: no file" || bad "unknown model (rc $rc)"
+cp "$d/tiny.kiln" "$d/keep.kiln"; before=$(md5sum < "$d/keep.kiln")
+"$kiln" compile "$src/recipes/llama.lua" --model tiny --set n_heads=3 -o "$d/keep.kiln" 2> "$d/err"; rc=$?
+[ $rc != 0 ] && [ "$(md5sum < "$d/keep.kiln")" = "$before" ] && ok "failed compile keeps old file" || bad "failed compile touched old file (rc $rc)"
+grep -q "llama.lua:[0-9]*:" "$d/err" && ok "shape error names recipe line: $(cat "$d/err")" || bad "shape error without line: $(cat "$d/err")"
+"$kiln" compile "$src/recipes/llama.lua" --model tiny -o "$d/no/such/dir/x.kiln" 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && ok "unwritable output: $(cat "$d/err")" || bad "unwritable output (rc $rc)"
+"$kiln" compile "$src/recipes/llama.lua" --model tiny --target sm_99 -o "$d/t.kiln" 2> "$d/err"; rc=$?
+[ $rc = 2 ] && [ ! -e "$d/t.kiln" ] && ok "unknown target" || bad "unknown target (rc $rc)"
+
+# Hostile packages.
+good="$d/tiny.kiln"; size=$(stat -c %s "$good")
+: > "$d/empty.kiln"
+head -c $((size / 2)) "$good" > "$d/half.kiln"
+head -c 100 "$good" > "$d/head100.kiln"
+head -c $((size - 4096)) "$good" > "$d/short.kiln"
+# b-tree page header of page 2 (quick_check's side) and a changed graph text (the stored hash's side)
+psize=$(sqlite3 "$good" 'PRAGMA page_size')
+cp "$good" "$d/flipped.kiln"; printf '\xde\xad\xbe\xef\xde\xad\xbe\xef' | dd of="$d/flipped.kiln" bs=1 seek=$psize conv=notrunc 2> /dev/null
+cp "$good" "$d/tampered.kiln"; sqlite3 "$d/tampered.kiln" "UPDATE graph SET text = replace(text, 'bf16', 'f16')"
+head -c 65536 /dev/urandom > "$d/random.kiln"
+echo "this is not a package" > "$d/text.kiln"
+sqlite3 "$d/foreign.kiln" "CREATE TABLE t(x); INSERT INTO t VALUES (1);"
+sqlite3 "$d/nometa.kiln" "PRAGMA application_id = 1263094862; PRAGMA user_version = 1; CREATE TABLE x(y);"
+cp "$good" "$d/future.kiln"; sqlite3 "$d/future.kiln" "PRAGMA user_version = 99"
+mkdir -p "$d/dir.kiln"
+for f in empty half head100 short flipped tampered random text foreign nometa future dir missing; do
+  p="$d/$f.kiln"
+  sum=$( [ -f "$p" ] && md5sum < "$p")
+  "$kiln" inspect "$p" > "$d/out" 2> "$d/err"; rc=$?
+  lines=$(wc -l < "$d/err")
+  if [ $rc = 1 ] && [ "$lines" = 1 ] && grep -q "^kiln: .*$f.kiln" "$d/err" && [ "$sum" = "$( [ -f "$p" ] && md5sum < "$p")" ]; then
+    ok "$f: $(cat "$d/err")"
+  else
+    bad "$f: rc=$rc lines=$lines: $(head -c 300 "$d/err")"
+  fi
+done
+ls "$d" | grep -qE -- '-journal|-wal' && bad "inspect left journal files" || ok "inspect wrote nothing"
+echo "package: $pass passed, $fail failed"
+[ $fail = 0 ]

@@ -1,0 +1,254 @@
+/* test_gir.c — the graph IR from C: builder checks, shape inference rules, verifier, printer,
+ * passes, and allocation-failure handling (every k-th allocation fails in turn). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir/gir.h"
+#include "kt.h"
+
+static const GirLoc here = {"test.lua", 1};
+
+typedef struct Mini {
+    GirGraph *g;
+    GirValue *tokens, *pos, *slots, *bt, *lens, *cuq, *kc, *vc;
+} Mini;
+
+static GirDim S(GirGraph *g, const char *n)
+{
+    return gir_dim_sym(g, n);
+}
+static GirDim C(int64_t n)
+{
+    return gir_dim_const(n);
+}
+
+static IrDiag leaf_diag; /* the first failure of a leaf, reported by the op that uses it */
+
+static GirValue *leaf(GirGraph *g, GirOp op, const char *name, GirDtype t, int rank, const GirDim *dims)
+{
+    return gir_leaf(g, op, name, gir_type(t, rank, dims), here, &leaf_diag);
+}
+
+static GirValue *W(GirGraph *g, const char *name, int64_t a, int64_t b)
+{
+    return b ? leaf(g, GIR_OP_WEIGHT, name, GIR_BF16, 2, (GirDim[]){C(a), C(b)})
+             : leaf(g, GIR_OP_WEIGHT, name, GIR_BF16, 1, (GirDim[]){C(a)});
+}
+
+static GirValue *op1(GirGraph *g, GirOp op, GirValue *const *in, int n, const GirAttr *at, int na, IrDiag *d)
+{
+    for (int i = 0; i < n; i++)
+        if (!in[i]) {
+            ir_diag_set(d, leaf_diag.status, "%s", leaf_diag.msg);
+            return NULL;
+        }
+    GirNode *node = gir_node_add(g, op, in, n, at, na, here, d);
+    return node ? node->out[0] : NULL;
+}
+
+static Mini mini(int hkv, int hd)
+{
+    Mini m = {.g = gir_graph_create("mini")};
+    GirGraph *g = m.g;
+    m.tokens = leaf(g, GIR_OP_INPUT, "tokens", GIR_I32, 1, (GirDim[]){S(g, "T")});
+    m.pos = leaf(g, GIR_OP_INPUT, "positions", GIR_I32, 1, (GirDim[]){S(g, "T")});
+    m.slots = leaf(g, GIR_OP_INPUT, "slots", GIR_I32, 1, (GirDim[]){S(g, "T")});
+    m.bt = leaf(g, GIR_OP_INPUT, "block_table", GIR_I32, 2, (GirDim[]){S(g, "B"), S(g, "MP")});
+    m.lens = leaf(g, GIR_OP_INPUT, "seq_lens", GIR_I32, 1, (GirDim[]){S(g, "B")});
+    m.cuq = leaf(g, GIR_OP_INPUT, "cu_q", GIR_I32, 1, (GirDim[]){S(g, "B+1")});
+    GirDim cd[] = {S(g, "P"), C(16), C(hkv), C(hd)};
+    m.kc = leaf(g, GIR_OP_INPUT, "k_cache", GIR_BF16, 4, cd);
+    m.vc = leaf(g, GIR_OP_INPUT, "v_cache", GIR_BF16, 4, cd);
+    return m;
+}
+
+/* One attention block of a model with h heads of size hd and hkv kv heads; returns 0 on any error. */
+static int block(Mini *m, int h, int hkv, int hd, IrDiag *d)
+{
+    GirGraph *g = m->g;
+    int c = h * hd;
+    GirValue *emb = W(g, "embed", 100, c);
+    GirValue *x = op1(g, GIR_OP_EMBEDDING, (GirValue *[]){m->tokens, emb}, 2, NULL, 0, d);
+    if (!x) return 0;
+    GirAttr eps = gir_attr_float("eps", 1e-5);
+    GirValue *n = op1(g, GIR_OP_RMS_NORM, (GirValue *[]){x, W(g, "norm", c, 0)}, 2, &eps, 1, d);
+    GirValue *q = op1(g, GIR_OP_MATMUL, (GirValue *[]){n, W(g, "wq", c, c)}, 2, NULL, 0, d);
+    GirValue *k = op1(g, GIR_OP_MATMUL, (GirValue *[]){n, W(g, "wk", hkv * hd, c)}, 2, NULL, 0, d);
+    GirValue *v = op1(g, GIR_OP_MATMUL, (GirValue *[]){n, W(g, "wv", hkv * hd, c)}, 2, NULL, 0, d);
+    if (!q || !k || !v) return 0;
+    GirAttr rq[] = {gir_attr_int("heads", h), gir_attr_int("head_dim", hd), gir_attr_int("theta", 10000)};
+    GirAttr rk[] = {gir_attr_int("heads", hkv), gir_attr_int("head_dim", hd), gir_attr_float("theta", 1e4)};
+    q = op1(g, GIR_OP_ROPE, (GirValue *[]){q, m->pos}, 2, rq, 3, d);
+    k = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m->pos}, 2, rk, 3, d);
+    if (!q || !k) return 0;
+    GirAttr kva[] = {gir_attr_int("kv_heads", hkv), gir_attr_int("head_dim", hd),
+                     gir_attr_int("page_size", 16)};
+    GirNode *kw =
+        gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){k, v, m->kc, m->vc, m->slots}, 5, kva, 3, here, d);
+    if (!kw) return 0;
+    GirAttr aa[] = {gir_attr_str("mode", "mixed"), gir_attr_int("causal", 1),
+                    gir_attr_int("heads", h),      gir_attr_int("kv_heads", hkv),
+                    gir_attr_int("head_dim", hd),  gir_attr_int("page_size", 16)};
+    GirValue *o = op1(g, GIR_OP_ATTENTION, (GirValue *[]){q, kw->out[0], kw->out[1], m->bt, m->lens, m->cuq},
+                      6, aa, 6, d);
+    if (!o) return 0;
+    GirValue *r = op1(g, GIR_OP_ADD, (GirValue *[]){x, o}, 2, NULL, 0, d);
+    GirValue *n2 = op1(g, GIR_OP_RMS_NORM, (GirValue *[]){r, W(g, "norm2", c, 0)}, 2, &eps, 1, d);
+    GirValue *r2 = op1(g, GIR_OP_ADD, (GirValue *[]){r, n2}, 2, NULL, 0, d);
+    GirValue *rows = leaf(g, GIR_OP_INPUT, "rows", GIR_I32, 1, (GirDim[]){S(g, "R")});
+    GirValue *lg = op1(g, GIR_OP_LOGITS, (GirValue *[]){r2, emb, rows}, 3, NULL, 0, d);
+    if (!lg) return 0;
+    GirAttr on = gir_attr_str("name", "logits");
+    /* an unused node that dce must remove */
+    if (!op1(g, GIR_OP_SILU_MUL, (GirValue *[]){x, x}, 2, NULL, 0, d)) return 0;
+    return gir_node_add(g, GIR_OP_OUTPUT, (GirValue *[]){lg}, 1, &on, 1, here, d) != NULL;
+}
+
+static void test_build_print_passes(void)
+{
+    Mini m = mini(2, 8);
+    IrDiag d = {0};
+    KT_CHECK(block(&m, 4, 2, 8, &d), "block: %s", d.msg);
+    KT_CHECK(gir_verify(m.g, &d) == IR_OK, "%s", d.msg);
+    IrBuf a = {0}, b = {0};
+    gir_print(m.g, 0, &a);
+    gir_print(m.g, 0, &b);
+    KT_CHECK(a.s && b.s && strcmp(a.s, b.s) == 0, "printing is deterministic");
+    KT_CHECK(strstr(a.s, "= attention %") != NULL, "printed attention: %s", a.s);
+    KT_CHECK(strstr(a.s, "logits %") && strstr(a.s, ": f32[R,100]"), "logits type");
+    int before = m.g->n_nodes;
+    uint64_t h0 = gir_graph_hash(m.g);
+    KT_CHECK(gir_run_passes(m.g, NULL, &d) == IR_OK, "passes: %s", d.msg);
+    IrBuf c = {0};
+    gir_print(m.g, 0, &c);
+    KT_CHECK(strstr(c.s, "add_rms_norm") != NULL, "fused add+norm:\n%s", c.s);
+    KT_CHECK(strstr(c.s, "silu_mul") == NULL, "dce removed the unused node");
+    KT_CHECK(m.g->n_nodes == before - 2, "nodes %d -> %d", before, m.g->n_nodes);
+    KT_CHECK(gir_graph_hash(m.g) != h0, "hash changes with the graph");
+    KT_CHECK(gir_verify(m.g, &d) == IR_OK, "%s", d.msg);
+    ir_buf_free(&a);
+    ir_buf_free(&b);
+    ir_buf_free(&c);
+    gir_graph_destroy(m.g);
+}
+
+static void expect_fail(int h, int hkv, int hd, const char *want)
+{
+    Mini m = mini(hkv, hd);
+    IrDiag d = {0};
+    int ok = block(&m, h, hkv, hd, &d);
+    KT_CHECK(!ok && strstr(d.msg, want) && strncmp(d.msg, "test.lua:1: ", 12) == 0,
+             "h=%d hkv=%d hd=%d: want '%s', got '%s'", h, hkv, hd, want, d.msg);
+    gir_graph_destroy(m.g);
+}
+
+static void test_inference_errors(void)
+{
+    expect_fail(32, 5, 8, "not a whole multiple of kv_heads 5");
+    expect_fail(4, 2, 7, "head_dim must be even");
+    IrDiag d = {0};
+    GirGraph *g = gir_graph_create("e");
+    GirValue *x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    GirValue *w = W(g, "w", 32, 48);
+    KT_CHECK(!op1(g, GIR_OP_MATMUL, (GirValue *[]){x, w}, 2, NULL, 0, &d) && strstr(d.msg, "weight K is 48"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!op1(g, GIR_OP_MATMUL, (GirValue *[]){x}, 1, NULL, 0, &d) &&
+                 strstr(d.msg, "2 to 3 tensor inputs"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    GirAttr bad = gir_attr_float("epsilon", 1e-5);
+    KT_CHECK(!op1(g, GIR_OP_RMS_NORM, (GirValue *[]){x, W(g, "n", 64, 0)}, 2, &bad, 1, &d) &&
+                 strstr(d.msg, "unknown attribute 'epsilon'"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!op1(g, GIR_OP_RMS_NORM, (GirValue *[]){x, W(g, "n2", 64, 0)}, 2, NULL, 0, &d) &&
+                 strstr(d.msg, "missing attribute 'eps'"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    GirAttr sv = gir_attr_str("eps", "small");
+    KT_CHECK(!op1(g, GIR_OP_RMS_NORM, (GirValue *[]){x, W(g, "n3", 64, 0)}, 2, &sv, 1, &d) &&
+                 strstr(d.msg, "must be a number"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_WEIGHT, "", gir_type(GIR_BF16, 1, (GirDim[]){C(4)}), here, &d) &&
+                 strstr(d.msg, "checkpoint name"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_WEIGHT, "w", gir_type(GIR_BF16, 1, (GirDim[]){C(4)}), here, &d) &&
+                 strstr(d.msg, "declared twice"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_WEIGHT, "q", gir_type(GIR_Q4_0, 2, (GirDim[]){C(4), C(48)}), here, &d) &&
+                 strstr(d.msg, "multiple of 32"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_WEIGHT, "s", gir_type(GIR_BF16, 1, (GirDim[]){S(g, "T")}), here, &d) &&
+                 strstr(d.msg, "symbolic"),
+             "%s", d.msg);
+    KT_CHECK(gir_verify(g, &d) == IR_OK, "failed adds leave the graph valid: %s", d.msg);
+    gir_graph_destroy(g);
+}
+
+static void test_verifier_catches_corruption(void)
+{
+    Mini m = mini(2, 8);
+    IrDiag d = {0};
+    KT_CHECK(block(&m, 4, 2, 8, &d), "%s", d.msg);
+    GirNode *att = NULL;
+    for (int i = 0; i < m.g->n_nodes; i++)
+        if (m.g->nodes[i]->op == GIR_OP_ATTENTION) att = m.g->nodes[i];
+    KT_CHECK(att != NULL, "attention present");
+    att->attr[3].i = 3; /* kv_heads 3: GQA no longer whole */
+    KT_CHECK(gir_verify(m.g, &d) == IR_ERR_INTERNAL && strstr(d.msg, "attention"), "%s", d.msg);
+    att->attr[3].i = 2;
+    ir_diag_clear(&d);
+    GirNode *first = m.g->nodes[0];
+    m.g->nodes[0] = m.g->nodes[m.g->n_nodes - 1];
+    m.g->nodes[m.g->n_nodes - 1] = first;
+    KT_CHECK(gir_verify(m.g, &d) == IR_ERR_INTERNAL, "order broken: %s", d.msg);
+    gir_graph_destroy(m.g);
+}
+
+/* Fail the k-th arena allocation for every k until the build succeeds: never a crash, always a status. */
+static void test_alloc_failures(void)
+{
+    int completed = 0;
+    for (long k = 1; k < 400 && !completed; k++) {
+        GirGraph *g = gir_graph_create("oom");
+        if (!g) continue;
+        ir_arena_fail_after(g->arena, k);
+        Mini m = {.g = g};
+        IrDiag d = {0};
+        ir_diag_clear(&leaf_diag);
+        m.tokens = leaf(g, GIR_OP_INPUT, "tokens", GIR_I32, 1, (GirDim[]){S(g, "T")});
+        m.pos = leaf(g, GIR_OP_INPUT, "positions", GIR_I32, 1, (GirDim[]){S(g, "T")});
+        m.slots = leaf(g, GIR_OP_INPUT, "slots", GIR_I32, 1, (GirDim[]){S(g, "T")});
+        m.bt = leaf(g, GIR_OP_INPUT, "block_table", GIR_I32, 2, (GirDim[]){S(g, "B"), S(g, "MP")});
+        m.lens = leaf(g, GIR_OP_INPUT, "seq_lens", GIR_I32, 1, (GirDim[]){S(g, "B")});
+        m.cuq = leaf(g, GIR_OP_INPUT, "cu_q", GIR_I32, 1, (GirDim[]){S(g, "B+1")});
+        GirDim cd[] = {S(g, "P"), C(16), C(2), C(8)};
+        m.kc = leaf(g, GIR_OP_INPUT, "k_cache", GIR_BF16, 4, cd);
+        m.vc = leaf(g, GIR_OP_INPUT, "v_cache", GIR_BF16, 4, cd);
+        int ok =
+            m.tokens && m.pos && m.slots && m.bt && m.lens && m.cuq && m.kc && m.vc && block(&m, 4, 2, 8, &d);
+        if (!ok && d.status == IR_OK) d = leaf_diag;
+        if (ok) {
+            completed = 1;
+            KT_CHECK(gir_verify(g, &d) == IR_OK, "k=%ld: %s", k, d.msg);
+        } else {
+            KT_CHECK(d.status == IR_ERR_NOMEM, "k=%ld: status %s: %s", k, ir_status_name(d.status), d.msg);
+        }
+        gir_graph_destroy(g);
+    }
+    KT_CHECK(completed, "the build eventually succeeds");
+}
+
+int main(void)
+{
+    test_build_print_passes();
+    test_inference_errors();
+    test_verifier_catches_corruption();
+    test_alloc_failures();
+    return kt_done("test_gir");
+}

@@ -1,0 +1,463 @@
+/* test_package.c — the package file: writer round trip, atomic writing (no temporary files left, an
+ * existing file untouched on failure), and hostile files, each of which must give the right status and
+ * a one-line message that starts with the path, never crash, and never be modified by the reader. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "kt.h"
+#include "runtime/rt_package.h"
+
+static char scratch[64];
+
+static const char *at(const char *name)
+{
+    static char buf[8][512];
+    static int next;
+    char *b = buf[next++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", scratch, name);
+    return b;
+}
+
+/* The bytes of a regular file (malloc'd), or NULL for anything else. */
+static char *slurp(const char *path, long *n)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    *n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)*n + 1);
+    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const void *data, long n)
+{
+    FILE *f = fopen(path, "wb");
+    KT_CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fwrite(data, 1, (size_t)n, f);
+    fclose(f);
+}
+
+/* Entries of the scratch directory that contain `needle` (e.g. ".tmp." or "-journal"). */
+static int count_entries(const char *dir, const char *needle)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strstr(e->d_name, needle)) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static int starts_with(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* A package shaped like a small real one: 40 config keys, a 30 kB graph, 150 weights. */
+static KilnStatus write_package(const char *path, const char *model)
+{
+    RtPkgWriter *w;
+    char err[512], k[64], v[128];
+    KilnStatus s = rt_pkgw_create(path, &w, err, sizeof err);
+    KT_CHECK(s == KILN_OK, "create: %s", err);
+    if (s) return s;
+    rt_pkgw_meta(w, "recipe", "llama");
+    rt_pkgw_meta(w, "recipe_file", "recipes/llama.lua");
+    rt_pkgw_meta(w, "recipe_hash", "0123456789abcdef");
+    rt_pkgw_meta(w, "model", model);
+    rt_pkgw_meta(w, "graph_hash", "89abcdef01234567");
+    rt_pkgw_meta(w, "targets", "host");
+    rt_pkgw_meta(w, "note", "line one\nline two"); /* a control character: the summary must stay one line */
+    for (int i = 0; i < 40; i++) {
+        snprintf(k, sizeof k, "key_%02d", i);
+        snprintf(v, sizeof v, "%d", 1000 + i * 37);
+        rt_pkgw_config(w, k, v);
+    }
+    char *graph = malloc(32768);
+    size_t len = 0;
+    for (int i = 0; len + 100 < 32768 && i < 600; i++)
+        len += (size_t)snprintf(graph + len, 32768 - len, "%%%d = rms_norm(%%%d, w%d) : bf16[T,4096]\n",
+                                i + 1, i, i);
+    rt_pkgw_graph(w, graph);
+    free(graph);
+    for (int i = 0; i < 150; i++) {
+        snprintf(k, sizeof k, "model.layers.%d.self_attn.q_proj.weight", i);
+        rt_pkgw_weight(w, k, "bf16", "[4096,4096]", 4096LL * 4096 * 2 + i);
+    }
+    s = rt_pkgw_weight(w, "model.embed_tokens.weight", "bf16", "[128256,4096]", 128256LL * 4096 * 2);
+    KT_CHECK(s == KILN_OK, "adds: %s", kiln_status_name(s));
+    s = rt_pkgw_commit(w, err, sizeof err);
+    KT_CHECK(s == KILN_OK, "commit: %s", err);
+    return s;
+}
+
+static void test_round_trip(void)
+{
+    const char *path = at("rt.kiln");
+    if (write_package(path, "llama-3-8b")) return;
+    KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary file left after commit");
+    KT_CHECK(count_entries(scratch, "-journal") == 0, "journal left after commit");
+
+    KilnPackage *pkg;
+    char err[512];
+    KilnStatus s = kiln_package_open(path, &pkg, err, sizeof err);
+    KT_CHECK(s == KILN_OK, "open: %s", err);
+    if (s) return;
+    const char *created = kiln_package_meta(pkg, "created");
+    KT_CHECK(kiln_package_meta(pkg, "model") && !strcmp(kiln_package_meta(pkg, "model"), "llama-3-8b"),
+             "model");
+    KT_CHECK(kiln_package_meta(pkg, "format_version") &&
+                 !strcmp(kiln_package_meta(pkg, "format_version"), "1"),
+             "format_version");
+    KT_CHECK(kiln_package_meta(pkg, "kiln_version") &&
+                 !strcmp(kiln_package_meta(pkg, "kiln_version"), "0.1.0"),
+             "kiln_version");
+    KT_CHECK(created && strlen(created) == 20 && created[10] == 'T' && created[19] == 'Z', "created %s",
+             created ? created : "(null)");
+    KT_CHECK(kiln_package_meta(pkg, "no_such_key") == NULL, "missing key");
+    const char *g = rt_pkg_graph_text(pkg);
+    KT_CHECK(g && starts_with(g, "%1 = rms_norm(%0, w0) : bf16[T,4096]\n"), "graph text");
+    KT_CHECK(kiln_version() == 100, "kiln_version() = %d", kiln_version());
+    KT_CHECK(!strcmp(kiln_status_name(KILN_ERR_CORRUPT), "corrupt file"), "status name");
+    KT_CHECK(kiln_status_name((KilnStatus)99) != NULL, "unknown status name");
+
+    char *out[2] = {0};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = tmpfile();
+        KT_CHECK(f && rt_pkg_print_summary(pkg, f) == KILN_OK, "summary");
+        if (!f) continue;
+        long n = ftell(f);
+        out[i] = calloc(1, (size_t)n + 1);
+        rewind(f);
+        KT_CHECK(fread(out[i], 1, (size_t)n, f) == (size_t)n, "read summary");
+        fclose(f);
+    }
+    if (out[0] && out[1]) {
+        KT_CHECK(!strcmp(out[0], out[1]), "summary is not deterministic");
+        KT_CHECK(strstr(out[0], "weights   151 tensors, 6.08 GB (largest: model.embed_tokens.weight "
+                                "bf16[128256,4096] 1.05 GB"),
+                 "weights line:\n%s", out[0]);
+        KT_CHECK(strstr(out[0], "recipe    llama (recipes/llama.lua, hash 0123456789abcdef)"), "recipe line");
+        KT_CHECK(strstr(out[0], "binaries  0 (no targets compiled yet)"), "binaries line");
+        KT_CHECK(strstr(out[0], "note=line one?line two"), "control characters are escaped");
+        int longest = 0, cur = 0;
+        for (const char *p = out[0]; *p; p++)
+            cur = *p == '\n' ? 0 : cur + 1, longest = cur > longest ? cur : longest;
+        KT_CHECK(longest <= 100, "summary line of %d columns", longest);
+        fputs(out[0], stdout);
+    }
+    free(out[0]);
+    free(out[1]);
+    kiln_package_close(pkg);
+    kiln_package_close(NULL);
+}
+
+static void test_writer_errors(void)
+{
+    const char *path = at("sticky.kiln");
+    RtPkgWriter *w;
+    char err[512] = "";
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    KT_CHECK(rt_pkgw_config(w, "hidden_size", "4096") == KILN_OK, "first config");
+    KT_CHECK(rt_pkgw_config(w, "hidden_size", "4096") == KILN_ERR_ARG, "duplicate config key");
+    KT_CHECK(rt_pkgw_weight(w, "x", "bf16", "[1]", 2) == KILN_ERR_ARG, "sticky after failure");
+    KT_CHECK(rt_pkgw_meta(w, "model", "m") == KILN_ERR_ARG, "sticky after failure");
+    KT_CHECK(rt_pkgw_commit(w, err, sizeof err) == KILN_ERR_ARG, "commit refuses");
+    KT_CHECK(starts_with(err, path) && strstr(err, "hidden_size") && !strchr(err, '\n'), "message: %s", err);
+    KT_CHECK(access(path, F_OK) != 0, "no package after a refused commit");
+
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    KT_CHECK(rt_pkgw_meta(w, "format_version", "7") == KILN_ERR_ARG, "format_version is the writer's");
+    rt_pkgw_abort(w);
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    KT_CHECK(rt_pkgw_graph(w, "g") == KILN_OK && rt_pkgw_graph(w, "g") == KILN_ERR_ARG, "one graph");
+    rt_pkgw_abort(w);
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    KT_CHECK(rt_pkgw_weight(w, "w", "bf16", "[1]", -1) == KILN_ERR_ARG, "negative size");
+    rt_pkgw_abort(w);
+    KT_CHECK(rt_pkgw_create(NULL, &w, err, sizeof err) == KILN_ERR_ARG, "NULL path");
+    KT_CHECK(rt_pkgw_create(path, NULL, NULL, 0) == KILN_ERR_ARG, "NULL out, no err buffer");
+    KT_CHECK(rt_pkgw_meta(NULL, "a", "b") == KILN_ERR_ARG, "NULL writer");
+    rt_pkgw_abort(NULL);
+    KT_CHECK(count_entries(scratch, "sticky") == 0, "leftovers after writer errors");
+
+    /* characters that mean something in an SQLite URI are plain file name characters here */
+    path = at("we?ird #name%20&mode=ro.kiln");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK &&
+                 rt_pkgw_commit(w, err, sizeof err) == KILN_OK,
+             "odd name: %s", err);
+    KilnPackage *odd = NULL;
+    KT_CHECK(kiln_package_open(path, &odd, err, sizeof err) == KILN_OK, "open odd name: %s", err);
+    kiln_package_close(odd);
+    KT_CHECK(unlink(path) == 0 && count_entries(scratch, "we") == 0, "odd name: exact file name");
+
+    /* created may be fixed by the caller (reproducible packages); an empty package is valid */
+    path = at("fixed.kiln");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    rt_pkgw_meta(w, "created", "2000-01-01T00:00:00Z");
+    KT_CHECK(rt_pkgw_commit(w, err, sizeof err) == KILN_OK, "commit: %s", err);
+    KilnPackage *pkg = NULL;
+    KT_CHECK(kiln_package_open(path, &pkg, err, sizeof err) == KILN_OK, "open: %s", err);
+    const char *created = kiln_package_meta(pkg, "created");
+    KT_CHECK(created && !strcmp(created, "2000-01-01T00:00:00Z"), "created %s", created ? created : "(null)");
+    KT_CHECK(rt_pkg_graph_text(pkg) == NULL, "no graph");
+    FILE *f = fopen("/dev/null", "w");
+    KT_CHECK(f && rt_pkg_print_summary(pkg, f) == KILN_OK, "summary of an empty package");
+    if (f) fclose(f);
+    kiln_package_close(pkg);
+    unlink(path);
+}
+
+static void test_atomicity(void)
+{
+    char err[512] = "";
+    RtPkgWriter *w;
+
+    /* abort leaves nothing */
+    const char *path = at("aborted.kiln");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    KT_CHECK(count_entries(scratch, "aborted.kiln.tmp.") == 1, "temporary file beside the target");
+    rt_pkgw_meta(w, "model", "m");
+    rt_pkgw_abort(w);
+    KT_CHECK(count_entries(scratch, "aborted") == 0, "abort left files");
+
+    /* the target is a directory: commit fails, the directory stays, no temporary file */
+    path = at("isdir.kiln");
+    mkdir(path, 0755);
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    KT_CHECK(rt_pkgw_commit(w, err, sizeof err) == KILN_ERR_IO, "commit onto a directory");
+    KT_CHECK(starts_with(err, path), "message: %s", err);
+    struct stat st;
+    KT_CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "directory untouched");
+    KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary file left after a failed commit");
+    rmdir(path);
+
+    /* no directory to write into */
+    path = at("nodir/x.kiln");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create in a missing directory");
+    KT_CHECK(starts_with(err, path) && strstr(err, "cannot create temporary file"), "message: %s", err);
+    spit(at("plainfile"), "x", 1);
+    path = at("plainfile/x.kiln");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create under a regular file");
+    KT_CHECK(starts_with(err, path), "message: %s", err);
+    unlink(at("plainfile"));
+    if (geteuid() != 0) { /* root writes anywhere */
+        const char *ro = at("ro");
+        mkdir(ro, 0555);
+        path = at("ro/x.kiln");
+        KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create in a read-only directory");
+        KT_CHECK(starts_with(err, path) && strstr(err, "Permission denied"), "message: %s", err);
+        KT_CHECK(count_entries(ro, "") == 0, "leftovers in read-only dir");
+        rmdir(ro);
+    }
+
+    /* an existing package survives a failed commit and an abort, and is replaced by a good one */
+    path = at("existing.kiln");
+    if (write_package(path, "old-model")) return;
+    long n0, n1;
+    char *before = slurp(path, &n0);
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    rt_pkgw_config(w, "a", "1");
+    rt_pkgw_config(w, "a", "2");
+    KT_CHECK(rt_pkgw_commit(w, err, sizeof err) != KILN_OK, "failed commit");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    rt_pkgw_abort(w);
+    char *after = slurp(path, &n1);
+    KT_CHECK(before && after && n0 == n1 && !memcmp(before, after, (size_t)n0), "existing file changed");
+    KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary files left");
+    free(before);
+    free(after);
+    if (write_package(path, "new-model")) return;
+    KilnPackage *pkg;
+    KT_CHECK(kiln_package_open(path, &pkg, err, sizeof err) == KILN_OK, "open: %s", err);
+    if (pkg) {
+        KT_CHECK(!strcmp(kiln_package_meta(pkg, "model"), "new-model"), "replaced");
+        kiln_package_close(pkg);
+    }
+    unlink(path);
+}
+
+/* Opens a hostile file: the status must match, the message start with the path and be one line, *out
+ * stay NULL, and the file and directory stay exactly as they were. */
+static void expect_open(const char *path, KilnStatus want, const char *needle)
+{
+    long n0 = 0, n1 = 0;
+    char *before = slurp(path, &n0);
+    int entries = count_entries(scratch, "");
+    KilnPackage *pkg = (KilnPackage *)1;
+    char err[512] = "";
+    KilnStatus s = kiln_package_open(path, &pkg, err, sizeof err);
+    KT_CHECK(s == want, "%s: got %s, want %s (%s)", path, kiln_status_name(s), kiln_status_name(want), err);
+    KT_CHECK((s == KILN_OK) == (pkg != NULL), "%s: *out is wrong", path);
+    KT_CHECK(s == KILN_OK || (starts_with(err, path) && !strchr(err, '\n')), "%s: message: %s", path, err);
+    KT_CHECK(!needle || strstr(err, needle), "%s: message lacks '%s': %s", path, needle, err);
+    char *after = slurp(path, &n1);
+    KT_CHECK((!before && !after) || (before && after && n0 == n1 && !memcmp(before, after, (size_t)n0)),
+             "%s: the reader modified the file", path);
+    KT_CHECK(count_entries(scratch, "") == entries, "%s: the reader left files behind", path);
+    if (s == KILN_OK) kiln_package_close(pkg);
+    KT_CHECK(kiln_package_open(path, &pkg, NULL, 0) == want, "%s: without an err buffer", path);
+    kiln_package_close(pkg);
+    free(before);
+    free(after);
+}
+
+/* Runs SQL on a copy of the good package (as `sqlite3` would), for hand-made damage. */
+static void edit_copy(const char *good, const char *path, const char *sql)
+{
+    long n;
+    char *b = slurp(good, &n);
+    spit(path, b, n);
+    free(b);
+    sqlite3 *db = NULL;
+    KT_CHECK(sqlite3_open(path, &db) == SQLITE_OK && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK,
+             "%s: %s", sql, db ? sqlite3_errmsg(db) : "open");
+    sqlite3_close(db);
+}
+
+static void test_hostile(void)
+{
+    char good[512];
+    snprintf(good, sizeof good, "%s", at("good.kiln"));
+    if (write_package(good, "llama-3-8b")) return;
+    long n;
+    char *g = slurp(good, &n);
+    KT_CHECK(g && n > 8 * 4096 && n % 4096 == 0, "package of %ld bytes", n);
+    if (!g) return;
+    expect_open(good, KILN_OK, NULL);
+
+    expect_open(at("missing.kiln"), KILN_ERR_IO, "does not exist");
+    mkdir(at("dir.kiln"), 0755);
+    expect_open(at("dir.kiln"), KILN_ERR_IO, "directory");
+    mkfifo(at("fifo.kiln"), 0644);
+    expect_open(at("fifo.kiln"), KILN_ERR_IO, "not a regular file");
+    spit(at("empty.kiln"), "", 0);
+    expect_open(at("empty.kiln"), KILN_ERR_FORMAT, "empty");
+    char noise[5000];
+    srand(42);
+    for (size_t i = 0; i < sizeof noise; i++)
+        noise[i] = (char)rand();
+    spit(at("random.kiln"), noise, sizeof noise);
+    expect_open(at("random.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
+    const char *text = "model: llama\nthis is a text file, not a package\n";
+    spit(at("text.kiln"), text, (long)strlen(text));
+    expect_open(at("text.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
+    spit(at("short.kiln"), "SQLite", 6);
+    expect_open(at("short.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
+
+    const long cut[] = {n / 2, n - 4096, 100, 4096, 50, n - 1};
+    for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
+        spit(at("truncated.kiln"), g, cut[i]);
+        expect_open(at("truncated.kiln"), KILN_ERR_CORRUPT, "truncated");
+    }
+
+    /* Damaged pages. SQLite keeps no page checksums, so damage inside a stored value (a text payload, an
+     * overflow page, free space) is invisible to quick_check; these aim at b-tree structure: 64 bytes in
+     * the middle of every table-leaf page whose cells reach its middle, and 16 bytes over the cell-pointer
+     * array of every non-empty b-tree page (page 1 included). Each must be reported as corrupt. */
+    int damaged = 0;
+    for (long pg = 0; pg < n / 4096; pg++) {
+        const unsigned char *page = (const unsigned char *)g + pg * 4096;
+        int hdr = pg == 0 ? 100 : 0, type = page[hdr], ncell = page[hdr + 3] << 8 | page[hdr + 4];
+        int content = page[hdr + 5] << 8 | page[hdr + 6]; /* where the cells begin */
+        if ((type != 2 && type != 5 && type != 10 && type != 13) || ncell == 0) continue;
+        for (int where = 0; where < 2; where++) {
+            long off = where ? hdr + 8 : 2048;
+            int len = where ? 16 : 64;
+            if (!where && (type != 13 || content == 0 || content > 2048)) continue;
+            char *b = malloc((size_t)n);
+            memcpy(b, g, (size_t)n);
+            for (int k = 0; k < len; k++)
+                b[pg * 4096 + off + k] ^= 0x5a;
+            spit(at("flipped.kiln"), b, n);
+            free(b);
+            expect_open(at("flipped.kiln"), KILN_ERR_CORRUPT, "corrupt package");
+            damaged++;
+        }
+    }
+    KT_CHECK(damaged >= 10, "only %d damaged variants", damaged);
+    {
+        char *b = malloc((size_t)n);
+        memcpy(b, g, (size_t)n);
+        b[16] = 3, b[17] = 0; /* page size 768 */
+        spit(at("pagesize.kiln"), b, n);
+        free(b);
+        expect_open(at("pagesize.kiln"), KILN_ERR_CORRUPT, "page size");
+    }
+
+    sqlite3 *db;
+    sqlite3_open(at("foreign.db"), &db);
+    sqlite3_exec(db, "CREATE TABLE people(name TEXT, age INTEGER); INSERT INTO people VALUES ('ada', 36);",
+                 NULL, NULL, NULL);
+    sqlite3_close(db);
+    expect_open(at("foreign.db"), KILN_ERR_FORMAT, "not a kiln package (application_id 0x00000000");
+
+    edit_copy(good, at("future.kiln"), "PRAGMA user_version = 2");
+    expect_open(at("future.kiln"), KILN_ERR_FORMAT, "newer");
+    edit_copy(good, at("past.kiln"), "PRAGMA user_version = 0");
+    expect_open(at("past.kiln"), KILN_ERR_FORMAT, "older");
+    edit_copy(good, at("noweights.kiln"), "DROP TABLE weights");
+    expect_open(at("noweights.kiln"), KILN_ERR_CORRUPT, "missing table weights");
+    edit_copy(good, at("nocolumn.kiln"), "ALTER TABLE weights RENAME COLUMN nbytes TO size");
+    expect_open(at("nocolumn.kiln"), KILN_ERR_CORRUPT, "missing column weights.nbytes");
+    edit_copy(good, at("view.kiln"),
+              "DROP TABLE weights; CREATE VIEW weights(name, dtype, shape, nbytes) AS"
+              " SELECT 'a', 'b', 'c', 1");
+    expect_open(at("view.kiln"), KILN_ERR_CORRUPT, "missing table weights");
+    /* a leftover journal beside a package must be ignored, not rolled back into it */
+    edit_copy(good, at("journal.kiln"), "PRAGMA user_version = 1");
+    spit(at("journal.kiln-journal"), noise, sizeof noise);
+    expect_open(at("journal.kiln"), KILN_OK, NULL);
+
+    KilnPackage *pkg = (KilnPackage *)1;
+    KT_CHECK(kiln_package_open(NULL, &pkg, NULL, 0) == KILN_ERR_ARG && pkg == NULL, "NULL path");
+    KT_CHECK(kiln_package_open(good, NULL, NULL, 0) == KILN_ERR_ARG, "NULL out");
+    KT_CHECK(kiln_package_meta(NULL, "model") == NULL && rt_pkg_graph_text(NULL) == NULL, "NULL package");
+    free(g);
+}
+
+/* Removes the scratch directory (one level, plus one level of subdirectories). */
+static void cleanup(const char *dir)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) != 0 && errno == EISDIR) cleanup(p);
+    }
+    if (d) closedir(d);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/kiln-test-package-XXXXXX");
+    if (!mkdtemp(scratch)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_round_trip();
+    test_writer_errors();
+    test_atomicity();
+    test_hostile();
+    cleanup(scratch);
+    return kt_done("test_package");
+}
