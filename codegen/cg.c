@@ -1,0 +1,47 @@
+/* cg.c — the backend registry and per-target limits. Each backend file is always compiled; one whose
+ * toolkit this build lacks reports itself unsupported, so this table needs no #ifdefs. */
+#include "cg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+extern const CgBackend cg_cuda_backend; /* cuda/cg_cuda.c: CUDA C -> NVRTC */
+extern const CgBackend cg_llvm_backend; /* llvm/cg_llvm.c: LLVM C API -> NVPTX, AMDGPU, host */
+
+static const CgBackend *const backends[] = {&cg_cuda_backend, &cg_llvm_backend};
+
+void cg_binary_free(CgBinary *b)
+{
+    if (!b) return;
+    free(b->data);
+    free(b->entry);
+    b->data = NULL;
+    b->entry = NULL;
+    b->size = 0;
+}
+
+const CgBackend *cg_backend_for(const CgTarget *t, const char *prefer)
+{
+    if (!t) return NULL;
+    for (unsigned i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        const CgBackend *be = backends[i];
+        if ((!prefer || !strcmp(prefer, be->name)) && be->supports(t)) return be;
+    }
+    return NULL;
+}
+
+static const KirLimits limits[] = {
+    {"host", 1024, 1 << 30, 1 << 20},
+    {"sm_80", 1024, 163 * 1024, 255},
+    {"sm_90a", 1024, 227 * 1024, 255},
+    {"sm_100a", 1024, 227 * 1024, 255},
+    {"gfx942", 1024, 64 * 1024, 512},
+    {"gfx950", 1024, 160 * 1024, 512},
+};
+
+const KirLimits *cg_target_limits(const CgTarget *t)
+{
+    for (unsigned i = 0; i < sizeof limits / sizeof limits[0]; i++)
+        if (!strcmp(limits[i].name, t->name)) return &limits[i];
+    return NULL;
+}

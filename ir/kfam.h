@@ -1,0 +1,64 @@
+/* kfam.h — kernel families: each is ONE kernel-IR builder plus its declared search space. Backends lower
+ * whatever a builder makes; the autotuner walks the space; the lowering picks a family per graph op.
+ * Prefix kfam_. One file per family (kfam_<name>.c), registered in kfam.c's table.
+ *
+ * A KfamSpec says what one kernel instance computes: the family and its shape constants, dtypes and
+ * options (hidden size, eps, epilogue, ...), as key/value attributes. Symbolic sizes (tokens in a step)
+ * are never in the spec: they are runtime kernel parameters.
+ *
+ *     KfamSpec s = kfam_spec("rmsnorm");
+ *     kfam_spec_int(&s, "C", 4096); kfam_spec_str(&s, "dtype", "bf16"); kfam_spec_float(&s, "eps", 1e-5);
+ *     const KfamFamily *f = kfam_find("rmsnorm");
+ *     KirConfig cfg; f->defaults(&s, &cfg);
+ *     KirKernel *k; if (f->build(arena, &s, &cfg, &k, &d) != IR_OK) ...   // IR_ERR_LIMIT: config INVALID
+ */
+#ifndef KILN_IR_KFAM_H
+#define KILN_IR_KFAM_H
+
+#include "gir.h"
+#include "kir.h"
+
+enum { KFAM_MAX_SPEC = 16, KFAM_MAX_SPACE = 8, KFAM_MAX_VALUES = 8 };
+
+typedef struct KfamSpec {
+    const char *family;
+    int n;
+    GirAttr attr[KFAM_MAX_SPEC]; /* keys and strings must outlive the spec (literals or arena) */
+} KfamSpec;
+
+KfamSpec kfam_spec(const char *family);
+void kfam_spec_int(KfamSpec *s, const char *key, int64_t v);
+void kfam_spec_float(KfamSpec *s, const char *key, double v);
+void kfam_spec_str(KfamSpec *s, const char *key, const char *v);
+int64_t kfam_spec_i(const KfamSpec *s, const char *key, int64_t dflt);
+double kfam_spec_f(const KfamSpec *s, const char *key, double dflt);
+const char *kfam_spec_s(const KfamSpec *s, const char *key, const char *dflt);
+/* Deterministic text "rmsnorm C=4096 dtype=bf16 eps=1e-05" (keys in insertion order). */
+void kfam_spec_print(const KfamSpec *s, IrBuf *b);
+/* A kernel name from the spec: family + "_" + values, e.g. "rmsnorm_4096_bf16_1e-05" sanitized to
+ * [A-Za-z0-9_], written into the arena. */
+const char *kfam_spec_name(IrArena *a, const KfamSpec *s);
+
+/* One axis of a family's search space: a config key and its candidate values. */
+typedef struct KfamSpace {
+    const char *key;
+    int n;
+    int64_t vals[KFAM_MAX_VALUES];
+} KfamSpace;
+
+typedef struct KfamFamily {
+    const char *name;
+    int n_space;
+    KfamSpace space[KFAM_MAX_SPACE];
+    /* The heuristic default config for a spec (always valid for sm_90a and host). */
+    void (*defaults)(const KfamSpec *s, KirConfig *cfg);
+    /* Builds the kernel for spec + config into arena a. IR_ERR_LIMIT/IR_ERR_UNSUPPORTED: this config
+     * cannot serve this spec (INVALID); IR_ERR_INPUT: a bad spec. The kernel's params, their order and
+     * meaning are documented at the top of the family's file. */
+    IrStatus (*build)(IrArena *a, const KfamSpec *s, const KirConfig *cfg, KirKernel **out, IrDiag *d);
+} KfamFamily;
+
+const KfamFamily *kfam_find(const char *name);
+const KfamFamily *const *kfam_all(int *n);
+
+#endif
