@@ -170,7 +170,13 @@ static IrStatus infer_matmul(const Ctx *c, GirType *out)
     TRY(want_act(c, 0, "x"));
     TRY(want_rank(c, 1, 2, "weight [N,K]"));
     TRY(want_dim(c, T(c, 1)->dim[1], T(c, 0)->dim[1], "weight K"));
-    if (c->n_in == 3) {
+    const char *epi = as(c, "epilogue", "none");
+    if (!strcmp(epi, "silu_mul")) {
+        if (c->n_in != 3) return fail(c, "epilogue silu_mul takes x, w_gate, w_up");
+        if (!gir_type_eq(T(c, 1), T(c, 2))) return fail(c, "w_gate and w_up differ");
+    } else if (strcmp(epi, "none")) {
+        return fail(c, "unknown epilogue '%s' (none, silu_mul)", epi);
+    } else if (c->n_in == 3) {
         TRY(want_rank(c, 2, 1, "bias"));
         TRY(want_dim(c, T(c, 2)->dim[0], T(c, 1)->dim[0], "bias length"));
     }

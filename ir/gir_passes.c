@@ -1,5 +1,6 @@
 /* gir_passes.c — the graph pipeline: a list of passes, each followed by the verifier (QBE-style driver).
  *   fuse-add-norm  add(a, b) feeding rms_norm  ->  add_rms_norm(a, b, w) giving (normed, sum)
+ *   fuse-silu-mul  silu_mul of two plain matmuls of one x  ->  matmul {epilogue="silu_mul"}
  *   dce            drop nodes whose results nobody uses (effects and outputs always stay)
  * Every pass rewrites in place and leaves node ids dense and in topological order.
  */
@@ -76,6 +77,39 @@ static IrStatus pass_fuse_add_norm(GirGraph *g, IrDiag *d)
     return IR_OK;
 }
 
+/* silu_mul(matmul(x, wg), matmul(x, wu)) -> matmul(x, wg, wu) {epilogue="silu_mul"}: the gate and up
+ * products never reach memory. Both matmuls must be plain (no bias) and used only here; dce then drops
+ * them. The fused node takes the silu_mul's place, after both matmuls' inputs. */
+static int is_plain_matmul(const GirNode *n)
+{
+    return n->op == GIR_OP_MATMUL && n->n_in == 2 && !gir_node_attr(n, "epilogue");
+}
+
+static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
+{
+    int *uses = calloc((size_t)g->n_values + 1, sizeof(int));
+    if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "fuse-silu-mul: out of memory");
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_in; k++) uses[g->nodes[i]->in[k]->id]++;
+    for (int i = 0; i < g->n_nodes; i++) {
+        GirNode *n = g->nodes[i];
+        if (n->op != GIR_OP_SILU_MUL) continue;
+        GirNode *gate = n->in[0]->def, *up = n->in[1]->def;
+        if (!is_plain_matmul(gate) || !is_plain_matmul(up) || gate == up || gate->in[0] != up->in[0] ||
+            uses[n->in[0]->id] != 1 || uses[n->in[1]->id] != 1)
+            continue;
+        n->op = GIR_OP_MATMUL;
+        n->in[0] = gate->in[0];
+        n->in[1] = gate->in[1];
+        n->in[2] = up->in[1];
+        n->n_in = 3;
+        n->attr[0] = gir_attr_str("epilogue", "silu_mul");
+        n->n_attr = 1;
+    }
+    free(uses);
+    return IR_OK;
+}
+
 static IrStatus pass_dce(GirGraph *g, IrDiag *d)
 {
     unsigned char *live = calloc((size_t)g->n_values + 1, 1);
@@ -108,10 +142,11 @@ static const struct {
     GirPassFn fn;
 } pipeline[] = {
     {"fuse-add-norm", pass_fuse_add_norm},
+    {"fuse-silu-mul", pass_fuse_silu_mul},
     {"dce", pass_dce},
 };
 
-static const char *const pass_names[] = {"fuse-add-norm", "dce", NULL};
+static const char *const pass_names[] = {"fuse-add-norm", "fuse-silu-mul", "dce", NULL};
 
 const char *const *gir_pass_names(void)
 {

@@ -244,8 +244,31 @@ static void test_alloc_failures(void)
     KT_CHECK(completed, "the build eventually succeeds");
 }
 
+static void test_fuse_silu_mul(void)
+{
+    IrDiag d = {0};
+    GirGraph *g = gir_graph_create("mlp");
+    GirValue *x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    GirValue *wg = W(g, "wg", 160, 64), *wu = W(g, "wu", 160, 64), *wd = W(g, "wd", 64, 160);
+    GirValue *a = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, wg}, 2, NULL, 0, &d);
+    GirValue *b = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, wu}, 2, NULL, 0, &d);
+    GirValue *m = op1(g, GIR_OP_SILU_MUL, (GirValue *[]){a, b}, 2, NULL, 0, &d);
+    GirValue *y = op1(g, GIR_OP_MATMUL, (GirValue *[]){m, wd}, 2, NULL, 0, &d);
+    GirAttr on = gir_attr_str("name", "y");
+    KT_CHECK(y && gir_node_add(g, GIR_OP_OUTPUT, (GirValue *[]){y}, 1, &on, 1, here, &d), "%s", d.msg);
+    KT_CHECK(gir_run_passes(g, NULL, &d) == IR_OK, "%s", d.msg);
+    IrBuf p = {0};
+    gir_print(g, 0, &p);
+    KT_CHECK(strstr(p.s, "matmul %0, %1, %2 {epilogue=\"silu_mul\"} : bf16[T,160]") && !strstr(p.s, "silu_mul %"),
+             "fused:\n%s", p.s);
+    KT_CHECK(g->n_nodes == 7, "x, 3 weights, fused matmul, down matmul, output: %d", g->n_nodes);
+    ir_buf_free(&p);
+    gir_graph_destroy(g);
+}
+
 int main(void)
 {
+    test_fuse_silu_mul();
     test_build_print_passes();
     test_inference_errors();
     test_verifier_catches_corruption();
