@@ -19,6 +19,10 @@ typedef struct CliArgs {
     int n_targets;
     const char *dump_after; /* --dump-after=PASS */
     int verbose, locs, raw;
+    int jobs; /* -j: compile threads (0: all CPUs) */
+    const char
+        *cache_dir; /* kernel cache: --cache-dir, else $KILN_CACHE_DIR, else ~/.cache/kiln; NULL: off */
+    char cache_buf[1024];
 } CliArgs;
 
 /* Parses argv (after the subcommand name). Returns 0, or 2 after printing a usage error. */
@@ -33,5 +37,6 @@ int cli_compile(const CliArgs *a);
 int cli_ir(const CliArgs *a);
 int cli_models(const CliArgs *a);
 int cli_inspect(const CliArgs *a);
+int cli_kernels(const CliArgs *a);
 
 #endif

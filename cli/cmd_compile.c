@@ -1,12 +1,15 @@
-/* cmd_compile.c — `kiln compile`, `kiln ir`, `kiln models`: recipe -> graph -> passes -> package.
- * compile writes the package through rt_pkgw (atomic: after any error no file is left at -o).
+/* cmd_compile.c — `kiln compile`, `kiln ir`, `kiln models`: recipe -> graph -> passes -> schedule ->
+ * kernels -> binaries per target -> package. compile writes the package through rt_pkgw (atomic: after
+ * any error no file is left at -o). Kernels compile in parallel through the disk cache (cg_driver).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "cg_driver.h"
 #include "cli.h"
-#include "codegen/cg_target.h"
+#include "ir/sched.h"
 #include "rt_package.h"
 
 static FeOptions fe_opts(const CliArgs *a)
@@ -111,8 +114,21 @@ static void attr_text(const GirAttr *c, char *buf, size_t n)
     }
 }
 
-/* Writes every row of the package; returns the first failing status (rt_pkgw errors are sticky). */
-static KilnStatus write_rows(RtPkgWriter *w, const GirGraph *g, const CliArgs *a, const char *recipe_hash,
+static void shape_text(const GirGraph *g, const GirType *t, IrBuf *b)
+{
+    ir_buf_put(b, "[", 1);
+    for (int k = 0; k < t->rank; k++) {
+        if (k) ir_buf_put(b, ",", 1);
+        if (t->dim[k].sym >= 0)
+            ir_buf_printf(b, "%s", g->sym[t->dim[k].sym]);
+        else
+            ir_buf_printf(b, "%lld", (long long)t->dim[k].n);
+    }
+    ir_buf_put(b, "]", 1);
+}
+
+/* Meta, config, graph and weight rows. */
+static void write_model_rows(RtPkgWriter *w, const GirGraph *g, const CliArgs *a, const char *recipe_hash,
                              const char *targets, const IrBuf *text)
 {
     char buf[512];
@@ -126,26 +142,159 @@ static KilnStatus write_rows(RtPkgWriter *w, const GirGraph *g, const CliArgs *a
         rt_pkgw_config(w, g->cfg[i].key, buf);
     }
     rt_pkgw_graph(w, text->s);
-    KilnStatus s = KILN_OK;
-    for (int i = 0; i < g->n_nodes && s == KILN_OK; i++) {
+    for (int i = 0; i < g->n_nodes; i++) {
         const GirNode *n = g->nodes[i];
         if (n->op != GIR_OP_WEIGHT) continue;
         const GirType *t = &n->out[0]->type;
         IrBuf shape = {0};
         int64_t elems = 1;
-        ir_buf_put(&shape, "[", 1);
-        for (int k = 0; k < t->rank; k++) {
-            ir_buf_printf(&shape, "%s%lld", k ? "," : "", (long long)t->dim[k].n);
+        for (int k = 0; k < t->rank; k++)
             elems *= t->dim[k].n;
-        }
-        ir_buf_put(&shape, "]", 1);
+        shape_text(g, t, &shape);
         int64_t nbytes = elems / gir_dtype_block_elems(t->dtype) * gir_dtype_block_bytes(t->dtype);
-        s = shape.oom
-                ? KILN_ERR_NOMEM
-                : rt_pkgw_weight(w, gir_attr_s(n, "name", ""), gir_dtype_name(t->dtype), shape.s, nbytes);
+        rt_pkgw_weight(w, gir_attr_s(n, "name", ""), gir_dtype_name(t->dtype), shape.oom ? "" : shape.s,
+                       nbytes);
         ir_buf_free(&shape);
     }
-    return s;
+}
+
+/* Buffer and launch-plan rows of the schedule. */
+static void write_plan_rows(RtPkgWriter *w, const Schedule *s)
+{
+    static const char *const kinds[] = {"input", "weight", "act"};
+    for (int i = 0; i < s->n_bufs; i++) {
+        const SchedBuf *b = &s->bufs[i];
+        if (b->kind == SCHED_BUF_WEIGHT) continue; /* the weights table has them */
+        IrBuf shape = {0};
+        shape_text(s->g, &b->type, &shape);
+        rt_pkgw_buffer(w, b->name, kinds[b->kind], gir_dtype_name(b->type.dtype), shape.oom ? "" : shape.s,
+                       b->offset, b->bytes, b->output);
+        ir_buf_free(&shape);
+    }
+    for (int i = 0; i < s->n_launches; i++) {
+        IrBuf args = {0};
+        sched_launch_args(s, &s->launches[i], &args);
+        rt_pkgw_launch(w, i, s->launches[i].kernel, args.oom ? "" : args.s);
+        ir_buf_free(&args);
+    }
+}
+
+static void kernel_params_text(const KirKernel *k, IrBuf *b)
+{
+    for (int i = 0; i < k->n_params; i++) {
+        ir_buf_printf(b, "%s%s:", i ? " " : "", k->params[i].name);
+        kir_type_print(&k->params[i].type, b);
+    }
+}
+
+static void kernel_grid_text(const KirKernel *k, IrBuf *b)
+{
+    for (int i = 0; i < 3; i++) {
+        const KirGridDim *g = &k->grid[i];
+        if (i) ir_buf_put(b, " ", 1);
+        if (g->param < 0)
+            ir_buf_printf(b, "%lld", (long long)g->c);
+        else
+            ir_buf_printf(b, "cdiv(%s*%lld,%lld)", k->params[g->param].name, (long long)g->mul,
+                          (long long)g->div);
+    }
+}
+
+/* The compiler build's identity for the kernel cache: size and mtime of the running executable. */
+static void build_salt(char *out, size_t n)
+{
+    struct stat st;
+    if (stat("/proc/self/exe", &st) == 0)
+        snprintf(out, n, "%lld-%lld", (long long)st.st_size, (long long)st.st_mtime);
+    else
+        snprintf(out, n, "unknown");
+}
+
+typedef struct KernelStats {
+    int built, missing, jobs, cached;
+    double build_ms, compile_ms;
+} KernelStats;
+
+/* Builds every kernel of the schedule at its default config, writes the kernel rows, compiles them for
+ * every target (parallel, cached) and writes the binaries. Returns 0, or 1 after printing the error. */
+static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, const CgTarget **targets,
+                         int n_targets, IrArena *arena, KernelStats *st)
+{
+    int rc = 1, nk = s->n_kernels;
+    KirKernel **kk = calloc((size_t)nk + 1, sizeof *kk);
+    CgJob *jobs = calloc((size_t)nk * (size_t)n_targets + 1, sizeof *jobs);
+    char salt[64];
+    if (!kk || !jobs) {
+        cli_error("out of memory");
+        goto done;
+    }
+    double t0 = ir_now_ms();
+    for (int i = 0; i < nk; i++) {
+        const SchedKernel *sk = &s->kernels[i];
+        if (!sk->fam) {
+            st->missing++;
+            if (a->verbose)
+                fprintf(stderr, "kiln: %s: family '%s' not implemented yet: no kernel\n", sk->name,
+                        sk->spec.family);
+            continue;
+        }
+        KirConfig cfg = {0};
+        IrDiag d = {0};
+        sk->fam->defaults(&sk->spec, &cfg);
+        if (sk->fam->build(arena, &sk->spec, &cfg, &kk[i], &d) != IR_OK) {
+            cli_error("%s: %s", sk->name, d.msg);
+            goto done;
+        }
+        IrBuf spec = {0}, conf = {0}, params = {0}, grid = {0}, text = {0};
+        char hash[17];
+        kfam_spec_print(&sk->spec, &spec);
+        kir_config_print(&cfg, &conf);
+        kernel_params_text(kk[i], &params);
+        kernel_grid_text(kk[i], &grid);
+        kir_print(kk[i], &text);
+        ir_hash64_hex(ir_hash64(text.s, text.len, IR_HASH_SEED), hash);
+        RtPkgKernel row = {i, sk->name, sk->spec.family, spec.s, conf.s, params.s, grid.s, hash, text.s};
+        int oom = spec.oom || conf.oom || params.oom || grid.oom || text.oom;
+        if (!oom) rt_pkgw_kernel(w, &row);
+        ir_buf_free(&spec), ir_buf_free(&conf), ir_buf_free(&params), ir_buf_free(&grid), ir_buf_free(&text);
+        if (oom) {
+            cli_error("out of memory");
+            goto done;
+        }
+        st->built++;
+        for (int t = 0; t < n_targets; t++)
+            jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t]};
+    }
+    st->build_ms = ir_now_ms() - t0;
+    build_salt(salt, sizeof salt);
+    CgDriverOptions o = {.threads = a->jobs, .cache_dir = a->cache_dir, .salt = salt};
+    t0 = ir_now_ms();
+    cg_compile_jobs(jobs, st->jobs, &o);
+    st->compile_ms = ir_now_ms() - t0;
+    for (int j = 0; j < st->jobs; j++) {
+        CgJob *job = &jobs[j];
+        if (job->status != IR_OK) {
+            cli_error("%s for %s: %s", job->k->name, job->target->name, job->msg);
+            goto done;
+        }
+        st->cached += job->cached;
+        int kid = -1;
+        for (int i = 0; i < nk; i++)
+            if (kk[i] == job->k) kid = i;
+        IrBuf conf = {0};
+        kir_config_print(&job->k->cfg, &conf);
+        rt_pkgw_binary(w, kid, job->target->name, conf.oom ? "" : conf.s, job->bin.format,
+                       job->bin.entry ? job->bin.entry : job->k->name, job->bin.data, job->bin.size,
+                       job->bin.compile_ms);
+        ir_buf_free(&conf);
+    }
+    rc = 0;
+done:
+    for (int j = 0; jobs && j < st->jobs; j++)
+        cg_binary_free(&jobs[j].bin);
+    free(jobs);
+    free(kk);
+    return rc;
 }
 
 int cli_compile(const CliArgs *a)
@@ -155,8 +304,9 @@ int cli_compile(const CliArgs *a)
         return 2;
     }
     char targets[256] = "";
+    const CgTarget *tv[CLI_MAX_TARGETS];
     for (int i = 0; i < a->n_targets; i++) {
-        if (!cg_target_find(a->targets[i])) {
+        if (!(tv[i] = cg_target_find(a->targets[i]))) {
             int n;
             const CgTarget *all = cg_targets(&n);
             IrBuf known = {0};
@@ -178,12 +328,25 @@ int cli_compile(const CliArgs *a)
     char *src = read_file(a->input, &src_len);
     IrBuf text = {0};
     RtPkgWriter *w = NULL;
+    IrArena *arena = ir_arena_create();
+    Schedule *sched = NULL;
+    KernelStats ks = {0};
+    IrDiag d = {0};
     char err[512], recipe_hash[17];
-    double t_pkg = ir_now_ms();
     if (!src) {
         cli_error("%s: cannot read", a->input);
         goto done;
     }
+    if (!arena) {
+        cli_error("out of memory");
+        goto done;
+    }
+    double t_sched = ir_now_ms();
+    if (sched_build(g, NULL, arena, &sched, &d) != IR_OK) {
+        cli_error("%s: %s", a->input, d.msg);
+        goto done;
+    }
+    t_sched = ir_now_ms() - t_sched;
     ir_hash64_hex(ir_hash64(src, src_len, IR_HASH_SEED), recipe_hash);
     gir_print(g, 0, &text);
     if (text.oom) {
@@ -194,12 +357,11 @@ int cli_compile(const CliArgs *a)
         cli_error("%s", err);
         goto done;
     }
-    KilnStatus s = write_rows(w, g, a, recipe_hash, targets, &text);
-    if (s != KILN_OK) {
-        cli_error("%s: cannot write package (%s)", a->output, kiln_status_name(s));
-        goto done;
-    }
-    s = rt_pkgw_commit(w, err, sizeof err);
+    write_model_rows(w, g, a, recipe_hash, targets, &text);
+    write_plan_rows(w, sched);
+    if (write_kernels(w, sched, a, tv, a->n_targets, arena, &ks)) goto done;
+    double t_pkg = ir_now_ms();
+    KilnStatus s = rt_pkgw_commit(w, err, sizeof err);
     w = NULL;
     if (s != KILN_OK) {
         cli_error("%s", err);
@@ -208,14 +370,20 @@ int cli_compile(const CliArgs *a)
     rc = 0;
     if (a->verbose) {
         double t_end = ir_now_ms();
-        fprintf(stderr,
-                "kiln: compiled %s (%s): %d nodes; frontend %.1f ms, passes %.1f ms, package %.1f ms, "
-                "total %.1f ms\n",
-                a->input, g->model ? g->model : "-", g->n_nodes, t_fe, t_pass, t_end - t_pkg,
-                t_end - t_start);
+        fprintf(
+            stderr,
+            "kiln: compiled %s (%s): %d nodes, %d launches, %d kernels (%d not implemented yet)\n"
+            "kiln: frontend %.1f ms, passes %.1f ms, schedule %.1f ms, kernel IR %.1f ms, package %.1f ms\n",
+            a->input, g->model ? g->model : "-", g->n_nodes, sched->n_launches, sched->n_kernels, ks.missing,
+            t_fe, t_pass, t_sched, ks.build_ms, t_end - t_pkg);
+        if (a->n_targets)
+            fprintf(stderr, "kiln: %d binaries for %s (%d from cache) in %.1f ms\n", ks.jobs, targets,
+                    ks.cached, ks.compile_ms);
+        fprintf(stderr, "kiln: total %.1f ms\n", t_end - t_start);
     }
 done:
     rt_pkgw_abort(w);
+    ir_arena_destroy(arena);
     ir_buf_free(&text);
     free(src);
     gir_graph_destroy(g);

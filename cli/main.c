@@ -15,6 +15,7 @@ static const char usage[] =
     "  ir RECIPE                    print the recipe's graph IR\n"
     "  models RECIPE                list the recipe's named configs\n"
     "  inspect PACKAGE              print a package's summary\n"
+    "  kernels PACKAGE              list a package's kernels and binaries\n"
     "  version                      print kiln's version\n"
     "\n"
     "options:\n"
@@ -25,6 +26,9 @@ static const char usage[] =
     "  --dump-after=PASS   (ir) print the graph after PASS, or after every pass with 'all'\n"
     "  --raw               (ir) print the graph as the recipe built it, before passes\n"
     "  --locs              (ir) annotate each node with its recipe file:line\n"
+    "  -j N                compile with N threads (default: all CPUs)\n"
+    "  --cache-dir DIR     kernel binary cache (default $KILN_CACHE_DIR or ~/.cache/kiln)\n"
+    "  --no-cache          compile every kernel afresh\n"
     "  -v                  print timings\n";
 
 void cli_error(const char *fmt, ...)
@@ -55,6 +59,8 @@ static int add_targets(CliArgs *a, char *list, const char *cmd)
 
 int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
 {
+    const char *cache = NULL;
+    int no_cache = 0;
     memset(a, 0, sizeof *a);
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
@@ -65,10 +71,12 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
             a->locs = 1;
         } else if (!strcmp(s, "--raw")) {
             a->raw = 1;
+        } else if (!strcmp(s, "--no-cache")) {
+            no_cache = 1;
         } else if (!strncmp(s, "--dump-after=", 13)) {
             a->dump_after = s + 13;
-        } else if (!strcmp(s, "-o") || !strcmp(s, "--model") || !strcmp(s, "--set") ||
-                   !strcmp(s, "--target") || !strcmp(s, "--dump-after")) {
+        } else if (!strcmp(s, "-o") || !strcmp(s, "--model") || !strcmp(s, "--set") || !strcmp(s, "-j") ||
+                   !strcmp(s, "--target") || !strcmp(s, "--dump-after") || !strcmp(s, "--cache-dir")) {
             if (!next) return usage_error(cmd, "missing value for", s);
             i++;
             if (!strcmp(s, "-o"))
@@ -77,7 +85,14 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
                 a->model = next;
             else if (!strcmp(s, "--dump-after"))
                 a->dump_after = next;
-            else if (!strcmp(s, "--target")) {
+            else if (!strcmp(s, "--cache-dir"))
+                cache = next;
+            else if (!strcmp(s, "-j")) {
+                char *end;
+                long j = strtol(next, &end, 10);
+                if (*end || j < 1 || j > 64) return usage_error(cmd, "-j wants 1..64, got", next);
+                a->jobs = (int)j;
+            } else if (!strcmp(s, "--target")) {
                 if (add_targets(a, argv[i], cmd)) return 2;
             } else {
                 if (a->n_sets == CLI_MAX_SETS) return usage_error(cmd, "too many --set options", NULL);
@@ -100,6 +115,19 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
         }
     }
     if (!a->input) return usage_error(cmd, "missing input file", NULL);
+    /* the cache directory: read once here (STYLE: knobs in one place) */
+    const char *env = getenv("KILN_CACHE_DIR"), *home = getenv("HOME"), *xdg = getenv("XDG_CACHE_HOME");
+    if (!no_cache) {
+        if (cache)
+            snprintf(a->cache_buf, sizeof a->cache_buf, "%s", cache);
+        else if (env && *env)
+            snprintf(a->cache_buf, sizeof a->cache_buf, "%s", env);
+        else if (xdg && *xdg)
+            snprintf(a->cache_buf, sizeof a->cache_buf, "%s/kiln", xdg);
+        else if (home && *home)
+            snprintf(a->cache_buf, sizeof a->cache_buf, "%s/.cache/kiln", home);
+        if (a->cache_buf[0]) a->cache_dir = a->cache_buf;
+    }
     return 0;
 }
 
@@ -117,7 +145,11 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*fn)(const CliArgs *);
-    } cmds[] = {{"compile", cli_compile}, {"ir", cli_ir}, {"models", cli_models}, {"inspect", cli_inspect}};
+    } cmds[] = {{"compile", cli_compile},
+                {"ir", cli_ir},
+                {"models", cli_models},
+                {"inspect", cli_inspect},
+                {"kernels", cli_kernels}};
     for (unsigned i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) {
             CliArgs a;

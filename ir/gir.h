@@ -168,6 +168,9 @@ IrStatus gir_verify(const GirGraph *g, IrDiag *d);
 /* Deterministic text form (see docs/IR.md). `with_locs` appends "# file:line" to each node. */
 void gir_print(const GirGraph *g, int with_locs, IrBuf *b);
 
+/* The printed number of every value (num[value id], n_values entries): definition order. */
+void gir_number_values(const GirGraph *g, int *num);
+
 /* Hash of the printed graph (without locations): identifies the graph in the package. */
 uint64_t gir_graph_hash(const GirGraph *g);
 

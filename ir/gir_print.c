@@ -23,6 +23,13 @@ static void print_attr_value(const GirAttr *a, IrBuf *b)
     }
 }
 
+void gir_number_values(const GirGraph *g, int *num)
+{
+    int next = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i]->n_out; k++) num[g->nodes[i]->out[k]->id] = next++;
+}
+
 /* Maps value creation ids to printed numbers. */
 typedef struct Numbering {
     int *num;
@@ -34,10 +41,7 @@ static int number_values(const GirGraph *g, Numbering *nb)
     nb->n = g->n_values;
     nb->num = malloc(sizeof(int) * (size_t)(g->n_values ? g->n_values : 1));
     if (!nb->num) return 0;
-    int next = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i]->n_out; k++)
-            nb->num[g->nodes[i]->out[k]->id] = next++;
+    gir_number_values(g, nb->num);
     return 1;
 }
 

@@ -145,7 +145,7 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
     case KIR_OP_LT: case KIR_OP_LE: case KIR_OP_GT: case KIR_OP_GE: case KIR_OP_EQ: case KIR_OP_NE: {
         const KirType *b = &in->ops[1]->type;
         if (a->dtype != b->dtype) return bad(d, "operand dtypes differ (cast first)", b);
-        int bitop = in->op >= KIR_OP_REM && in->op <= KIR_OP_SHR;
+        int bitop = in->op == KIR_OP_REM || (in->op >= KIR_OP_AND && in->op <= KIR_OP_SHR);
         if (bitop && !kir_dtype_is_int(a->dtype)) return bad(d, "integer op on a float", a);
         if (a->dtype == KIR_I1 && !(in->op == KIR_OP_AND || in->op == KIR_OP_OR || in->op == KIR_OP_XOR ||
                                     in->op == KIR_OP_EQ || in->op == KIR_OP_NE))

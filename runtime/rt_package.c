@@ -40,12 +40,17 @@ const char rt_pkg_schema_sql[] =
     "CREATE TABLE graph(id INTEGER PRIMARY KEY CHECK (id = 1), text TEXT NOT NULL, hash TEXT NOT NULL);\n"
     "CREATE TABLE weights(name TEXT PRIMARY KEY, dtype TEXT NOT NULL, shape TEXT NOT NULL,\n"
     "                     nbytes INTEGER NOT NULL);\n"
-    "CREATE TABLE kernels(id INTEGER PRIMARY KEY, name TEXT NOT NULL, ir_hash TEXT NOT NULL,\n"
-    "                     ir_text TEXT NOT NULL);\n"
+    "CREATE TABLE kernels(id INTEGER PRIMARY KEY, name TEXT NOT NULL, family TEXT NOT NULL,\n"
+    "                     spec TEXT NOT NULL, config TEXT NOT NULL, params TEXT NOT NULL,\n"
+    "                     grid TEXT NOT NULL, ir_hash TEXT NOT NULL, ir_text TEXT NOT NULL);\n"
     "CREATE TABLE binaries(kernel_id INTEGER NOT NULL REFERENCES kernels(id), target TEXT NOT NULL,\n"
-    "                      config TEXT NOT NULL, format TEXT NOT NULL, data BLOB NOT NULL, compile_ms REAL,\n"
+    "                      config TEXT NOT NULL, format TEXT NOT NULL, entry TEXT NOT NULL,\n"
+    "                      data BLOB NOT NULL, hash TEXT NOT NULL, compile_ms REAL,\n"
     "                      PRIMARY KEY(kernel_id, target, config));\n"
-    "CREATE TABLE launch_plan(step INTEGER PRIMARY KEY, kernel_id INTEGER NOT NULL, args TEXT NOT NULL);\n";
+    "CREATE TABLE launch_plan(step INTEGER PRIMARY KEY, kernel_id INTEGER NOT NULL, args TEXT NOT NULL);\n"
+    "CREATE TABLE buffers(name TEXT PRIMARY KEY, kind TEXT NOT NULL, dtype TEXT NOT NULL,\n"
+    "                     shape TEXT NOT NULL, offset INTEGER NOT NULL, bytes INTEGER NOT NULL,\n"
+    "                     output TEXT);\n";
 
 uint64_t rt_pkg_fnv1a64(const void *data, size_t n)
 {
@@ -99,15 +104,41 @@ char *rt_pkg_uri(const char *path, const char *query)
 
 /* ---- writer ------------------------------------------------------------------------------------------ */
 
+enum {
+    RT_INS_META,
+    RT_INS_CONFIG,
+    RT_INS_GRAPH,
+    RT_INS_WEIGHT,
+    RT_INS_KERNEL,
+    RT_INS_BINARY,
+    RT_INS_LAUNCH,
+    RT_INS_BUFFER,
+    RT_INS_COUNT
+};
+
+static const char *const rt_ins_sql[RT_INS_COUNT] = {
+    "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)",
+    "INSERT INTO config(key, value) VALUES (?1, ?2)",
+    "INSERT INTO graph(id, text, hash) VALUES (1, ?1, ?2)",
+    "INSERT INTO weights(name, dtype, shape, nbytes) VALUES (?1, ?2, ?3, ?4)",
+    "INSERT INTO kernels(id, name, family, spec, config, params, grid, ir_hash, ir_text)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    "INSERT INTO binaries(kernel_id, target, config, format, entry, data, hash, compile_ms)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    "INSERT INTO launch_plan(step, kernel_id, args) VALUES (?1, ?2, ?3)",
+    "INSERT INTO buffers(name, kind, dtype, shape, offset, bytes, output) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+    "?7)",
+};
+
 struct RtPkgWriter {
     char *path; /* the final path */
     char *tmp;  /* the temporary file beside it; NULL once renamed */
     int fd;     /* open on tmp (for the final fsync), or -1 */
     sqlite3 *db;
-    sqlite3_stmt *ins_meta, *ins_config, *ins_graph, *ins_weight;
-    char graph_hash[17]; /* bound to ins_graph until it steps */
-    KilnStatus status;   /* the first failure; sticky */
-    char msg[512];       /* its one-line message, starting with path */
+    sqlite3_stmt *ins[RT_INS_COUNT]; /* prepared INSERTs, one per table */
+    char graph_hash[17];             /* bound to ins_graph until it steps */
+    KilnStatus status;               /* the first failure; sticky */
+    char msg[512];                   /* its one-line message, starting with path */
 };
 
 /* Records the first failure (later ones are dropped, so the root cause is reported) and returns it. */
@@ -193,14 +224,18 @@ static void rt_dir_sync(const char *path)
     free(dir);
 }
 
+static void rt_pkgw_finalize(RtPkgWriter *w)
+{
+    for (int i = 0; i < RT_INS_COUNT; i++) {
+        sqlite3_finalize(w->ins[i]);
+        w->ins[i] = NULL;
+    }
+}
+
 /* Releases everything and removes the temporary file when it is still there. */
 static void rt_pkgw_free(RtPkgWriter *w)
 {
-    sqlite3_finalize(w->ins_meta);
-    sqlite3_finalize(w->ins_config);
-    sqlite3_finalize(w->ins_graph);
-    sqlite3_finalize(w->ins_weight);
-    w->ins_meta = w->ins_config = w->ins_graph = w->ins_weight = NULL;
+    rt_pkgw_finalize(w);
     if (w->db) sqlite3_close(w->db); /* rolls back an open transaction */
     if (w->fd >= 0) close(w->fd);
     if (w->tmp) unlink(w->tmp);
@@ -246,9 +281,9 @@ static KilnStatus rt_pkgw_step(RtPkgWriter *w, sqlite3_stmt *st, const char *wha
 
 static KilnStatus rt_pkgw_put_meta(RtPkgWriter *w, const char *key, const char *value)
 {
-    sqlite3_bind_text(w->ins_meta, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(w->ins_meta, 2, value, -1, SQLITE_STATIC);
-    return rt_pkgw_step(w, w->ins_meta, "meta key", key);
+    sqlite3_bind_text(w->ins[RT_INS_META], 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins[RT_INS_META], 2, value, -1, SQLITE_STATIC);
+    return rt_pkgw_step(w, w->ins[RT_INS_META], "meta key", key);
 }
 
 KilnStatus rt_pkgw_create(const char *path, RtPkgWriter **out, char *err, int errlen)
@@ -289,12 +324,8 @@ KilnStatus rt_pkgw_create(const char *path, RtPkgWriter **out, char *err, int er
     if (rt_pkgw_exec(w, head, "cannot start the package") ||
         rt_pkgw_exec(w, rt_pkg_schema_sql, "cannot create the schema"))
         goto fail;
-    if (rt_pkgw_prepare(w, &w->ins_meta, "INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)") ||
-        rt_pkgw_prepare(w, &w->ins_config, "INSERT INTO config(key, value) VALUES (?1, ?2)") ||
-        rt_pkgw_prepare(w, &w->ins_graph, "INSERT INTO graph(id, text, hash) VALUES (1, ?1, ?2)") ||
-        rt_pkgw_prepare(w, &w->ins_weight,
-                        "INSERT INTO weights(name, dtype, shape, nbytes) VALUES (?1, ?2, ?3, ?4)"))
-        goto fail;
+    for (int i = 0; i < RT_INS_COUNT; i++)
+        if (rt_pkgw_prepare(w, &w->ins[i], rt_ins_sql[i])) goto fail;
 
     char created[32] = "unknown";
     struct tm tm;
@@ -327,9 +358,9 @@ KilnStatus rt_pkgw_config(RtPkgWriter *w, const char *key, const char *value)
     if (!w) return KILN_ERR_ARG;
     if (w->status) return w->status;
     if (!key || !*key || !value) return rt_pkgw_fail(w, KILN_ERR_ARG, "config: missing key or value");
-    sqlite3_bind_text(w->ins_config, 1, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(w->ins_config, 2, value, -1, SQLITE_STATIC);
-    return rt_pkgw_step(w, w->ins_config, "config key", key);
+    sqlite3_bind_text(w->ins[RT_INS_CONFIG], 1, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins[RT_INS_CONFIG], 2, value, -1, SQLITE_STATIC);
+    return rt_pkgw_step(w, w->ins[RT_INS_CONFIG], "config key", key);
 }
 
 KilnStatus rt_pkgw_graph(RtPkgWriter *w, const char *text)
@@ -339,9 +370,9 @@ KilnStatus rt_pkgw_graph(RtPkgWriter *w, const char *text)
     if (!text) return rt_pkgw_fail(w, KILN_ERR_ARG, "graph: missing text");
     snprintf(w->graph_hash, sizeof w->graph_hash, "%016llx",
              (unsigned long long)rt_pkg_fnv1a64(text, strlen(text)));
-    sqlite3_bind_text(w->ins_graph, 1, text, -1, SQLITE_STATIC);
-    sqlite3_bind_text(w->ins_graph, 2, w->graph_hash, -1, SQLITE_STATIC);
-    return rt_pkgw_step(w, w->ins_graph, "graph", w->graph_hash);
+    sqlite3_bind_text(w->ins[RT_INS_GRAPH], 1, text, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins[RT_INS_GRAPH], 2, w->graph_hash, -1, SQLITE_STATIC);
+    return rt_pkgw_step(w, w->ins[RT_INS_GRAPH], "graph", w->graph_hash);
 }
 
 KilnStatus rt_pkgw_weight(RtPkgWriter *w, const char *name, const char *dtype, const char *shape,
@@ -353,22 +384,93 @@ KilnStatus rt_pkgw_weight(RtPkgWriter *w, const char *name, const char *dtype, c
         return rt_pkgw_fail(w, KILN_ERR_ARG, "weight: missing name, dtype or shape");
     if (nbytes < 0)
         return rt_pkgw_fail(w, KILN_ERR_ARG, "weight '%s': negative size %lld", name, (long long)nbytes);
-    sqlite3_bind_text(w->ins_weight, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(w->ins_weight, 2, dtype, -1, SQLITE_STATIC);
-    sqlite3_bind_text(w->ins_weight, 3, shape, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(w->ins_weight, 4, nbytes);
-    return rt_pkgw_step(w, w->ins_weight, "weight", name);
+    sqlite3_bind_text(w->ins[RT_INS_WEIGHT], 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins[RT_INS_WEIGHT], 2, dtype, -1, SQLITE_STATIC);
+    sqlite3_bind_text(w->ins[RT_INS_WEIGHT], 3, shape, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(w->ins[RT_INS_WEIGHT], 4, nbytes);
+    return rt_pkgw_step(w, w->ins[RT_INS_WEIGHT], "weight", name);
+}
+
+/* Binds text, or NULL for a NULL pointer. */
+static void rt_bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+    if (s)
+        sqlite3_bind_text(st, i, s, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!k || k->id < 0 || !k->name || !k->family || !k->spec || !k->config || !k->params || !k->grid ||
+        !k->ir_hash || !k->ir_text)
+        return rt_pkgw_fail(w, KILN_ERR_ARG, "kernel: missing field");
+    sqlite3_stmt *st = w->ins[RT_INS_KERNEL];
+    sqlite3_bind_int64(st, 1, k->id);
+    const char *text[] = {k->name, k->family, k->spec, k->config, k->params, k->grid, k->ir_hash, k->ir_text};
+    for (int i = 0; i < 8; i++)
+        rt_bind_text(st, 2 + i, text[i]);
+    return rt_pkgw_step(w, st, "kernel", k->name);
+}
+
+KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
+                          const char *format, const char *entry, const void *data, size_t size,
+                          double compile_ms)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!target || !config || !format || !entry || !data || !size || size > 0x7fffffff)
+        return rt_pkgw_fail(w, KILN_ERR_ARG, "binary: missing field or bad size");
+    char hash[17];
+    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
+    sqlite3_stmt *st = w->ins[RT_INS_BINARY];
+    sqlite3_bind_int64(st, 1, kernel_id);
+    rt_bind_text(st, 2, target);
+    rt_bind_text(st, 3, config);
+    rt_bind_text(st, 4, format);
+    rt_bind_text(st, 5, entry);
+    sqlite3_bind_blob(st, 6, data, (int)size, SQLITE_STATIC);
+    rt_bind_text(st, 7, hash);
+    sqlite3_bind_double(st, 8, compile_ms);
+    return rt_pkgw_step(w, st, "binary for", entry);
+}
+
+KilnStatus rt_pkgw_launch(RtPkgWriter *w, int64_t step, int64_t kernel_id, const char *args)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!args) return rt_pkgw_fail(w, KILN_ERR_ARG, "launch: missing args");
+    sqlite3_stmt *st = w->ins[RT_INS_LAUNCH];
+    sqlite3_bind_int64(st, 1, step);
+    sqlite3_bind_int64(st, 2, kernel_id);
+    rt_bind_text(st, 3, args);
+    return rt_pkgw_step(w, st, "launch", "step");
+}
+
+KilnStatus rt_pkgw_buffer(RtPkgWriter *w, const char *name, const char *kind, const char *dtype,
+                          const char *shape, int64_t offset, int64_t bytes, const char *output)
+{
+    if (!w) return KILN_ERR_ARG;
+    if (w->status) return w->status;
+    if (!name || !kind || !dtype || !shape) return rt_pkgw_fail(w, KILN_ERR_ARG, "buffer: missing field");
+    sqlite3_stmt *st = w->ins[RT_INS_BUFFER];
+    rt_bind_text(st, 1, name);
+    rt_bind_text(st, 2, kind);
+    rt_bind_text(st, 3, dtype);
+    rt_bind_text(st, 4, shape);
+    sqlite3_bind_int64(st, 5, offset);
+    sqlite3_bind_int64(st, 6, bytes);
+    rt_bind_text(st, 7, output);
+    return rt_pkgw_step(w, st, "buffer", name);
 }
 
 KilnStatus rt_pkgw_commit(RtPkgWriter *w, char *err, int errlen)
 {
     if (!w) return rt_pkg_errf(err, errlen, KILN_ERR_ARG, "(no path): rt_pkgw_commit: no writer");
     if (w->status) goto fail;
-    sqlite3_finalize(w->ins_meta);
-    sqlite3_finalize(w->ins_config);
-    sqlite3_finalize(w->ins_graph);
-    sqlite3_finalize(w->ins_weight);
-    w->ins_meta = w->ins_config = w->ins_graph = w->ins_weight = NULL;
+    rt_pkgw_finalize(w);
     if (rt_pkgw_exec(w, "COMMIT", "cannot commit")) goto fail;
     int rc = sqlite3_close(w->db);
     if (rc != SQLITE_OK) {

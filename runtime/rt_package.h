@@ -12,6 +12,7 @@
 #ifndef KILN_RT_PACKAGE_H
 #define KILN_RT_PACKAGE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -39,6 +40,26 @@ KilnStatus rt_pkgw_graph(RtPkgWriter *w, const char *text);
 /* shape is text like "[128256,4096]"; nbytes the tensor's size on disk in that dtype. */
 KilnStatus rt_pkgw_weight(RtPkgWriter *w, const char *name, const char *dtype, const char *shape,
                           int64_t nbytes);
+/* A kernel row: the kernel IR of one spec at its default config, with what the runtime needs to launch
+ * it without the compiler: params "name:type ..." (types as kir prints them: ptr<bf16>, i32) and the grid
+ * "g0 g1 g2", each a constant or cdiv(param*mul,div). */
+typedef struct RtPkgKernel {
+    int64_t id;
+    const char *name, *family, *spec, *config, *params, *grid, *ir_hash, *ir_text;
+} RtPkgKernel;
+KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k);
+/* A compiled binary of kernel_id for target at config (text "BM=64 BN=128 ..."); the writer stores its
+ * FNV-1a 64 hash, which readers check before loading it. */
+KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
+                          const char *format, const char *entry, const void *data, size_t size,
+                          double compile_ms);
+/* One step of the launch plan: kernel_id with args text (ir/sched.h: sched_launch_args). */
+KilnStatus rt_pkgw_launch(RtPkgWriter *w, int64_t step, int64_t kernel_id, const char *args);
+/* One buffer of the plan: kind input/weight/act, shape text "[T,4096]", arena offset (-1 if none),
+ * bytes at the planned maxima, graph output name or NULL. */
+KilnStatus rt_pkgw_buffer(RtPkgWriter *w, const char *name, const char *kind, const char *dtype,
+                          const char *shape, int64_t offset, int64_t bytes, const char *output);
+
 /* Commits, closes, fsyncs and renames onto the final path. On failure the temporary file is removed and
  * the path is left as it was. Frees w either way. */
 KilnStatus rt_pkgw_commit(RtPkgWriter *w, char *err, int errlen);
@@ -51,6 +72,9 @@ void rt_pkgw_abort(RtPkgWriter *w);
  * sizes in decimal units (1 GB = 1e9 bytes). Returns KILN_OK, KILN_ERR_IO when writing to f failed, or
  * KILN_ERR_CORRUPT / KILN_ERR_NOMEM when a table could not be read (the summary is then cut short). */
 KilnStatus rt_pkg_print_summary(KilnPackage *pkg, FILE *f);
+/* Prints the kernels (name, uses in the launch plan, default config) and every binary (target, format,
+ * size, compile time, config) of an opened package to f. */
+KilnStatus rt_pkg_print_kernels(KilnPackage *pkg, FILE *f);
 /* The stored graph text (owned by the package, valid until close), or NULL. */
 const char *rt_pkg_graph_text(KilnPackage *pkg);
 

@@ -18,6 +18,25 @@ n=$(sqlite3 "$d/tiny.kiln" 'SELECT count(*) FROM weights')
 [ "$n" = 21 ] && ok "weight table ($n rows)" || bad "weight table has $n rows, want 21"
 ls "$d" | grep -q tmp && bad "temporary file left behind" || ok "no temporary files"
 
+# Kernels for the host target: a package with binaries and a launch plan; a second compile is served by
+# the kernel cache. (Skipped when this build has no LLVM backend.)
+cache="$d/cache"
+if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$cache" -v -o "$d/host.kiln" 2> "$d/err"; then
+  nb=$(sqlite3 "$d/host.kiln" "SELECT count(*) FROM binaries WHERE target = 'host' AND format = 'host-obj'")
+  nk=$(sqlite3 "$d/host.kiln" "SELECT count(DISTINCT kernel_id) FROM launch_plan WHERE kernel_id IN (SELECT kernel_id FROM binaries)")
+  [ "$nb" -ge 8 ] && [ "$nb" = "$nk" ] && ok "host binaries ($nb)" || bad "host binaries: $nb binaries, $nk launched kernels with binaries"
+  "$kiln" kernels "$d/host.kiln" > "$d/kernels" && grep -q "host-obj" "$d/kernels" && ok "kiln kernels lists binaries" || bad "kiln kernels"
+  "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$cache" -v -o "$d/host2.kiln" 2> "$d/err2"
+  grep -q "($nb from cache)" "$d/err2" && ok "recompile served from the cache" || bad "recompile not cached: $(grep binaries "$d/err2")"
+  [ "$(sqlite3 "$d/host.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" = \
+    "$(sqlite3 "$d/host2.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" ] &&
+    ok "cached binaries identical" || bad "cached binaries differ"
+elif grep -q "no backend in this build" "$d/err"; then
+  echo "skip host kernels: $(cat "$d/err")"
+else
+  bad "compile --target host: $(cat "$d/err")"
+fi
+
 # Compile errors leave nothing behind, and an existing package is not touched.
 "$kiln" compile "$src/recipes/llama.lua" --model nope -o "$d/none.kiln" 2> "$d/err"; rc=$?
 [ $rc != 0 ] && [ ! -e "$d/none.kiln" ] && [ "$(wc -l < "$d/err")" = 1 ] && ok "unknown model: no file" || bad "unknown model (rc $rc)"

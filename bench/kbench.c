@@ -1,0 +1,178 @@
+/* kbench.c — a tiny C ABI for the GPU bench scripts (bench/bench_kernels.py, through ctypes): build one kernel of a
+ * family for a spec and config, compile it with the CUDA backend for the GPU in front of us, and launch
+ * it on raw device pointers (torch tensors' data_ptr()) on the default stream, which is torch's too.
+ * For benchmarks and GPU checks only; not part of libkiln. Not thread-safe (one device, one caller).
+ *
+ *   kb_init(err, n)                            -> 0 | -1
+ *   h = kb_build("rmsnorm", "C=4096 eps=1e-05 dtype=bf16 residual=0", "BLOCK=4096 WARPS=8", err, n)
+ *   kb_launch(h, argv, n_args, 0, err, n)      argv[i]: a device pointer or a scalar's bits (f32 as bits)
+ *   kb_source(h), kb_ir(h), kb_config(h)       generated CUDA C, kernel IR, the config used
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cuda/cg_cuda.h"
+#include "ir/kfam.h"
+#include "ir/kir_interp.h"
+#include "rt_device.h"
+
+typedef struct KbKernel {
+    IrArena *arena;
+    KirKernel *k;
+    RtModule *mod;
+    RtFunction *fn;
+    CgCudaLaunch launch;
+    IrBuf source, ir, config;
+} KbKernel;
+
+static RtDevice *dev;
+static const CgTarget *target;
+
+static int fail(char *err, int n, const char *fmt, const char *a, const char *b)
+{
+    if (err && n > 0) snprintf(err, (size_t)n, fmt, a, b);
+    return -1;
+}
+
+int kb_init(char *err, int n)
+{
+    if (dev) return 0;
+    if (rt_dev_open(0, &dev) != KILN_OK) return fail(err, n, "%s%s", rt_dev_errmsg(), "");
+    const char *t = rt_dev_target(dev);
+    if (!t || !(target = cg_target_find(t))) return fail(err, n, "no kiln target for %s%s", rt_dev_info(dev)->name, "");
+    return 0;
+}
+
+/* "k=v k=v": integers, numbers, else strings; keys and strings copied into a. */
+static int parse_pairs(IrArena *a, const char *text, KfamSpec *spec, KirConfig *cfg)
+{
+    char *copy = ir_arena_strdup(a, text ? text : "");
+    if (!copy) return 0;
+    for (char *tok = strtok(copy, " \t"); tok; tok = strtok(NULL, " \t")) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok) return 0;
+        *eq = 0;
+        const char *key = tok, *val = eq + 1;
+        char *end;
+        long long iv = strtoll(val, &end, 10);
+        int is_int = *val && !*end;
+        double fv = strtod(val, &end);
+        int is_num = *val && !*end;
+        if (cfg) {
+            if (!is_int) return 0;
+            kir_config_set(cfg, key, iv);
+        } else if (is_int) {
+            kfam_spec_int(spec, key, iv);
+        } else if (is_num) {
+            kfam_spec_float(spec, key, fv);
+        } else {
+            kfam_spec_str(spec, key, val);
+        }
+    }
+    return 1;
+}
+
+void kb_free(void *h)
+{
+    KbKernel *kb = h;
+    if (!kb) return;
+    rt_dev_module_unload(kb->mod);
+    ir_buf_free(&kb->source);
+    ir_buf_free(&kb->ir);
+    ir_buf_free(&kb->config);
+    ir_arena_destroy(kb->arena);
+    free(kb);
+}
+
+void *kb_build(const char *family, const char *spec_text, const char *config_text, char *err, int n)
+{
+    const KfamFamily *f = kfam_find(family);
+    if (!dev || !f) {
+        fail(err, n, dev ? "unknown family '%s'%s" : "kb_init first%s%s", dev ? family : "", "");
+        return NULL;
+    }
+    KbKernel *kb = calloc(1, sizeof *kb);
+    if (!kb || !(kb->arena = ir_arena_create())) {
+        free(kb);
+        fail(err, n, "out of memory%s%s", "", "");
+        return NULL;
+    }
+    KfamSpec spec = kfam_spec(ir_arena_strdup(kb->arena, family));
+    KirConfig cfg = {0}, over = {0};
+    IrDiag d = {0};
+    CgBinary cubin = {0};
+    if (!parse_pairs(kb->arena, spec_text, &spec, NULL) || !parse_pairs(kb->arena, config_text, NULL, &over)) {
+        fail(err, n, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
+        goto bad;
+    }
+    f->defaults(&spec, &cfg);
+    for (int i = 0; i < over.n; i++) kir_config_set(&cfg, over.key[i], over.val[i]);
+    if (f->build(kb->arena, &spec, &cfg, &kb->k, &d) != IR_OK ||
+        kir_verify(kb->k, cg_target_limits(target), &d) != IR_OK ||
+        cg_cuda_source(kb->k, target, &kb->source, &d) != IR_OK ||
+        cg_cuda_launch_info(kb->k, target, &kb->launch, &d) != IR_OK ||
+        cg_cuda_compile(kb->k, target, &cubin, NULL, &d) != IR_OK) {
+        fail(err, n, "%s%s", d.msg, "");
+        goto bad;
+    }
+    kir_print(kb->k, &kb->ir);
+    kir_config_print(&kb->k->cfg, &kb->config);
+    if (rt_dev_module_load(dev, cubin.data, cubin.size, &kb->mod) != KILN_OK ||
+        rt_dev_function(kb->mod, cubin.entry, &kb->fn) != KILN_OK ||
+        (kb->launch.smem_bytes > 48 * 1024 && rt_dev_function_set_smem(kb->fn, kb->launch.smem_bytes) != KILN_OK)) {
+        fail(err, n, "%s%s", rt_dev_errmsg(), "");
+        goto bad;
+    }
+    cg_binary_free(&cubin);
+    return kb;
+bad:
+    cg_binary_free(&cubin);
+    kb_free(kb);
+    return NULL;
+}
+
+int kb_launch(void *h, const uint64_t *argv, int n_args, uint64_t stream, char *err, int n)
+{
+    KbKernel *kb = h;
+    (void)stream; /* the default stream, which torch uses unless told otherwise */
+    if (!kb || n_args != kb->k->n_params) return fail(err, n, "kb_launch: wrong number of arguments%s%s", "", "");
+    uint64_t storage[KIR_MAX_PARAMS];
+    void *args[KIR_MAX_PARAMS];
+    for (int i = 0; i < n_args; i++) {
+        const KirType *t = &kb->k->params[i].type;
+        storage[i] = 0;
+        if (t->is_ptr || t->dtype == KIR_I64) {
+            storage[i] = argv[i];
+        } else if (t->dtype == KIR_F32 || t->dtype == KIR_I32) {
+            uint32_t v = (uint32_t)argv[i];
+            memcpy(&storage[i], &v, 4);
+        } else {
+            return fail(err, n, "kb_launch: param %s has an unsupported scalar type%s", kb->k->params[i].name, "");
+        }
+        args[i] = &storage[i];
+    }
+    int32_t grid[3];
+    kir_grid_eval(kb->k, args, grid);
+    unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
+    unsigned block[3] = {(unsigned)kb->launch.threads, 1, 1};
+    if (!g[0] || !g[1] || !g[2]) return 0;
+    if (rt_dev_launch(kb->fn, g, block, (unsigned)kb->launch.smem_bytes, NULL, args) != KILN_OK)
+        return fail(err, n, "%s%s", rt_dev_errmsg(), "");
+    return 0;
+}
+
+const char *kb_source(void *h)
+{
+    return h ? ((KbKernel *)h)->source.s : NULL;
+}
+
+const char *kb_ir(void *h)
+{
+    return h ? ((KbKernel *)h)->ir.s : NULL;
+}
+
+const char *kb_config(void *h)
+{
+    return h ? ((KbKernel *)h)->config.s : NULL;
+}

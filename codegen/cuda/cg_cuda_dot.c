@@ -1,0 +1,608 @@
+/* cg_cuda_dot.c — dot: tensor-core (mma.sync) and SIMT lowering, and the pipelined dot loop.
+ *
+ * A dot's result lives in the mma.sync m16n8 accumulator layout (f16/bf16/f8 operands; f8 is staged as
+ * f16, which holds every e4m3 value exactly) or, for f32 and i8 operands, in the canonical BLOCKED layout
+ * computed with scalar FMAs (f32: fmaf, i.e. exact products accumulated in f32, in k order).
+ *
+ * Generic dot: both operands are written into the scratch region as b16 tiles padded to whole
+ * fragments (rows of K + 8 elements: conflict-free ldmatrix), then each warp runs its fm x fn fragments
+ * over K in steps of 16 (ldmatrix.x4 for A, .x2 for B, .trans when the tile is stored k-major).
+ *
+ * Pipelined dot loop (the canonical matmul main loop): a `for` whose body dots tiles that are loaded in
+ * the same body from offsets computable for any trip (from the induction variable, constants and values
+ * defined before the loop), f16/bf16, masked with zero fill. Each such load gets a ring of `stages`
+ * shared-memory buffers (stages = the loop's pipeline hint) filled by cp.async, 16 bytes per copy when
+ * the offsets allow; trip i computes from buffer i % stages while the copies for trip i + stages - 1
+ * are in flight. One barrier per trip.
+ */
+#include "cg_cuda_impl.h"
+
+#include <string.h>
+
+static CgCudaVal *val(CgCudaGen *g, const KirValue *v)
+{
+    return &g->v[v->id];
+}
+
+const CgCudaPipe *cg_cuda_pipe_of(const CgCudaGen *g, const KirInst *loop)
+{
+    for (int i = 0; i < g->n_pipes; i++)
+        if (g->pipes[i].loop == loop) return &g->pipes[i];
+    return NULL;
+}
+
+/* ---- planning ---- */
+
+/* Can v be computed at any coordinates of any trip of the loop whose body is `body`, at the top of a
+ * trip or before the loop? */
+static int recomputable(const CgCudaGen *g, const KirValue *v, const KirBlock *body, int depth)
+{
+    const CgCudaVal *V = &g->v[v->id];
+    if (depth > 64) return 0;
+    if (v == body->args[0]) return 1;
+    if (V->blk != body)
+        return V->form != CG_CUDA_REG && V->form != CG_CUDA_PIPE; /* defined before the loop */
+    if (!V->def || (V->form != CG_CUDA_SCALAR && V->form != CG_CUDA_VIRT)) return 0;
+    switch (V->def->op) {
+    case KIR_OP_LOAD:
+    case KIR_OP_REDUCE:
+    case KIR_OP_DOT:
+    case KIR_OP_FOR:
+    case KIR_OP_PARAM: return 0;
+    default: break;
+    }
+    for (int k = 0; k < V->def->n_ops; k++)
+        if (!recomputable(g, V->def->ops[k], body, depth + 1)) return 0;
+    return 1;
+}
+
+static int is_zero_const(const KirValue *v, const CgCudaGen *g)
+{
+    const KirInst *d = g->v[v->id].def;
+    return d && d->op == KIR_OP_CONST && d->f == 0.0 && d->i == 0;
+}
+
+/* Fills pl for load `ld` as operand `role` of a dot in loop body `body`; 0 when it cannot be pipelined. */
+static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirBlock *body,
+                     CgCudaPipeLoad *pl)
+{
+    const CgCudaVal *L = &g->v[ld->res[0]->id];
+    if (L->blk != body || ld->op != KIR_OP_LOAD || L->form != CG_CUDA_REG) return 0;
+    const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+    KirDtype t = ld->ops[0]->type.dtype;
+    if ((t != KIR_BF16 && t != KIR_F16) || g->v[offs->id].form != CG_CUDA_VIRT) return 0;
+    if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) return 0;
+    if (ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) return 0;
+    if (!recomputable(g, offs, body, 0) || (mask && !recomputable(g, mask, body, 0))) return 0;
+    int m, n;
+    cg_cuda_shape(&ld->res[0]->type, &m, &n);
+    if (role == 0 && (m % 16 || n % 16)) return 0;
+    if (role == 1 && (m % 16 || n % 8)) return 0;
+    const CgCudaAxis *ao = &g->v[offs->id].ax, *am = mask ? &g->v[mask->id].ax : NULL;
+    int pref = role == 0 ? 1 : 0; /* the k dimension: rows of K elements feed ldmatrix without .trans */
+    int best_cd = -1, best_vw = 1;
+    for (int pass = 0; pass < 2; pass++) {
+        int cd = pass ? 1 - pref : pref, vw = 8;
+        while (vw > 1 && (ao->contig[cd] < vw || ao->div[cd] < vw || (am && am->cnst[cd] < vw)))
+            vw /= 2;
+        if (vw > best_vw) {
+            best_vw = vw;
+            best_cd = cd;
+        }
+    }
+    if (best_cd < 0) return 0;
+    memset(pl, 0, sizeof *pl);
+    pl->ld = ld;
+    pl->role = role;
+    pl->cdim = best_cd;
+    pl->vw = best_vw;
+    pl->lines = best_cd ? m : n;
+    pl->len = best_cd ? n : m;
+    pl->trans = best_cd != pref;
+    pl->stage_bytes = (pl->lines * (pl->len + 8) * 2 + 127) / 128 * 128;
+    return 1;
+}
+
+/* Can this pipeline feed wgmma (sm_90a)? Every dot: [16 * warps, K] x [K, N] with K a multiple of 64
+ * (whole 128-byte swizzle rows) and N a multiple of 8 up to 256, so each warpgroup computes 64 rows
+ * with one m64nNk16 per k16; A and B copied along K in 16-byte pieces (K-major images). */
+static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
+{
+    if (strcmp(g->t->name, "sm_90a") || g->warps % 4) return 0;
+    for (int j = 0; j < p->n_loads; j++)
+        if (p->loads[j].trans || p->loads[j].vw != 8) return 0;
+    const KirBlock *body = p->loop->body;
+    for (int i = 0; i < body->n_insts; i++) {
+        const KirInst *in = body->insts[i];
+        if (in->op != KIR_OP_DOT) continue;
+        const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
+        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16) return 0;
+        if (a->shape[0] != 16 * g->warps || a->shape[1] % 64 || b->shape[1] % 8 || b->shape[1] > 256)
+            return 0;
+    }
+    return 1;
+}
+
+static void plan_loop(CgCudaGen *g, const KirInst *loop)
+{
+    const KirBlock *body = loop->body;
+    CgCudaPipe p;
+    memset(&p, 0, sizeof p);
+    p.loop = loop;
+    int dots = 0;
+    for (int i = 0; i < body->n_insts; i++) {
+        const KirInst *in = body->insts[i];
+        if (in->op == KIR_OP_FOR) return; /* keep the pipelined body flat */
+        if (in->op != KIR_OP_DOT) continue;
+        KirDtype t = in->ops[0]->type.dtype;
+        if (!cg_cuda_dot_is_mma(t)) continue;
+        for (int role = 0; role < 2; role++) {
+            const KirInst *ld = g->v[in->ops[role]->id].def;
+            if (!ld) return;
+            int have = -1;
+            for (int j = 0; j < p.n_loads; j++)
+                if (p.loads[j].ld == ld) have = j;
+            if (have >= 0) {
+                if (p.loads[have].role != role) return;
+                continue;
+            }
+            if (p.n_loads == CG_CUDA_PIPE_LOADS || !plan_load(g, ld, role, body, &p.loads[p.n_loads])) return;
+            p.n_loads++;
+        }
+        dots++;
+    }
+    if (!dots) return;
+    /* every use of a piped load must be a dot operand in this body */
+    for (int j = 0; j < p.n_loads; j++) {
+        const KirValue *r = p.loads[j].ld->res[0];
+        int n = 0;
+        for (int i = 0; i < body->n_insts; i++) {
+            const KirInst *in = body->insts[i];
+            for (int k = 0; k < in->n_ops; k++)
+                if (in->ops[k] == r) n += in->op == KIR_OP_DOT && k < 2 ? 1 : 1000;
+        }
+        if (n != g->v[r->id].uses) return;
+    }
+    const KirLimits *lim = cg_target_limits(g->t);
+    int budget = (lim ? lim->smem_bytes : 48 * 1024) - 8 * 1024;
+    p.stages = loop->pipeline > 1 ? loop->pipeline : 1;
+    if (p.stages > 8) p.stages = 8;
+    p.wgmma = wgmma_fits(g, &p);
+    int per = 0;
+    for (int j = 0; j < p.n_loads; j++) {
+        CgCudaPipeLoad *pl = &p.loads[j];
+        if (p.wgmma) /* unpadded, swizzled images; 1024-byte aligned stages */
+            pl->stage_bytes = (pl->lines * pl->len * 2 + 1023) / 1024 * 1024;
+        per += pl->stage_bytes;
+    }
+    while (p.stages > 1 && (int64_t)per * p.stages + 1024 > budget)
+        p.stages--;
+    int off = 0;
+    for (int j = 0; j < p.n_loads; j++) {
+        p.loads[j].offset = off;
+        off += p.loads[j].stage_bytes * p.stages;
+    }
+    p.bytes = off + (p.wgmma ? 1024 : 0); /* wgmma: slack to align the base to 1024 bytes at run time */
+    if (g->n_pipes == CG_CUDA_MAX_PIPES) return;
+    for (int i = 0; p.wgmma && i < body->n_insts; i++) { /* the accumulators take wgmma's layout */
+        const KirInst *in = body->insts[i];
+        if (in->op != KIR_OP_DOT || g->n_forced == (int)(sizeof g->forced_dot / sizeof g->forced_dot[0]))
+            continue;
+        CgCudaLayout l;
+        memset(&l, 0, sizeof l);
+        l.kind = CG_CUDA_MMA;
+        l.m = in->res[0]->type.shape[0];
+        l.n = in->res[0]->type.shape[1];
+        l.order = 1;
+        l.vec = 2;
+        l.wm = g->warps;
+        l.wn = 1;
+        l.fm = 1;
+        l.fn = l.n / 8;
+        l.slots = l.fn * 4;
+        g->forced_dot[g->n_forced] = in;
+        g->forced_lay[g->n_forced++] = cg_cuda_layout_intern(g, &l);
+    }
+    g->pipes[g->n_pipes++] = p;
+    if (p.bytes > g->pipe_bytes) g->pipe_bytes = (p.bytes + 127) / 128 * 128;
+}
+
+void cg_cuda_mark_pipes(CgCudaGen *g)
+{
+    for (int i = 0; i < g->n_pipes; i++)
+        for (int j = 0; j < g->pipes[i].n_loads; j++) {
+            CgCudaVal *V = &g->v[g->pipes[i].loads[j].ld->res[0]->id];
+            V->form = CG_CUDA_PIPE;
+            V->pipe = i + 1;
+        }
+}
+
+static void plan_block(CgCudaGen *g, const KirBlock *blk)
+{
+    for (int i = 0; i < blk->n_insts; i++) {
+        const KirInst *in = blk->insts[i];
+        if (in->op != KIR_OP_FOR) continue;
+        plan_block(g, in->body);
+        plan_loop(g, in);
+    }
+}
+
+void cg_cuda_plan_pipes(CgCudaGen *g)
+{
+    plan_block(g, g->k->body);
+    cg_cuda_mark_pipes(g);
+}
+
+/* ---- tensor-core inner product ---- */
+
+/* One operand's shared-memory image for the mma loop: element (row, k) of A or (k, col) of B lives at
+ * ptr[line * pitch + pos]; `trans` when lines run along k (ldmatrix .trans). */
+typedef struct Opnd {
+    const char *ptr;
+    int pitch, trans;
+} Opnd;
+
+static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const Opnd *A, const Opnd *B, int K)
+{
+    const CgCudaLayout *L = &g->lay[lay];
+    const char *kind = dt == KIR_BF16 ? "bf16" : "f16";
+    cg_cuda_begin(g);
+    cg_cuda_line(g, "const int lane = (int)threadIdx.x %% 32, warp = (int)threadIdx.x / 32;");
+    cg_cuda_open(g, "if (warp < %d)", L->wm * L->wn);
+    cg_cuda_line(g, "const int m0 = (warp / %d) * %d, n0 = (warp %% %d) * %d;", L->wn, L->fm * 16, L->wn,
+                 L->fn * 8);
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += 16)", K);
+    cg_cuda_line(g, "unsigned a[%d][4], b[%d][2];", L->fm, L->fn);
+    cg_cuda_line(g, "#pragma unroll");
+    if (!A->trans)
+        cg_cuda_line(g,
+                     "for (int i = 0; i < %d; i++) kd_ldmatrix_x4(a[i], %s + (m0 + i * 16 + lane %% 16) * %d "
+                     "+ kk + (lane / 16) * 8);",
+                     L->fm, A->ptr, A->pitch);
+    else
+        cg_cuda_line(g,
+                     "for (int i = 0; i < %d; i++) kd_ldmatrix_x4_trans(a[i], %s + (kk + (lane / 16) * 8 + "
+                     "lane %% 8) * %d + m0 + i * 16 + ((lane / 8) %% 2) * 8);",
+                     L->fm, A->ptr, A->pitch);
+    cg_cuda_line(g, "#pragma unroll");
+    if (L->fn % 2 == 0) { /* two n8 fragments per ldmatrix.x4 */
+        cg_cuda_open(g, "for (int j = 0; j < %d; j += 2)", L->fn);
+        cg_cuda_line(g, "unsigned t[4];");
+        if (!B->trans)
+            cg_cuda_line(g,
+                         "kd_ldmatrix_x4(t, %s + (n0 + j * 8 + (lane / 16) * 8 + lane %% 8) * %d + kk + "
+                         "((lane / 8) %% 2) * 8);",
+                         B->ptr, B->pitch);
+        else
+            cg_cuda_line(
+                g, "kd_ldmatrix_x4_trans(t, %s + (kk + lane %% 16) * %d + n0 + j * 8 + (lane / 16) * 8);",
+                B->ptr, B->pitch);
+        cg_cuda_line(g, "b[j][0] = t[0], b[j][1] = t[1], b[j + 1][0] = t[2], b[j + 1][1] = t[3];");
+        cg_cuda_close(g);
+    } else if (!B->trans) {
+        cg_cuda_line(g,
+                     "for (int j = 0; j < %d; j++) kd_ldmatrix_x2(b[j], %s + (n0 + j * 8 + lane %% 8) * %d + "
+                     "kk + ((lane / 8) %% 2) * 8);",
+                     L->fn, B->ptr, B->pitch);
+    } else {
+        cg_cuda_line(g,
+                     "for (int j = 0; j < %d; j++) kd_ldmatrix_x2_trans(b[j], %s + (kk + lane %% 16) * %d + "
+                     "n0 + j * 8);",
+                     L->fn, B->ptr, B->pitch);
+    }
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int i = 0; i < %d; i++)", L->fm);
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int j = 0; j < %d; j++)", L->fn);
+    cg_cuda_line(g,
+                 "    kd_mma_%s(%s[(i * %d + j) * 4], %s[(i * %d + j) * 4 + 1], %s[(i * %d + j) * 4 + 2], "
+                 "%s[(i * %d + j) * 4 + 3], a[i], b[j]);",
+                 kind, acc, L->fn, acc, L->fn, acc, L->fn, acc, L->fn);
+    cg_cuda_close(g);
+    cg_cuda_close(g);
+    cg_cuda_close(g);
+}
+
+/* Writes tile x (REG or VIRT) into shared memory: element (r, c) to ptr[index], index a C expression
+ * of r and c; `conv` turns the register value into the stored one. */
+static void stage_tile(CgCudaGen *g, const KirValue *x, const char *ptr, const char *index, const char *conv)
+{
+    const CgCudaVal *X = val(g, x);
+    int m, n;
+    cg_cuda_shape(&x->type, &m, &n);
+    int lay = X->form == CG_CUDA_REG ? X->lay : cg_cuda_layout_blocked(g, m, n, NULL);
+    cg_cuda_slot_loop(g, lay, 1);
+    const char *v = cg_cuda_at(g, x, lay);
+    cg_cuda_line(g, "if (ok) %s[%s] = %s;", ptr, index, conv ? cg_cuda_fmt(g, conv, v) : v);
+    cg_cuda_close(g);
+}
+
+/* Is x held with its chunks along dimension 0 (so a k-major shared image is the natural one)? */
+static int chunks_along_dim0(const CgCudaGen *g, const KirValue *x)
+{
+    const CgCudaVal *X = &g->v[x->id];
+    return X->form == CG_CUDA_REG && g->lay[X->lay].kind == CG_CUDA_BLOCKED && g->lay[X->lay].order == 0;
+}
+
+static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
+{
+    const KirValue *a = in->ops[0], *b = in->ops[1], *res = in->res[0];
+    const CgCudaVal *R = val(g, res);
+    KirDtype t = a->type.dtype, st = t == KIR_BF16 ? KIR_BF16 : KIR_F16;
+    int M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
+    int Mp = (M + 15) / 16 * 16, Kp = (K + 15) / 16 * 16, Np = (N + 7) / 8 * 8;
+    int at = chunks_along_dim0(g, a), bt = !chunks_along_dim0(g, b);
+    /* A: [Mp][Kp+8] or (at) [Kp][Mp+8]; B: [Np][Kp+8] or (bt) [Kp][Np+8] */
+    int pa = at ? Mp + 8 : Kp + 8, pb = bt ? Np + 8 : Kp + 8;
+    int na = (at ? Kp : Mp) * pa, nb = (bt ? Kp : Np) * pb;
+    const char *mt = cg_cuda_mem_type(st);
+    const char *conv = st == KIR_BF16 ? "kd_f32_to_bf16(%s)" : "kd_f32_to_f16(%s)";
+    cg_cuda_begin(g);
+    cg_cuda_line(g, "%s *const sa = (%s *)kd_scratch, *const sb = sa + %d;", mt, mt, (na + 63) / 64 * 64);
+    cg_cuda_scratch(g, ((int64_t)(na + 63) / 64 * 64 + nb) * 2);
+    if (Mp != M || Kp != K || Np != N) {
+        cg_cuda_line(g, "for (int i = (int)threadIdx.x; i < %d; i += %d) sa[i] = 0;",
+                     (na + 63) / 64 * 64 + nb, g->threads);
+        cg_cuda_line(g, "__syncthreads();");
+    }
+    stage_tile(g, a, "sa", at ? cg_cuda_fmt(g, "c * %d + r", pa) : cg_cuda_fmt(g, "r * %d + c", pa), conv);
+    stage_tile(g, b, "sb", bt ? cg_cuda_fmt(g, "r * %d + c", pb) : cg_cuda_fmt(g, "c * %d + r", pb), conv);
+    cg_cuda_line(g, "__syncthreads();");
+    Opnd A = {"sa", pa, at}, B = {"sb", pb, bt};
+    emit_mma(g, R->lay, R->name, st, &A, &B, Kp);
+    cg_cuda_close(g);
+}
+
+static void emit_dot_simt(CgCudaGen *g, const KirInst *in)
+{
+    const KirValue *a = in->ops[0], *b = in->ops[1], *res = in->res[0];
+    const CgCudaVal *R = val(g, res);
+    int M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1], fl = a->type.dtype != KIR_I8;
+    const char *ty = fl ? "float" : "int";
+    cg_cuda_begin(g);
+    cg_cuda_line(g, "%s *const sa = (%s *)kd_scratch, *const sb = sa + %d; /* [%d][%d], [%d][%d] */", ty, ty,
+                 M * K, M, K, K, N);
+    cg_cuda_scratch(g, ((int64_t)M * K + (int64_t)K * N) * 4);
+    stage_tile(g, a, "sa", cg_cuda_fmt(g, "r * %d + c", K), fl ? NULL : "(int)%s");
+    stage_tile(g, b, "sb", cg_cuda_fmt(g, "r * %d + c", N), fl ? NULL : "(int)%s");
+    cg_cuda_line(g, "__syncthreads();");
+    cg_cuda_slot_loop(g, R->lay, 1);
+    cg_cuda_line(g, "%s acc = %s[s];", ty, R->name);
+    cg_cuda_line(g, "#pragma unroll 4");
+    if (fl)
+        cg_cuda_line(g, "for (int k = 0; k < %d && ok; k++) acc = fmaf(sa[r * %d + k], sb[k * %d + c], acc);",
+                     K, K, N);
+    else
+        cg_cuda_line(g,
+                     "for (int k = 0; k < %d && ok; k++) acc = kd_sum(acc, sa[r * %d + k] * sb[k * %d + c]);",
+                     K, K, N);
+    cg_cuda_line(g, "%s[s] = acc;", R->name);
+    cg_cuda_close(g);
+    cg_cuda_close(g);
+}
+
+/* The stage ring of a piped operand: "kp<j> + rd * <elements per stage>". */
+static Opnd piped(CgCudaGen *g, const KirValue *x)
+{
+    const CgCudaPipe *p = g->cur_pipe;
+    const KirInst *ld = g->v[x->id].def;
+    KILN_ASSERT(p);
+    for (int j = 0; j < p->n_loads; j++)
+        if (p->loads[j].ld == ld) {
+            const CgCudaPipeLoad *pl = &p->loads[j];
+            Opnd o = {p->stages > 1 ? cg_cuda_fmt(g, "(kp%d + rd * %d)", j, pl->stage_bytes / 2)
+                                    : cg_cuda_fmt(g, "kp%d", j),
+                      pl->len + 8, pl->trans};
+            return o;
+        }
+    UNREACHABLE();
+}
+
+/* The piped load feeding operand x of a dot in the current pipelined loop. */
+static const CgCudaPipeLoad *piped_load(CgCudaGen *g, const KirValue *x, int *index)
+{
+    const CgCudaPipe *p = g->cur_pipe;
+    for (int j = 0; j < p->n_loads; j++)
+        if (p->loads[j].ld == g->v[x->id].def) {
+            *index = j;
+            return &p->loads[j];
+        }
+    UNREACHABLE();
+}
+
+/* dot on wgmma: warpgroup w multiplies rows [64w, 64w + 64) of the A image by the whole B image, one
+ * m64nNk16 per k16 slice, accumulating in place in the registers of the MMA layout (wm = warps, wn = 1),
+ * which is wgmma's accumulator layout. */
+static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
+{
+    const CgCudaPipe *p = g->cur_pipe;
+    int ja, jb, N = in->ops[1]->type.shape[1], K = in->ops[0]->type.shape[1], na = N / 2;
+    const CgCudaPipeLoad *A = piped_load(g, in->ops[0], &ja), *B = piped_load(g, in->ops[1], &jb);
+    const char *rd = p->stages > 1 ? "rd" : "0";
+    const char *kind = in->ops[0]->type.dtype == KIR_BF16 ? "bf16" : "f16";
+    cg_cuda_begin(g);
+    cg_cuda_line(g, "const kd_%s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * 64;", kind, ja,
+                 rd, A->stage_bytes / 2);
+    cg_cuda_line(g, "const kd_%s *const tb = kp%d + %s * %d;", kind, jb, rd, B->stage_bytes / 2);
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
+    cg_cuda_line(g, "kd_wgmma_fence();");
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += 16)", K);
+    cg_cuda_line(g, "const unsigned long long da = kd_wgmma_desc_sw128(ta + (kk / 64) * %d + kk %% 64);",
+                 A->lines * 64);
+    cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_sw128(tb + (kk / 64) * %d + kk %% 64);",
+                 B->lines * 64);
+    IrBuf b = {0};
+    ir_buf_printf(&b,
+                  "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\nwgmma.mma_async.sync.aligned."
+                  "m64n%dk16.f32.%s.%s {",
+                  na + 2, N, kind, kind);
+    for (int i = 0; i < na; i++)
+        ir_buf_printf(&b, "%s%%%d", i ? ", " : "", i);
+    ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n             : ", na, na + 1);
+    for (int i = 0; i < na; i++)
+        ir_buf_printf(&b, "%s\"+f\"(%s[%d])", i ? ", " : "", acc, i);
+    ir_buf_printf(&b, "\n             : \"l\"(da), \"l\"(db), \"r\"(1));");
+    cg_cuda_line(g, "%s", b.oom ? "" : b.s);
+    if (b.oom) g->oom = 1;
+    ir_buf_free(&b);
+    cg_cuda_close(g);
+    cg_cuda_line(g, "kd_wgmma_commit();");
+    cg_cuda_line(g, "kd_wgmma_wait<0>();");
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
+    cg_cuda_close(g);
+}
+
+void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
+{
+    const KirValue *acc = in->ops[2], *res = in->res[0];
+    const CgCudaVal *R = val(g, res);
+    int m, n, K = in->ops[0]->type.shape[1];
+    cg_cuda_shape(&res->type, &m, &n);
+    cg_cuda_line(g, "/* dot %%%d: [%d,%d] x [%d,%d] + %%%d (%s) */", R->num, m, K, K, n, val(g, acc)->num,
+                 val(g, in->ops[0])->form == CG_CUDA_PIPE
+                     ? (g->cur_pipe->wgmma ? "pipelined tiles, wgmma" : "pipelined tiles, mma.sync m16n8k16")
+                 : cg_cuda_dot_is_mma(in->ops[0]->type.dtype) ? "mma.sync m16n8k16"
+                                                              : "scalar fma");
+    const CgCudaVal *C = val(g, acc);
+    if (C->form == CG_CUDA_REG && C->lay == R->lay && C->uses == 1 && C->blk == R->blk) {
+        g->v[res->id].name = C->name; /* the accumulator's only use, in the same block: update it in place */
+    } else {
+        cg_cuda_declare(g, res);
+        cg_cuda_assign(g, R->name, acc, res);
+    }
+    if (val(g, in->ops[0])->form == CG_CUDA_PIPE && g->cur_pipe->wgmma) {
+        emit_wgmma(g, in, R->name);
+    } else if (val(g, in->ops[0])->form == CG_CUDA_PIPE) {
+        Opnd A = piped(g, in->ops[0]), B = piped(g, in->ops[1]);
+        emit_mma(g, R->lay, R->name, in->ops[0]->type.dtype, &A, &B, K);
+    } else if (cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) {
+        emit_dot_mma(g, in);
+    } else {
+        emit_dot_simt(g, in);
+    }
+}
+
+/* ---- the pipelined loop ---- */
+
+/* Issues the cp.async copies of every piped load for the trip whose induction variable is `ivn` into
+ * ring slot `stage`. */
+static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
+{
+    for (int j = 0; j < p->n_loads; j++) {
+        const CgCudaPipeLoad *pl = &p->loads[j];
+        const KirInst *ld = pl->ld;
+        const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+        int m, n;
+        cg_cuda_shape(&ld->res[0]->type, &m, &n);
+        int per_line = pl->len / pl->vw, chunks = pl->lines * per_line, T = g->threads;
+        int trips = (chunks + T - 1) / T, lay = cg_cuda_layout_blocked(g, m, n, NULL);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_open(g, "for (int i = 0; i < %d; i++)", trips);
+        cg_cuda_line(g, "const int q = (int)threadIdx.x + i * %d;", T);
+        if (chunks % T) cg_cuda_line(g, "if (q >= %d) break;", chunks);
+        if (pl->cdim)
+            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per_line, per_line, pl->vw);
+        else
+            cg_cuda_line(g, "const int c = q / %d, r = (q %% %d) * %d;", per_line, per_line, pl->vw);
+        const char *o = cg_cuda_at(g, offs, lay);
+        const char *msk = mask ? cg_cuda_at(g, mask, lay) : "true";
+        const char *pn = cg_cuda_scalar(g, ld->ops[0]);
+        const char *line = pl->cdim ? "r" : "c", *pos = pl->cdim ? "c" : "r";
+        /* padded rows; or (wgmma) 64-element atoms along the line with the 128-byte swizzle */
+        const char *idx =
+            p->wgmma ? cg_cuda_fmt(g, "(%s / 64) * %d + %s * 64 + (((%s %% 64) / 8) ^ (%s %% 8)) * 8", pos,
+                                   pl->lines * 64, line, pos, line)
+                     : cg_cuda_fmt(g, "%s * %d + %s", line, pl->len + 8, pos);
+        cg_cuda_line(g, "const bool m = %s;", msk);
+        cg_cuda_line(g, "kd_cp_async<%d>(kp%d + %s * %d + %s, m ? %s + %s : %s, m);", pl->vw * 2, j, stage,
+                     pl->stage_bytes / 2, idx, pn, o, pn);
+        cg_cuda_close(g);
+    }
+}
+
+void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPipe *p)
+{
+    const KirBlock *body = in->body;
+    const char *iv = val(g, body->args[0])->name;
+    const char *lo = cg_cuda_scalar(g, in->ops[0]), *hi = cg_cuda_scalar(g, in->ops[1]),
+               *step = cg_cuda_scalar(g, in->ops[2]);
+    int S = p->stages;
+    const char *fence = p->wgmma ? "kd_fence_proxy_async(); " : "";
+    cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
+                 S > 1 ? "s" : "",
+                 p->wgmma ? "wgmma m64nNk16 from 128-byte-swizzled K-major tiles" : "mma.sync m16n8k16");
+    cg_cuda_begin(g);
+    if (p->wgmma)
+        cg_cuda_line(g,
+                     "unsigned char *const kb = kd_smem + ((1024 - (kd_smem_addr(kd_smem) & 1023)) & 1023);");
+    for (int j = 0; j < p->n_loads; j++) {
+        const CgCudaPipeLoad *pl = &p->loads[j];
+        const char *ty = cg_cuda_mem_type(pl->ld->ops[0]->type.dtype);
+        if (p->wgmma)
+            cg_cuda_line(g, "%s *const kp%d = (%s *)(kb + %d); /* %%%d: %d x [%d][%d] swizzled */", ty, j, ty,
+                         pl->offset, val(g, pl->ld->res[0])->num, S, pl->lines, pl->len);
+        else
+            cg_cuda_line(g, "%s *const kp%d = (%s *)(kd_smem + %d); /* %%%d: %d x [%d][%d + 8] */", ty, j, ty,
+                         pl->offset, val(g, pl->ld->res[0])->num, S, pl->lines, pl->len);
+    }
+    if (g->pending_store) {
+        cg_cuda_line(g, "__syncthreads(); /* earlier stores are visible to the copies */");
+        g->pending_store = 0;
+    }
+    g->subst_iv = body->args[0];
+    g->subst_body = body;
+    g->subst_name = "ivn";
+    if (S > 1) {
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_open(g, "for (int st = 0; st < %d; st++)", S - 1);
+        cg_cuda_line(g, "const int ivn = %s + st * %s;", lo, step);
+        cg_cuda_open(g, "if (ivn < %s)", hi);
+        emit_issue(g, p, "st");
+        cg_cuda_close(g);
+        cg_cuda_line(g, "kd_cp_async_commit();");
+        cg_cuda_close(g);
+        cg_cuda_line(g, "int rd = 0, wr = %d;", S - 1);
+    }
+    g->subst_body = NULL;
+    cg_cuda_open(g, "for (int %s = %s; %s < %s; %s += %s)", iv, lo, iv, hi, iv, step);
+    g->subst_body = body;
+    if (S > 1) {
+        cg_cuda_line(g, "kd_cp_async_wait<%d>(); %s/* this trip's tiles have landed */", S - 2, fence);
+        cg_cuda_line(g, "__syncthreads(); /* ... for every thread; and the slot to refill is free */");
+        cg_cuda_begin(g);
+        cg_cuda_line(g, "const int ivn = %s + %d * %s;", iv, S - 1, step);
+        cg_cuda_open(g, "if (ivn < %s)", hi);
+        emit_issue(g, p, "wr");
+        cg_cuda_close(g);
+        cg_cuda_close(g);
+        cg_cuda_line(g, "kd_cp_async_commit();");
+    } else {
+        cg_cuda_line(g, "__syncthreads(); /* the buffer is free */");
+        cg_cuda_begin(g);
+        cg_cuda_line(g, "const int ivn = %s;", iv);
+        emit_issue(g, p, "0");
+        cg_cuda_close(g);
+        cg_cuda_line(g, "kd_cp_async_commit();");
+        cg_cuda_line(g, "kd_cp_async_wait<0>(); %s", fence);
+        cg_cuda_line(g, "__syncthreads();");
+    }
+    g->subst_body = NULL;
+    g->subst_iv = NULL;
+    int stores = cg_cuda_has_store(body);
+    if (stores) g->pending_store = 1;
+    const CgCudaPipe *outer = g->cur_pipe;
+    g->cur_pipe = p;
+    cg_cuda_emit_block(g, body);
+    g->cur_pipe = outer;
+    cg_cuda_emit_yield(g, in);
+    if (S > 1) cg_cuda_line(g, "rd = rd + 1 == %d ? 0 : rd + 1, wr = wr + 1 == %d ? 0 : wr + 1;", S, S);
+    cg_cuda_close(g);
+    cg_cuda_line(g, "kd_cp_async_wait<0>();");
+    cg_cuda_line(g, "__syncthreads();");
+    cg_cuda_close(g);
+    if (stores) g->pending_store = 1;
+}

@@ -1,0 +1,244 @@
+/* kfam.c — kernel families: the spec helpers, the registry table and the small building blocks the
+ * family files share (kfam_impl.h). A family is one file, kfam_<name>.c, exporting one KfamFamily;
+ * adding a family is adding its file and one line to `families` below. docs/KERNELS.md describes each.
+ */
+#include "kfam_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+extern const KfamFamily kfam_embedding;
+extern const KfamFamily kfam_rmsnorm;
+extern const KfamFamily kfam_rope;
+extern const KfamFamily kfam_matmul;
+extern const KfamFamily kfam_matmul_splitk_epilogue;
+extern const KfamFamily kfam_sample;
+
+static const KfamFamily *const families[] = {
+    &kfam_embedding, &kfam_rmsnorm, &kfam_rope, &kfam_matmul, &kfam_matmul_splitk_epilogue, &kfam_sample,
+};
+
+const KfamFamily *kfam_find(const char *name)
+{
+    for (unsigned i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (!strcmp(families[i]->name, name)) return families[i];
+    return NULL;
+}
+
+const KfamFamily *const *kfam_all(int *n)
+{
+    *n = (int)(sizeof families / sizeof families[0]);
+    return families;
+}
+
+/* ---- specs ---- */
+
+KfamSpec kfam_spec(const char *family)
+{
+    KfamSpec s;
+    memset(&s, 0, sizeof s);
+    s.family = family;
+    return s;
+}
+
+static GirAttr *spec_slot(KfamSpec *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->attr[i].key, key)) return &s->attr[i];
+    KILN_ASSERT(s->n < KFAM_MAX_SPEC);
+    return &s->attr[s->n++];
+}
+
+static const GirAttr *spec_find(const KfamSpec *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->attr[i].key, key)) return &s->attr[i];
+    return NULL;
+}
+
+void kfam_spec_int(KfamSpec *s, const char *key, int64_t v)
+{
+    *spec_slot(s, key) = (GirAttr){.key = key, .kind = GIR_ATTR_INT, .i = v};
+}
+
+void kfam_spec_float(KfamSpec *s, const char *key, double v)
+{
+    *spec_slot(s, key) = (GirAttr){.key = key, .kind = GIR_ATTR_FLOAT, .f = v};
+}
+
+void kfam_spec_str(KfamSpec *s, const char *key, const char *v)
+{
+    *spec_slot(s, key) = (GirAttr){.key = key, .kind = GIR_ATTR_STR, .s = v};
+}
+
+int64_t kfam_spec_i(const KfamSpec *s, const char *key, int64_t dflt)
+{
+    const GirAttr *a = spec_find(s, key);
+    if (!a || a->kind == GIR_ATTR_STR) return dflt;
+    return a->kind == GIR_ATTR_INT ? a->i : (int64_t)a->f;
+}
+
+double kfam_spec_f(const KfamSpec *s, const char *key, double dflt)
+{
+    const GirAttr *a = spec_find(s, key);
+    if (!a || a->kind == GIR_ATTR_STR) return dflt;
+    return a->kind == GIR_ATTR_FLOAT ? a->f : (double)a->i;
+}
+
+const char *kfam_spec_s(const KfamSpec *s, const char *key, const char *dflt)
+{
+    const GirAttr *a = spec_find(s, key);
+    return a && a->kind == GIR_ATTR_STR && a->s ? a->s : dflt;
+}
+
+static void attr_value(const GirAttr *a, IrBuf *b)
+{
+    if (a->kind == GIR_ATTR_INT)
+        ir_buf_printf(b, "%lld", (long long)a->i);
+    else if (a->kind == GIR_ATTR_FLOAT)
+        ir_buf_printf(b, "%.9g", a->f);
+    else
+        ir_buf_printf(b, "%s", a->s ? a->s : "");
+}
+
+void kfam_spec_print(const KfamSpec *s, IrBuf *b)
+{
+    ir_buf_printf(b, "%s", s->family);
+    for (int i = 0; i < s->n; i++) {
+        ir_buf_printf(b, " %s=", s->attr[i].key);
+        attr_value(&s->attr[i], b);
+    }
+}
+
+const char *kfam_spec_name(IrArena *a, const KfamSpec *s)
+{
+    IrBuf b = {0};
+    ir_buf_printf(&b, "%s", s->family);
+    for (int i = 0; i < s->n; i++) {
+        ir_buf_put(&b, "_", 1);
+        attr_value(&s->attr[i], &b);
+    }
+    if (b.oom) {
+        ir_buf_free(&b);
+        return NULL;
+    }
+    for (size_t i = 0; i < b.len; i++) {
+        char c = b.s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))) b.s[i] = '_';
+    }
+    char *name = ir_arena_strdup(a, b.s);
+    ir_buf_free(&b);
+    return name;
+}
+
+/* ---- shared by the family files ---- */
+
+IrStatus kfam_spec_dtype(const KfamSpec *s, KirDtype *t, IrDiag *d)
+{
+    const char *n = kfam_spec_s(s, "dtype", NULL);
+    if (n && !strcmp(n, "bf16"))
+        *t = KIR_BF16;
+    else if (n && !strcmp(n, "f16"))
+        *t = KIR_F16;
+    else if (n && !strcmp(n, "f32"))
+        *t = KIR_F32;
+    else
+        return ir_diag_set(d, IR_ERR_INPUT, "%s: dtype must be bf16, f16 or f32 (got %s)", s->family,
+                           n ? n : "none");
+    return IR_OK;
+}
+
+IrStatus kfam_spec_need(const KfamSpec *s, const char *key, int64_t lo, int64_t hi, int64_t *v, IrDiag *d)
+{
+    const GirAttr *a = spec_find(s, key);
+    if (!a || a->kind != GIR_ATTR_INT)
+        return ir_diag_set(d, IR_ERR_INPUT, "%s: spec needs an integer %s", s->family, key);
+    if (a->i < lo || a->i > hi)
+        return ir_diag_set(d, IR_ERR_INPUT, "%s: %s=%lld is outside [%lld, %lld]", s->family, key,
+                           (long long)a->i, (long long)lo, (long long)hi);
+    *v = a->i;
+    return IR_OK;
+}
+
+void kfam_config_merge(const KfamFamily *f, const KfamSpec *s, const KirConfig *cfg, KirConfig *out)
+{
+    memset(out, 0, sizeof *out);
+    f->defaults(s, out);
+    for (int i = 0; cfg && i < cfg->n; i++)
+        kir_config_set(out, cfg->key[i], cfg->val[i]);
+}
+
+IrStatus kfam_config_pow2(const KfamSpec *s, const KirConfig *cfg, const char *key, int64_t max, IrDiag *d)
+{
+    int64_t v = kir_config_get(cfg, key, 0);
+    if (v < 1 || v > max || (v & (v - 1)))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "%s: config %s=%lld is not a power of two in [1, %lld]",
+                           s->family, key, (long long)v, (long long)max);
+    return IR_OK;
+}
+
+IrStatus kfam_kernel_begin(IrArena *a, const KfamSpec *s, const KirConfig *cfg, KirKernel **k, KirBuilder *b,
+                           IrDiag *d)
+{
+    const char *name = kfam_spec_name(a, s);
+    *k = name ? kir_kernel_create(a, name, s->family, cfg) : NULL;
+    if (!*k) return ir_diag_set(d, IR_ERR_NOMEM, "%s: out of memory", s->family);
+    kir_builder_init(b, *k, d);
+    return IR_OK;
+}
+
+IrStatus kfam_kernel_end(KirBuilder *b, KirKernel **out)
+{
+    kir_ret(b);
+    IrStatus st = kir_builder_done(b);
+    if (st == IR_OK) st = kir_verify(b->k, NULL, b->d);
+    if (st == IR_OK) *out = b->k;
+    return st;
+}
+
+int64_t kfam_pow2_ceil(int64_t x)
+{
+    int64_t p = 1;
+    while (p < x)
+        p *= 2;
+    return p;
+}
+
+int64_t kfam_clamp(int64_t x, int64_t lo, int64_t hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+int64_t kfam_cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+KirValue *kfam_rows(KirBuilder *b, KirValue *x, int n)
+{
+    return kir_broadcast(b, kir_expand(b, x, 1), x->type.shape[0], n);
+}
+
+KirValue *kfam_cols(KirBuilder *b, KirValue *y, int m)
+{
+    return kir_broadcast(b, kir_expand(b, y, 0), m, y->type.shape[0]);
+}
+
+KirValue *kfam_outer(KirBuilder *b, KirOp op, KirValue *x, KirValue *y)
+{
+    return kir_binary(b, op, kfam_rows(b, x, y->type.shape[0]), kfam_cols(b, y, x->type.shape[0]));
+}
+
+KirValue *kfam_outer_mask(KirBuilder *b, KirValue *mrow, KirValue *mcol, int m, int n)
+{
+    if (mrow && mcol) return kfam_outer(b, KIR_OP_AND, mrow, mcol);
+    if (mrow) return kfam_rows(b, mrow, n);
+    if (mcol) return kfam_cols(b, mcol, m);
+    return NULL;
+}
+
+KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2)
+{
+    if (m1 && m2) return kir_binary(b, KIR_OP_AND, m1, m2);
+    return m1 ? m1 : m2;
+}

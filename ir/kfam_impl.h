@@ -1,0 +1,41 @@
+/* kfam_impl.h — shared by the kernel-family files only (kfam.c, kfam_<name>.c): spec checks, config
+ * merging and the few tile idioms every family uses (outer sums and masks over two 1-D tiles). */
+#ifndef KILN_IR_KFAM_IMPL_H
+#define KILN_IR_KFAM_IMPL_H
+
+#include "kfam.h"
+
+/* Largest offset any family computes in i32 (offsets are i32; larger tensors are UNSUPPORTED). */
+#define KFAM_MAX_I32_OFFSET 2147483647LL
+
+/* The spec's "dtype" (bf16, f16 or f32) into *t; IR_ERR_INPUT otherwise. */
+IrStatus kfam_spec_dtype(const KfamSpec *s, KirDtype *t, IrDiag *d);
+/* A required integer attribute in [lo, hi] into *v; IR_ERR_INPUT when missing or out of range. */
+IrStatus kfam_spec_need(const KfamSpec *s, const char *key, int64_t lo, int64_t hi, int64_t *v, IrDiag *d);
+
+/* The config a kernel is built with: the family's defaults for s, overridden by every key of cfg
+ * (cfg may be NULL). Unknown keys are kept (they print in the kernel's header). */
+void kfam_config_merge(const KfamFamily *f, const KfamSpec *s, const KirConfig *cfg, KirConfig *out);
+/* IR_ERR_UNSUPPORTED (INVALID config) when cfg's key is not a positive power of two <= max. */
+IrStatus kfam_config_pow2(const KfamSpec *s, const KirConfig *cfg, const char *key, int64_t max, IrDiag *d);
+
+/* Creates the kernel (named by kfam_spec_name) and starts a builder on it. */
+IrStatus kfam_kernel_begin(IrArena *a, const KfamSpec *s, const KirConfig *cfg, KirKernel **k, KirBuilder *b,
+                           IrDiag *d);
+/* Ends the body with ret, checks the builder and verifies the kernel (no target budgets). */
+IrStatus kfam_kernel_end(KirBuilder *b, KirKernel **out);
+
+int64_t kfam_pow2_ceil(int64_t x); /* smallest power of two >= x (1 for x <= 1) */
+int64_t kfam_clamp(int64_t x, int64_t lo, int64_t hi);
+int64_t kfam_cdiv(int64_t a, int64_t b);
+
+/* [M] x [N] -> [M,N]: op(x[:,None], y[None,:]). */
+KirValue *kfam_outer(KirBuilder *b, KirOp op, KirValue *x, KirValue *y);
+KirValue *kfam_rows(KirBuilder *b, KirValue *x, int n); /* [M] -> [M,N], x[:,None] */
+KirValue *kfam_cols(KirBuilder *b, KirValue *y, int m); /* [N] -> [M,N], y[None,:] */
+/* [M,N] mask from a row mask [M] and a column mask [N], either NULL ("all"); NULL when both are. */
+KirValue *kfam_outer_mask(KirBuilder *b, KirValue *mrow, KirValue *mcol, int m, int n);
+/* Mask conjunction where NULL means "all lanes": NULL when both are NULL. Shapes must combine. */
+KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2);
+
+#endif

@@ -1,0 +1,259 @@
+/* kfam_matmul.c — out[M,N] = x[M,K] @ w[N,K]^T with an epilogue (a linear layer, weights row-major as
+ * in safetensors), and matmul_splitk_epilogue, the second half of a split-K matmul.
+ *
+ * The product accumulates in f32 through `dot` (in k order within a program). Epilogues, in f32 until
+ * the one rounding to dtype, except that the residual is added to the rounded product as HF does:
+ *   "none"      out = dtype(acc)
+ *   "bias"      out = dtype(acc + f32(bias[n]))
+ *   "residual"  out = dtype(f32(dtype(acc)) + f32(r[m,n]))
+ *   "silu_mul"  two weights, gate w and up w2:  out = dtype(silu(acc_g) * acc_u),  silu(g) = g / (1 +
+ * exp(-g))
+ *
+ * Spec: N, K, dtype (bf16 | f16 | f32), epilogue (default "none"), optional m_hint (typical M; only the
+ * default config reads it). M is a runtime parameter.
+ * Params, in order, SPLIT_K = 1 (bracketed ones only with their epilogue):
+ *   x     ptr<dtype> [M, K]   rdonly
+ *   w     ptr<dtype> [N, K]   rdonly
+ *   [w2   ptr<dtype> [N, K]   rdonly]   silu_mul: the up projection
+ *   [bias ptr<dtype> [N]      rdonly]   bias
+ *   [r    ptr<dtype> [M, N]]            residual; out may alias r
+ *   out   ptr<dtype> [M, N]
+ *   M     i32
+ * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul is INVALID): params x, w, ws, M, where ws is
+ * ptr<f32> [M, N], zeroed by the caller; program z adds (atomic_add) its partial product over K slice
+ * [z*KS, z*KS + KS) into ws (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK), and matmul_splitk_epilogue then
+ * applies the epilogue and writes out.
+ * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
+ * Config: BM, BN, BK (tile sizes), WARPS, STAGES (the K loop's pipelining hint), SPLIT_K.
+ * The K loop is the canonical shape backends pattern-match: `for k in [lo, hi) step BK` carrying acc (and
+ * acc2), whose body loads the A tile [BM,BK] at rows*K + k + cols, the B tile [BK,BN] at n*K + k + kk
+ * (w read transposed through offsets) and does `dot` (two for silu_mul). M is always masked; N and K only
+ * when BN, BK do not divide them. Offsets are i32: N*K and M*max(N, K) must stay below 2^31.
+ *
+ * matmul_splitk_epilogue — spec N, dtype, epilogue (none | bias | residual); params ws (ptr<f32> [M,N]
+ * rdonly), [bias], [r], out, M; grid (M, cdiv(N, BLOCK)); config BLOCK, WARPS; the same epilogue math.
+ */
+#include "kfam_impl.h"
+
+#include <string.h>
+
+extern const KfamFamily kfam_matmul;
+extern const KfamFamily kfam_matmul_splitk_epilogue;
+
+enum { EPI_NONE, EPI_BIAS, EPI_RESIDUAL, EPI_SILU_MUL };
+
+static int epilogue_of(const KfamSpec *s)
+{
+    const char *e = kfam_spec_s(s, "epilogue", "none");
+    if (!strcmp(e, "none")) return EPI_NONE;
+    if (!strcmp(e, "bias")) return EPI_BIAS;
+    if (!strcmp(e, "residual")) return EPI_RESIDUAL;
+    if (!strcmp(e, "silu_mul")) return EPI_SILU_MUL;
+    return -1;
+}
+
+static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
+{
+    int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
+    int silu = epilogue_of(s) == EPI_SILU_MUL;
+    int64_t bm = m > 0 && m <= 16 ? 16 : m > 0 && m <= 32 ? 32 : 64;
+    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, silu ? 64 : 128);
+    int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, 64);
+    kir_config_set(cfg, "BM", bm);
+    kir_config_set(cfg, "BN", bn);
+    kir_config_set(cfg, "BK", bk);
+    kir_config_set(cfg, "WARPS", bm * bn >= 64 * 128 || bk * bn >= 64 * 128 || silu ? 8 : 4);
+    kir_config_set(cfg, "STAGES", 3);
+    kir_config_set(cfg, "SPLIT_K", 1);
+}
+
+/* out = epilogue(acc) for one [rows, cols] tile; offs/mask address it in out (and r), cols/nmask in bias. */
+static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirValue *acc, KirValue *acc2, KirValue *bias,
+                          KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask, KirValue *offs,
+                          KirValue *mask)
+{
+    int rows = acc->type.shape[0];
+    KirValue *zero = kir_const_f(b, dt, 0);
+    KirValue *y = acc;
+    if (epi == EPI_SILU_MUL) {
+        KirValue *one = kir_const_f(b, KIR_F32, 1.0);
+        KirValue *den = kir_add(b, one, kir_unary(b, KIR_OP_EXP, kir_unary(b, KIR_OP_NEG, acc)));
+        y = kir_mul(b, kir_div(b, acc, den), acc2);
+    }
+    if (epi == EPI_BIAS) {
+        KirValue *bv = kir_cast(b, kir_load(b, bias, cols, nmask, nmask ? zero : NULL), KIR_F32);
+        y = kir_add(b, y, kfam_cols(b, bv, rows));
+    }
+    KirValue *o = kir_cast(b, y, dt);
+    if (epi == EPI_RESIDUAL) {
+        KirValue *rv = kir_cast(b, kir_load(b, r, offs, mask, mask ? zero : NULL), KIR_F32);
+        o = kir_cast(b, kir_add(b, kir_cast(b, o, KIR_F32), rv), dt);
+    }
+    kir_store(b, dst, offs, o, mask);
+}
+
+static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
+                             IrDiag *d)
+{
+    int64_t N, K;
+    KirDtype dt;
+    KirConfig cfg;
+    if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_need(s, "K", 1, 1 << 24, &K, d) ||
+        kfam_spec_dtype(s, &dt, d))
+        return d->status;
+    int epi = epilogue_of(s);
+    if (epi < 0)
+        return ir_diag_set(d, IR_ERR_INPUT, "matmul: epilogue must be none, bias, residual or silu_mul");
+    if (N * K > KFAM_MAX_I32_OFFSET)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: N*K = %lld needs 64-bit offsets",
+                           (long long)(N * K));
+    kfam_config_merge(&kfam_matmul, s, given, &cfg);
+    if (kfam_config_pow2(s, &cfg, "BM", 512, d) || kfam_config_pow2(s, &cfg, "BN", 512, d) ||
+        kfam_config_pow2(s, &cfg, "BK", 512, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d) ||
+        kfam_config_pow2(s, &cfg, "SPLIT_K", 64, d))
+        return d->status;
+    int bm = (int)kir_config_get(&cfg, "BM", 0), bn = (int)kir_config_get(&cfg, "BN", 0);
+    int bk = (int)kir_config_get(&cfg, "BK", 0), split = (int)kir_config_get(&cfg, "SPLIT_K", 1);
+    int stages = (int)kir_config_get(&cfg, "STAGES", 1);
+    if (stages < 1 || stages > 8)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: STAGES=%d is outside [1, 8]", stages);
+    if (split > 1 && epi == EPI_SILU_MUL)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: silu_mul has no split-K form");
+    if (split > kfam_cdiv(K, bk))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: SPLIT_K=%d exceeds the %lld K blocks", split,
+                           (long long)kfam_cdiv(K, bk));
+    int64_t ks = kfam_cdiv(kfam_cdiv(K, split), bk) * bk;
+
+    KirKernel *k;
+    KirBuilder b;
+    if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
+    KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
+    KirValue *w = kir_param(&b, "w", kir_ptr(dt), KIR_PARAM_RDONLY);
+    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *ws = NULL;
+    if (split > 1) {
+        ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
+    } else {
+        if (epi == EPI_SILU_MUL) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (epi == EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (epi == EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
+        dst = kir_param(&b, "out", kir_ptr(dt), 0);
+    }
+    KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
+    kir_grid(&b, 0, M, 1, bm);
+    kir_grid_const(&b, 1, kfam_cdiv(N, bn));
+    kir_grid_const(&b, 2, split);
+
+    KirValue *cK = kir_const_i32(&b, K), *cN = kir_const_i32(&b, N);
+    KirValue *rm = kir_add(&b, kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, bm)), kir_arange(&b, bm));
+    KirValue *rn = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bn)), kir_arange(&b, bn));
+    KirValue *rk = kir_arange(&b, bk);
+    KirValue *mmask = kir_lt(&b, rm, M);
+    KirValue *nmask = N % bn ? kir_lt(&b, rn, cN) : NULL;
+    KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
+    KirValue *b_base = kfam_outer(&b, KIR_OP_ADD, rk, kir_mul(&b, rn, cK)); /* [BK,BN] */
+    KirValue *a_mask = kfam_rows(&b, mmask, bk);                            /* [BM,BK] */
+    KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;             /* [BK,BN] */
+    KirValue *lo = kir_const_i32(&b, 0), *hi = cK;
+    if (split > 1) {
+        lo = kir_mul(&b, kir_pid(&b, 2), kir_const_i32(&b, ks));
+        hi = kir_binary(&b, KIR_OP_MIN, kir_add(&b, lo, kir_const_i32(&b, ks)), cK);
+    }
+    int shape[2] = {bm, bn};
+    KirValue *zero = kir_const_f(&b, dt, 0);
+    KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape), NULL};
+    int n_acc = 1;
+    if (w2) inits[n_acc++] = kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape);
+
+    KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
+    KirValue *kk = body->args[0];
+    KirValue *am = a_mask, *bmk = b_mask;
+    if (K % bk) {
+        KirValue *kmask = kir_lt(&b, kir_add(&b, rk, kk), cK);
+        am = kir_binary(&b, KIR_OP_AND, a_mask, kfam_cols(&b, kmask, bm));
+        bmk = kfam_and(&b, kfam_rows(&b, kmask, bn), b_mask);
+    }
+    KirValue *at = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
+    KirValue *b_offs = kir_add(&b, b_base, kk);
+    KirValue *bt = kir_load(&b, w, b_offs, bmk, bmk ? zero : NULL);
+    KirValue *yields[2] = {kir_dot(&b, at, bt, body->args[1]), NULL};
+    if (w2) yields[1] = kir_dot(&b, at, kir_load(&b, w2, b_offs, bmk, bmk ? zero : NULL), body->args[2]);
+    KirInst *loop = kir_for_end(&b, yields, n_acc);
+
+    KirValue *c_offs = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
+    KirValue *c_mask = kfam_outer_mask(&b, mmask, nmask, bm, bn);
+    if (split > 1)
+        kir_atomic_add(&b, ws, c_offs, loop->res[0], c_mask);
+    else
+        emit_epilogue(&b, epi, dt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn, nmask, c_offs,
+                      c_mask);
+    return kfam_kernel_end(&b, out);
+}
+
+const KfamFamily kfam_matmul = {
+    .name = "matmul",
+    .n_space = 6,
+    .space = {{"BM", 5, {16, 32, 64, 128, 256}},
+              {"BN", 5, {16, 32, 64, 128, 256}},
+              {"BK", 4, {16, 32, 64, 128}},
+              {"WARPS", 3, {2, 4, 8}},
+              {"STAGES", 4, {1, 2, 3, 4}},
+              {"SPLIT_K", 4, {1, 2, 4, 8}}},
+    .defaults = matmul_defaults,
+    .build = matmul_build,
+};
+
+/* ---- split-K epilogue ---- */
+
+static void splitk_defaults(const KfamSpec *s, KirConfig *cfg)
+{
+    int64_t block = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "N", 4096)), 32, 1024);
+    kir_config_set(cfg, "BLOCK", block);
+    kir_config_set(cfg, "WARPS", kfam_clamp(block / 256, 1, 4));
+}
+
+static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
+                             IrDiag *d)
+{
+    int64_t N;
+    KirDtype dt;
+    KirConfig cfg;
+    if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_dtype(s, &dt, d)) return d->status;
+    int epi = epilogue_of(s);
+    if (epi < 0 || epi == EPI_SILU_MUL)
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "matmul_splitk_epilogue: epilogue must be none, bias or residual");
+    kfam_config_merge(&kfam_matmul_splitk_epilogue, s, given, &cfg);
+    if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
+        return d->status;
+    int block = (int)kir_config_get(&cfg, "BLOCK", 0);
+
+    KirKernel *k;
+    KirBuilder b;
+    if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
+    KirValue *ws = kir_param(&b, "ws", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
+    KirValue *bias = epi == EPI_BIAS ? kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
+    KirValue *r = epi == EPI_RESIDUAL ? kir_param(&b, "r", kir_ptr(dt), 0) : NULL;
+    KirValue *dst = kir_param(&b, "out", kir_ptr(dt), 0);
+    KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
+    kir_grid(&b, 0, M, 1, 1);
+    kir_grid_const(&b, 1, kfam_cdiv(N, block));
+
+    KirValue *cN = kir_const_i32(&b, N);
+    KirValue *cols =
+        kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, block)), kir_arange(&b, block));
+    KirValue *nmask = N % block ? kir_lt(&b, cols, cN) : NULL;
+    /* one row as a [1, BLOCK] tile, so the epilogue is the matmul's own */
+    KirValue *offs = kir_expand(&b, kir_add(&b, kir_mul(&b, kir_pid(&b, 0), cN), cols), 0);
+    KirValue *mask = nmask ? kir_expand(&b, nmask, 0) : NULL;
+    KirValue *acc = kir_load(&b, ws, offs, mask, mask ? kir_const_f(&b, KIR_F32, 0) : NULL);
+    emit_epilogue(&b, epi, dt, acc, NULL, bias, r, dst, cols, nmask, offs, mask);
+    return kfam_kernel_end(&b, out);
+}
+
+const KfamFamily kfam_matmul_splitk_epilogue = {
+    .name = "matmul_splitk_epilogue",
+    .n_space = 2,
+    .space = {{"BLOCK", 6, {32, 64, 128, 256, 512, 1024}}, {"WARPS", 4, {1, 2, 4, 8}}},
+    .defaults = splitk_defaults,
+    .build = splitk_build,
+};

@@ -1,0 +1,131 @@
+/* kfam_rope.c — rotary position embedding, HF Llama convention (rotate_half).
+ *
+ * For token t, head h and pair i in [0, D/2), with x1 = x[t, h*D + i], x2 = x[t, h*D + i + D/2]:
+ *   out[.. i]       = x1*cos(a) - x2*sin(a)
+ *   out[.. i + D/2] = x2*cos(a) + x1*sin(a),      a = f32(pos[t]) * inv_freq_i   (f32)
+ * inv_freq_i, every step in f32:  e = f32(2i) / f32(D);  inv_freq_i = exp2(-(e * f32(log2(theta))))
+ * then by scaling:
+ *   "none"    as is
+ *   "linear"  inv_freq_i / factor          (HF's linear scaling, i.e. positions / factor)
+ *   "llama3"  HF _compute_llama3_parameters: wavelen = f32(2*pi) / inv_freq_i;
+ *             wavelen > original_max_pos / low_freq_factor        -> inv_freq_i / factor
+ *             wavelen < original_max_pos / high_freq_factor       -> inv_freq_i
+ *             otherwise smooth = (original_max_pos / wavelen - low_freq_factor)
+ *                                / (high_freq_factor - low_freq_factor)
+ *                       inv_freq_i = (1 - smooth) * inv_freq_i / factor + smooth * inv_freq_i
+ * cos, sin and the rotation are f32; out is rounded to dtype once.
+ *
+ * Spec: H (heads), D (head_dim, even), theta, scaling ("none" | "linear" | "llama3"), factor,
+ * low_freq_factor, high_freq_factor, original_max_pos (the last four as the scaling needs), dtype.
+ * Params, in order:
+ *   x          ptr<dtype> [n_tokens, H*D]
+ *   positions  ptr<i32>   [n_tokens]        rdonly
+ *   out        ptr<dtype> [n_tokens, H*D]   may alias x (in place)
+ *   n_tokens   i32
+ * Grid (n_tokens, cdiv(H, BH), 1): program (t, g) rotates heads [g*BH, g*BH + BH) of token t as one
+ * [BH, pow2(D/2)] tile per half. Config: BH (heads per program), WARPS.
+ */
+#include "kfam_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+extern const KfamFamily kfam_rope;
+
+static void rope_defaults(const KfamSpec *s, KirConfig *cfg)
+{
+    int64_t half = kfam_pow2_ceil(kfam_spec_i(s, "D", 128) / 2);
+    int64_t bh = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "H", 32)), 1, kfam_clamp(1024 / half, 1, 32));
+    kir_config_set(cfg, "BH", bh);
+    kir_config_set(cfg, "WARPS", kfam_clamp(bh * half / 256, 1, 4));
+}
+
+/* inv_freq as an f32 [hp] tile for pair indices i (i32 [hp]). */
+static KirValue *inv_freq(KirBuilder *b, const KfamSpec *s, KirValue *i, int64_t D, const char *scaling)
+{
+    KirValue *two_i = kir_cast(b, kir_mul(b, i, kir_const_i32(b, 2)), KIR_F32);
+    KirValue *e = kir_div(b, two_i, kir_const_f(b, KIR_F32, (double)D));
+    KirValue *l2t = kir_const_f(b, KIR_F32, (double)(float)log2(kfam_spec_f(s, "theta", 10000.0)));
+    KirValue *inv = kir_unary(b, KIR_OP_EXP2, kir_unary(b, KIR_OP_NEG, kir_mul(b, e, l2t)));
+    if (!strcmp(scaling, "none")) return inv;
+    KirValue *factor = kir_const_f(b, KIR_F32, kfam_spec_f(s, "factor", 1.0));
+    KirValue *scaled = kir_div(b, inv, factor);
+    if (!strcmp(scaling, "linear")) return scaled;
+    double old = kfam_spec_f(s, "original_max_pos", 8192), lo = kfam_spec_f(s, "low_freq_factor", 1.0),
+           hi = kfam_spec_f(s, "high_freq_factor", 4.0);
+    KirValue *wavelen = kir_div(b, kir_const_f(b, KIR_F32, 6.283185307179586), inv);
+    KirValue *ratio = kir_div(b, kir_const_f(b, KIR_F32, old), wavelen);
+    KirValue *smooth =
+        kir_div(b, kir_sub(b, ratio, kir_const_f(b, KIR_F32, lo)), kir_const_f(b, KIR_F32, hi - lo));
+    KirValue *one_minus = kir_sub(b, kir_const_f(b, KIR_F32, 1.0), smooth);
+    KirValue *mid = kir_add(b, kir_div(b, kir_mul(b, one_minus, inv), factor), kir_mul(b, smooth, inv));
+    KirValue *is_low = kir_binary(b, KIR_OP_GT, wavelen, kir_const_f(b, KIR_F32, old / lo));
+    KirValue *is_high = kir_lt(b, wavelen, kir_const_f(b, KIR_F32, old / hi));
+    return kir_select(b, is_low, scaled, kir_select(b, is_high, inv, mid));
+}
+
+static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out, IrDiag *d)
+{
+    int64_t H, D;
+    KirDtype dt;
+    KirConfig cfg;
+    if (kfam_spec_need(s, "H", 1, 4096, &H, d) || kfam_spec_need(s, "D", 2, 1 << 16, &D, d) ||
+        kfam_spec_dtype(s, &dt, d))
+        return d->status;
+    const char *scaling = kfam_spec_s(s, "scaling", "none");
+    double theta = kfam_spec_f(s, "theta", 10000.0), factor = kfam_spec_f(s, "factor", 1.0);
+    int llama3 = !strcmp(scaling, "llama3");
+    if (D % 2 || !(theta > 1) || !(factor > 0))
+        return ir_diag_set(d, IR_ERR_INPUT, "rope: needs an even D, theta > 1 and factor > 0");
+    if (strcmp(scaling, "none") && strcmp(scaling, "linear") && !llama3)
+        return ir_diag_set(d, IR_ERR_INPUT, "rope: scaling must be none, linear or llama3 (got %s)", scaling);
+    if (llama3 && !(kfam_spec_f(s, "high_freq_factor", 4) > kfam_spec_f(s, "low_freq_factor", 1) &&
+                    kfam_spec_f(s, "low_freq_factor", 1) > 0 && kfam_spec_f(s, "original_max_pos", 8192) > 0))
+        return ir_diag_set(d, IR_ERR_INPUT, "rope: llama3 needs high_freq_factor > low_freq_factor > 0");
+    kfam_config_merge(&kfam_rope, s, given, &cfg);
+    if (kfam_config_pow2(s, &cfg, "BH", 1024, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
+        return d->status;
+    int bh = (int)kir_config_get(&cfg, "BH", 1), half = (int)(D / 2), hp = (int)kfam_pow2_ceil(half);
+
+    KirKernel *k;
+    KirBuilder b;
+    if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
+    KirValue *x = kir_param(&b, "x", kir_ptr(dt), 0);
+    KirValue *positions = kir_param(&b, "positions", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
+    KirValue *dst = kir_param(&b, "out", kir_ptr(dt), 0);
+    KirValue *n_tokens = kir_param(&b, "n_tokens", kir_scalar(KIR_I32), 0);
+    kir_grid(&b, 0, n_tokens, 1, 1);
+    kir_grid_const(&b, 1, kfam_cdiv(H, bh));
+
+    KirValue *t = kir_pid(&b, 0);
+    KirValue *pos = kir_cast(&b, kir_load(&b, positions, t, NULL, NULL), KIR_F32);
+    KirValue *i = kir_arange(&b, hp);
+    KirValue *angle = kir_mul(&b, pos, inv_freq(&b, s, i, D, scaling));
+    KirValue *c = kfam_cols(&b, kir_unary(&b, KIR_OP_COS, angle), bh);
+    KirValue *sn = kfam_cols(&b, kir_unary(&b, KIR_OP_SIN, angle), bh);
+
+    KirValue *h = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bh)), kir_arange(&b, bh));
+    KirValue *hmask = H % bh ? kir_lt(&b, h, kir_const_i32(&b, H)) : NULL;
+    KirValue *imask = hp != half ? kir_lt(&b, i, kir_const_i32(&b, half)) : NULL;
+    KirValue *mask = kfam_outer_mask(&b, hmask, imask, bh, hp);
+    KirValue *head =
+        kir_add(&b, kir_mul(&b, t, kir_const_i32(&b, H * D)), kir_mul(&b, h, kir_const_i32(&b, D)));
+    KirValue *o1 = kfam_outer(&b, KIR_OP_ADD, head, i);
+    KirValue *o2 = kir_add(&b, o1, kir_const_i32(&b, half));
+    KirValue *zero = mask ? kir_const_f(&b, dt, 0) : NULL;
+    KirValue *x1 = kir_cast(&b, kir_load(&b, x, o1, mask, zero), KIR_F32);
+    KirValue *x2 = kir_cast(&b, kir_load(&b, x, o2, mask, zero), KIR_F32);
+    KirValue *y1 = kir_sub(&b, kir_mul(&b, x1, c), kir_mul(&b, x2, sn));
+    KirValue *y2 = kir_add(&b, kir_mul(&b, x2, c), kir_mul(&b, x1, sn));
+    kir_store(&b, dst, o1, kir_cast(&b, y1, dt), mask);
+    kir_store(&b, dst, o2, kir_cast(&b, y2, dt), mask);
+    return kfam_kernel_end(&b, out);
+}
+
+const KfamFamily kfam_rope = {
+    .name = "rope",
+    .n_space = 2,
+    .space = {{"BH", 6, {1, 2, 4, 8, 16, 32}}, {"WARPS", 4, {1, 2, 4, 8}}},
+    .defaults = rope_defaults,
+    .build = rope_build,
+};

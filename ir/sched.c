@@ -1,0 +1,413 @@
+/* sched.c — graph IR -> kernel schedule, and activation buffer planning.
+ *
+ * One launch per compute node, in graph order. Each op maps to a family and a spec (shape constants,
+ * dtypes, options) in `lower_node`; identical specs share one kernel. Arguments follow the family's
+ * documented param order (ir/kfam_<family>.c); their names here are for people reading the plan.
+ * kv_write's outputs alias its cache inputs (the caches are updated in place).
+ *
+ * Buffer planning: every activation's size is taken at the option maxima (T, B, R); its live range runs
+ * from the launch that writes it to the last launch that reads it (graph outputs: to the end); offsets
+ * are assigned greedily, largest first, at the lowest 256-byte-aligned offset that overlaps no buffer
+ * with an intersecting live range.
+ */
+#include "sched.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SCHED_ALIGN = 256 };
+
+SchedOptions sched_options_default(void)
+{
+    return (SchedOptions){.max_tokens = 8192, .max_seqs = 256, .max_rows = 256};
+}
+
+typedef struct Lower {
+    const GirGraph *g;
+    Schedule *s;
+    IrArena *a;
+    int *buf_of; /* value id -> buffer index */
+    int *num;    /* value id -> printed value number */
+    int cap_bufs, cap_launches, cap_kernels;
+    IrDiag *d;
+} Lower;
+
+static int64_t sym_value(const Lower *L, int sym)
+{
+    const char *n = L->g->sym[sym];
+    if (!strcmp(n, "T")) return L->s->opt.max_tokens;
+    if (!strcmp(n, "R")) return L->s->opt.max_rows;
+    if (!strcmp(n, "B")) return L->s->opt.max_seqs;
+    if (!strcmp(n, "B+1")) return L->s->opt.max_seqs + 1;
+    return 1; /* inputs sized by the runtime (pages, ...) never get arena space */
+}
+
+static int64_t type_bytes(const Lower *L, const GirType *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        n *= t->dim[i].sym >= 0 ? sym_value(L, t->dim[i].sym) : t->dim[i].n;
+    return n / gir_dtype_block_elems(t->dtype) * gir_dtype_block_bytes(t->dtype);
+}
+
+static int grow(IrArena *a, void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap) return 1;
+    int ncap = *cap ? *cap * 2 : 64;
+    void *p = ir_arena_alloc(a, (size_t)ncap * size);
+    if (!p) return 0;
+    if (*items) memcpy(p, *items, (size_t)n * size);
+    *items = p;
+    *cap = ncap;
+    return 1;
+}
+
+static int new_buf(Lower *L, const GirValue *v, SchedBufKind kind, const char *name)
+{
+    Schedule *s = L->s;
+    if (!grow(L->a, (void **)&s->bufs, &L->cap_bufs, s->n_bufs, sizeof(SchedBuf))) return -1;
+    SchedBuf *b = &s->bufs[s->n_bufs];
+    memset(b, 0, sizeof *b);
+    b->name = name;
+    b->kind = kind;
+    b->type = v->type;
+    b->bytes = kind == SCHED_BUF_ACT ? type_bytes(L, &v->type) : 0;
+    b->offset = -1;
+    b->first = b->last = -1;
+    L->buf_of[v->id] = s->n_bufs;
+    return s->n_bufs++;
+}
+
+static int act_buf(Lower *L, const GirValue *v)
+{
+    char num[24];
+    snprintf(num, sizeof num, "%%%d", L->num[v->id]);
+    const char *name = ir_arena_strdup(L->a, num);
+    return name ? new_buf(L, v, SCHED_BUF_ACT, name) : -1;
+}
+
+/* The kernel for spec (deduplicated by its printed form). */
+static int kernel_for(Lower *L, const KfamSpec *spec)
+{
+    Schedule *s = L->s;
+    IrBuf want = {0}, have = {0};
+    kfam_spec_print(spec, &want);
+    int found = -1;
+    for (int i = 0; i < s->n_kernels && found < 0 && !want.oom; i++) {
+        have.len = 0;
+        kfam_spec_print(&s->kernels[i].spec, &have);
+        if (!have.oom && have.s && !strcmp(have.s, want.s)) found = i;
+    }
+    int oom = want.oom || have.oom;
+    ir_buf_free(&want);
+    ir_buf_free(&have);
+    if (oom) return -1;
+    if (found >= 0) {
+        s->kernels[found].uses++;
+        return found;
+    }
+    if (!grow(L->a, (void **)&s->kernels, &L->cap_kernels, s->n_kernels, sizeof(SchedKernel))) return -1;
+    SchedKernel *k = &s->kernels[s->n_kernels];
+    k->spec = *spec;
+    k->fam = kfam_find(spec->family);
+    k->name = kfam_spec_name(L->a, spec);
+    k->uses = 1;
+    return k->name ? s->n_kernels++ : -1;
+}
+
+typedef struct Args {
+    int n;
+    SchedArg a[SCHED_MAX_ARGS];
+} Args;
+
+static void arg_buf(Args *x, int buf)
+{
+    x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_BUF, .buf = buf};
+}
+
+static void arg_sym(Args *x, GirDim dim)
+{
+    x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_SYM, .sym = dim.sym};
+}
+
+static const char *dtype_of(const GirValue *v)
+{
+    return gir_dtype_name(v->type.dtype);
+}
+
+/* Fills the spec and arguments for node n (whose output buffers already exist). Returns 0 for nodes that
+ * launch nothing. */
+static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
+{
+    int in[GIR_MAX_IN], out[GIR_MAX_OUT];
+    for (int i = 0; i < n->n_in; i++)
+        in[i] = L->buf_of[n->in[i]->id];
+    for (int i = 0; i < n->n_out; i++)
+        out[i] = L->buf_of[n->out[i]->id];
+    const GirType *t0 = n->n_in ? &n->in[0]->type : NULL;
+    switch (n->op) {
+    case GIR_OP_EMBEDDING:
+        *sp = kfam_spec("embedding");
+        kfam_spec_int(sp, "C", n->out[0]->type.dim[1].n);
+        kfam_spec_int(sp, "V", n->in[1]->type.dim[0].n);
+        kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        arg_buf(x, in[0]), arg_buf(x, in[1]), arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
+        return 1;
+    case GIR_OP_RMS_NORM:
+    case GIR_OP_ADD_RMS_NORM: {
+        int fused = n->op == GIR_OP_ADD_RMS_NORM;
+        *sp = kfam_spec("rmsnorm");
+        kfam_spec_int(sp, "C", t0->dim[1].n);
+        kfam_spec_float(sp, "eps", gir_attr_f(n, "eps", 1e-5));
+        kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        kfam_spec_int(sp, "residual", fused);
+        arg_buf(x, in[0]);
+        if (fused) arg_buf(x, in[1]);
+        arg_buf(x, in[fused ? 2 : 1]), arg_buf(x, out[0]);
+        if (fused) arg_buf(x, out[1]);
+        arg_sym(x, t0->dim[0]);
+        return 1;
+    }
+    case GIR_OP_MATMUL: {
+        const char *epi = gir_attr_s(n, "epilogue", n->n_in == 3 ? "bias" : "none");
+        *sp = kfam_spec("matmul");
+        kfam_spec_int(sp, "N", n->in[1]->type.dim[0].n);
+        kfam_spec_int(sp, "K", n->in[1]->type.dim[1].n);
+        kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        kfam_spec_str(sp, "epilogue", epi);
+        if (n->in[1]->type.dtype != n->out[0]->type.dtype) kfam_spec_str(sp, "wdtype", dtype_of(n->in[1]));
+        for (int i = 0; i < n->n_in; i++)
+            arg_buf(x, in[i]);
+        arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
+        return 1;
+    }
+    case GIR_OP_ROPE: {
+        *sp = kfam_spec("rope");
+        kfam_spec_int(sp, "H", gir_attr_i(n, "heads", 0));
+        kfam_spec_int(sp, "D", gir_attr_i(n, "head_dim", 0));
+        kfam_spec_float(sp, "theta", gir_attr_f(n, "theta", 10000));
+        const char *sc = gir_attr_s(n, "scaling", "none");
+        kfam_spec_str(sp, "scaling", sc);
+        if (strcmp(sc, "none")) kfam_spec_float(sp, "factor", gir_attr_f(n, "factor", 1));
+        if (!strcmp(sc, "llama3")) {
+            kfam_spec_float(sp, "low_freq_factor", gir_attr_f(n, "low_freq_factor", 1));
+            kfam_spec_float(sp, "high_freq_factor", gir_attr_f(n, "high_freq_factor", 4));
+            kfam_spec_int(sp, "original_max_pos", gir_attr_i(n, "original_max_pos", 8192));
+        }
+        kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        arg_buf(x, in[0]), arg_buf(x, in[1]), arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
+        return 1;
+    }
+    case GIR_OP_KV_WRITE:
+        *sp = kfam_spec("kv_write");
+        kfam_spec_int(sp, "Hkv", gir_attr_i(n, "kv_heads", 0));
+        kfam_spec_int(sp, "D", gir_attr_i(n, "head_dim", 0));
+        kfam_spec_int(sp, "page_size", gir_attr_i(n, "page_size", 16));
+        kfam_spec_str(sp, "dtype", dtype_of(n->in[2]));
+        for (int i = 0; i < 5; i++)
+            arg_buf(x, in[i]);
+        arg_sym(x, t0->dim[0]);
+        return 1;
+    case GIR_OP_ATTENTION:
+        *sp = kfam_spec("attention");
+        kfam_spec_str(sp, "mode", gir_attr_s(n, "mode", "mixed"));
+        kfam_spec_int(sp, "H", gir_attr_i(n, "heads", 0));
+        kfam_spec_int(sp, "Hkv", gir_attr_i(n, "kv_heads", 0));
+        kfam_spec_int(sp, "D", gir_attr_i(n, "head_dim", 0));
+        kfam_spec_int(sp, "page_size", gir_attr_i(n, "page_size", 16));
+        kfam_spec_int(sp, "causal", gir_attr_i(n, "causal", 1));
+        kfam_spec_int(sp, "window", gir_attr_i(n, "window", 0));
+        kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        for (int i = 0; i < 6; i++)
+            arg_buf(x, in[i]);
+        arg_buf(x, out[0]), arg_sym(x, t0->dim[0]), arg_sym(x, n->in[4]->type.dim[0]);
+        return 1;
+    case GIR_OP_LOGITS:
+        *sp = kfam_spec("matmul");
+        kfam_spec_int(sp, "N", n->in[1]->type.dim[0].n);
+        kfam_spec_int(sp, "K", n->in[1]->type.dim[1].n);
+        kfam_spec_str(sp, "dtype", dtype_of(n->in[0]));
+        kfam_spec_str(sp, "epilogue", "none");
+        kfam_spec_str(sp, "out_dtype", "f32");
+        kfam_spec_int(sp, "gather", 1);
+        arg_buf(x, in[0]), arg_buf(x, in[1]), arg_buf(x, in[2]), arg_buf(x, out[0]);
+        arg_sym(x, n->in[2]->type.dim[0]);
+        return 1;
+    case GIR_OP_SAMPLE:
+        *sp = kfam_spec("sample");
+        kfam_spec_int(sp, "V", t0->dim[1].n);
+        kfam_spec_str(sp, "mode", n->n_in == 2 ? "sample" : "greedy");
+        for (int i = 0; i < n->n_in; i++)
+            arg_buf(x, in[i]);
+        arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
+        return 1;
+    case GIR_OP_SPEC_VERIFY:
+        *sp = kfam_spec("spec_verify");
+        kfam_spec_int(sp, "V", t0->dim[1].n);
+        kfam_spec_int(sp, "k", gir_attr_i(n, "k", 1));
+        kfam_spec_str(sp, "mode", gir_attr_s(n, "mode", "greedy"));
+        for (int i = 0; i < n->n_in; i++)
+            arg_buf(x, in[i]);
+        arg_buf(x, out[0]), arg_buf(x, out[1]), arg_sym(x, n->in[1]->type.dim[0]);
+        return 1;
+    case GIR_OP_SILU_MUL:
+    case GIR_OP_ADD:
+        *sp = kfam_spec("elementwise");
+        kfam_spec_str(sp, "op", gir_op_name(n->op));
+        kfam_spec_int(sp, "C", t0->dim[1].n);
+        kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        arg_buf(x, in[0]), arg_buf(x, in[1]), arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
+        return 1;
+    case GIR_OP_INPUT:
+    case GIR_OP_WEIGHT:
+    case GIR_OP_OUTPUT:
+    case GIR_OP_COUNT: return 0;
+    }
+    return 0;
+}
+
+static IrStatus oom(Lower *L)
+{
+    return ir_diag_set(L->d, IR_ERR_NOMEM, "schedule: out of memory");
+}
+
+/* Greedy placement (largest first) of activations whose live ranges intersect. */
+static IrStatus plan_arena(Lower *L)
+{
+    Schedule *s = L->s;
+    int *order = malloc(sizeof(int) * (size_t)(s->n_bufs + 1));
+    if (!order) return oom(L);
+    int n = 0;
+    for (int i = 0; i < s->n_bufs; i++)
+        if (s->bufs[i].kind == SCHED_BUF_ACT) order[n++] = i;
+    for (int i = 1; i < n; i++) /* insertion sort: by bytes desc, then index (deterministic) */
+        for (int j = i; j > 0; j--) {
+            const SchedBuf *a = &s->bufs[order[j - 1]], *b = &s->bufs[order[j]];
+            if (a->bytes > b->bytes || (a->bytes == b->bytes && order[j - 1] < order[j])) break;
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    s->act_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        SchedBuf *b = &s->bufs[order[i]];
+        int64_t off = 0;
+        for (int moved = 1; moved;) { /* bump past every placed, overlapping, live-intersecting buffer */
+            moved = 0;
+            for (int j = 0; j < i; j++) {
+                const SchedBuf *o = &s->bufs[order[j]];
+                int live = !(o->last < b->first || b->last < o->first);
+                if (live && off < o->offset + o->bytes && o->offset < off + b->bytes) {
+                    off = (o->offset + o->bytes + SCHED_ALIGN - 1) / SCHED_ALIGN * SCHED_ALIGN;
+                    moved = 1;
+                }
+            }
+        }
+        b->offset = off;
+        if (off + b->bytes > s->act_bytes) s->act_bytes = off + b->bytes;
+    }
+    free(order);
+    return IR_OK;
+}
+
+IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Schedule **out, IrDiag *d)
+{
+    *out = NULL;
+    Schedule *s = ir_arena_alloc(a, sizeof *s);
+    int *buf_of = s ? ir_arena_alloc(a, sizeof(int) * (size_t)(g->n_values + 1)) : NULL;
+    int *num = buf_of ? ir_arena_alloc(a, sizeof(int) * (size_t)(g->n_values + 1)) : NULL;
+    if (!num) return ir_diag_set(d, IR_ERR_NOMEM, "schedule: out of memory");
+    gir_number_values(g, num);
+    s->g = g;
+    s->opt = o ? *o : sched_options_default();
+    Lower L = {.g = g, .s = s, .a = a, .buf_of = buf_of, .num = num, .d = d};
+    for (int i = 0; i < g->n_nodes; i++) {
+        const GirNode *n = g->nodes[i];
+        if (n->op == GIR_OP_INPUT || n->op == GIR_OP_WEIGHT) {
+            if (new_buf(&L, n->out[0], n->op == GIR_OP_INPUT ? SCHED_BUF_INPUT : SCHED_BUF_WEIGHT,
+                        gir_attr_s(n, "name", "")) < 0)
+                return oom(&L);
+            continue;
+        }
+        if (n->op == GIR_OP_OUTPUT) {
+            SchedBuf *b = &s->bufs[buf_of[n->in[0]->id]];
+            b->output = gir_attr_s(n, "name", "");
+            b->last = 1 << 30;
+            continue;
+        }
+        for (int k = 0; k < n->n_out; k++) {
+            if (n->op == GIR_OP_KV_WRITE) {
+                buf_of[n->out[k]->id] = buf_of[n->in[2 + k]->id]; /* updated in place */
+            } else if (act_buf(&L, n->out[k]) < 0) {
+                return oom(&L);
+            }
+        }
+        KfamSpec spec;
+        Args x = {0};
+        if (!lower_node(&L, n, &spec, &x)) continue;
+        int kern = kernel_for(&L, &spec);
+        if (kern < 0 || !grow(a, (void **)&s->launches, &L.cap_launches, s->n_launches, sizeof(SchedLaunch)))
+            return oom(&L);
+        SchedLaunch *l = &s->launches[s->n_launches];
+        l->kernel = kern;
+        l->node = n->id;
+        l->n_args = x.n;
+        memcpy(l->args, x.a, sizeof(SchedArg) * (size_t)x.n);
+        for (int k = 0; k < x.n; k++) {
+            if (x.a[k].kind != SCHED_ARG_BUF) continue;
+            SchedBuf *b = &s->bufs[x.a[k].buf];
+            if (b->kind != SCHED_BUF_ACT) continue;
+            if (b->first < 0) b->first = s->n_launches;
+            if (b->last < s->n_launches) b->last = s->n_launches;
+        }
+        s->n_launches++;
+    }
+    IrStatus st = plan_arena(&L);
+    if (st == IR_OK) *out = s;
+    return st;
+}
+
+static const char *const kind_names[] = {"input", "weight", "act"};
+
+void sched_launch_args(const Schedule *s, const SchedLaunch *l, IrBuf *b)
+{
+    for (int k = 0; k < l->n_args; k++) {
+        const SchedArg *a = &l->args[k];
+        if (k) ir_buf_put(b, " ", 1);
+        if (a->kind == SCHED_ARG_SYM) {
+            ir_buf_printf(b, "sym:%s", s->g->sym[a->sym]);
+        } else {
+            const SchedBuf *buf = &s->bufs[a->buf];
+            ir_buf_printf(b, "%s:%s", kind_names[buf->kind], buf->name);
+        }
+    }
+}
+
+void sched_print(const Schedule *s, IrBuf *b)
+{
+    ir_buf_printf(
+        b, "schedule %s: %d kernels, %d launches, activation arena %lld bytes (T=%lld B=%lld R=%lld)\n",
+        s->g->name, s->n_kernels, s->n_launches, (long long)s->act_bytes, (long long)s->opt.max_tokens,
+        (long long)s->opt.max_seqs, (long long)s->opt.max_rows);
+    for (int i = 0; i < s->n_kernels; i++) {
+        const SchedKernel *k = &s->kernels[i];
+        ir_buf_printf(b, "kernel %d %s x%d%s: ", i, k->name, k->uses,
+                      k->fam ? "" : " (family not implemented)");
+        kfam_spec_print(&k->spec, b);
+        ir_buf_put(b, "\n", 1);
+    }
+    for (int i = 0; i < s->n_launches; i++) {
+        const SchedLaunch *l = &s->launches[i];
+        ir_buf_printf(b, "launch %d kernel %d: ", i, l->kernel);
+        sched_launch_args(s, l, b);
+        ir_buf_put(b, "\n", 1);
+    }
+    for (int i = 0; i < s->n_bufs; i++) {
+        const SchedBuf *buf = &s->bufs[i];
+        if (buf->kind != SCHED_BUF_ACT) continue;
+        ir_buf_printf(b, "act %s offset %lld bytes %lld live %d..%d%s%s\n", buf->name, (long long)buf->offset,
+                      (long long)buf->bytes, buf->first, buf->last == 1 << 30 ? s->n_launches : buf->last,
+                      buf->output ? " output " : "", buf->output ? buf->output : "");
+    }
+}

@@ -1,0 +1,348 @@
+/* kref.c — C references for the kernel families, number formats, test RNG and error metric (kref.h).
+ * Plain loops with float64 accumulation: slow and obviously right is the point. Where a family's
+ * semantics fix a float32 step (rope's inv_freq and angle) the reference mirrors that step exactly.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "kref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- number formats ---- */
+
+static double round_fmt(double x, int mbits, int emin, double maxv)
+{
+    if (x != x || x == 0 || isinf(x)) return x;
+    int e;
+    frexp(fabs(x), &e);
+    e = e - 1 < emin ? emin : e - 1;
+    double q = ldexp(1.0, e - mbits), r = rint(fabs(x) / q) * q;
+    return copysign(r > maxv ? INFINITY : r, x);
+}
+
+double kref_round(double x, KirDtype t)
+{
+    if (t == KIR_F32) return (float)x;
+    if (t == KIR_BF16) return round_fmt(x, 7, -126, ldexp(255.0, 120));
+    if (t == KIR_F16) return round_fmt(x, 10, -14, 65504.0);
+    return x;
+}
+
+uint16_t kref_f32_to_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (f != f) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float kref_bf16_to_f32(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t kref_f32_to_f16(float f)
+{
+    double x = round_fmt(f, 10, -14, 65504.0), a = fabs(x);
+    unsigned s = signbit(x) ? 0x8000u : 0;
+    if (a != a) return (uint16_t)(s | 0x7e00u);
+    if (isinf(a)) return (uint16_t)(s | 0x7c00u);
+    if (a < ldexp(1.0, -14)) return (uint16_t)(s | (unsigned)(a * ldexp(1.0, 24)));
+    int e;
+    double m = frexp(a, &e);
+    return (uint16_t)(s | ((unsigned)(e + 14) << 10) | (unsigned)((2 * m - 1) * 1024));
+}
+
+float kref_f16_to_f32(uint16_t h)
+{
+    unsigned e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, (int)e - 25);
+    return (float)((h >> 15) ? -v : v);
+}
+
+size_t kref_bytes(KirDtype t, size_t n)
+{
+    return n * (size_t)kir_dtype_bytes(t);
+}
+
+double kref_get(const void *p, KirDtype t, size_t i)
+{
+    if (t == KIR_F32) return ((const float *)p)[i];
+    if (t == KIR_BF16) return kref_bf16_to_f32(((const uint16_t *)p)[i]);
+    if (t == KIR_F16) return kref_f16_to_f32(((const uint16_t *)p)[i]);
+    if (t == KIR_I32) return ((const int32_t *)p)[i];
+    abort();
+}
+
+void kref_set(void *p, KirDtype t, size_t i, double v)
+{
+    if (t == KIR_F32)
+        ((float *)p)[i] = (float)v;
+    else if (t == KIR_BF16)
+        ((uint16_t *)p)[i] = kref_f32_to_bf16((float)kref_round(v, t));
+    else if (t == KIR_F16)
+        ((uint16_t *)p)[i] = kref_f32_to_f16((float)kref_round(v, t));
+    else if (t == KIR_I32)
+        ((int32_t *)p)[i] = (int32_t)v;
+    else
+        abort();
+}
+
+/* ---- inputs ---- */
+
+uint64_t kref_seed(void)
+{
+    static uint64_t seed;
+    static int done;
+    if (done) return seed;
+    const char *env = getenv("KILN_TEST_SEED");
+    if (env && *env)
+        seed = strtoull(env, NULL, 0);
+    else
+        seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 20) ^ (uint64_t)clock();
+    done = 1;
+    printf("kref: seed 0x%llx (KILN_TEST_SEED=0x%llx repeats this run)\n", (unsigned long long)seed,
+           (unsigned long long)seed);
+    return seed;
+}
+
+KrefRng kref_rng(uint64_t seed)
+{
+    return (KrefRng){seed};
+}
+
+uint64_t kref_next(KrefRng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double kref_uniform(KrefRng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * (double)(kref_next(r) >> 11) * 0x1p-53;
+}
+
+double kref_normal(KrefRng *r)
+{
+    double u = kref_uniform(r, 1e-300, 1.0), v = kref_uniform(r, 0.0, 1.0);
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+void kref_fill(KrefRng *r, void *p, KirDtype t, size_t n, double lo, double hi)
+{
+    int nonzero = 0;
+    for (size_t i = 0; i < n; i++) {
+        kref_set(p, t, i, kref_uniform(r, lo, hi));
+        nonzero |= kref_get(p, t, i) != 0;
+    }
+    if (n && !nonzero) kref_set(p, t, 0, hi != 0 ? hi / 2 : lo / 2);
+}
+
+void kref_poison(void *p, size_t bytes)
+{
+    memset(p, 0xff, bytes);
+}
+
+void *kref_alloc(KirDtype t, size_t n)
+{
+    size_t bytes = kref_bytes(t, n ? n : 1);
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "kref: out of memory (%zu bytes)\n", bytes);
+        abort();
+    }
+    kref_poison(p, bytes);
+    return p;
+}
+
+/* ---- error ---- */
+
+double kref_rel_l2(const double *got, const double *want, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) return INFINITY;
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+double kref_tol(KirDtype t)
+{
+    return t == KIR_F32 ? 1e-4 : 1e-2;
+}
+
+double *kref_to_double(const void *p, KirDtype t, size_t n)
+{
+    double *d = malloc(sizeof(double) * (n ? n : 1));
+    if (!d) abort();
+    for (size_t i = 0; i < n; i++)
+        d[i] = kref_get(p, t, i);
+    return d;
+}
+
+/* ---- references ---- */
+
+void kref_embedding(const int32_t *ids, const void *table, KirDtype t, int T, int V, int C, double *out)
+{
+    for (int i = 0; i < T; i++)
+        for (int c = 0; c < C; c++)
+            out[(size_t)i * C + c] =
+                ids[i] >= 0 && ids[i] < V ? kref_get(table, t, (size_t)ids[i] * C + c) : 0.0;
+}
+
+void kref_rmsnorm(const void *x, const void *r, const void *w, KirDtype t, int rows, int C, double eps,
+                  double *out, double *sum_out)
+{
+    double *s = malloc(sizeof(double) * (size_t)C);
+    if (!s) abort();
+    for (int i = 0; i < rows; i++) {
+        double ss = 0;
+        for (int c = 0; c < C; c++) {
+            size_t j = (size_t)i * C + c;
+            s[c] = kref_get(x, t, j);
+            if (r) s[c] = kref_round(s[c] + kref_get(r, t, j), t);
+            if (sum_out) sum_out[j] = s[c];
+            ss += s[c] * s[c];
+        }
+        double inv = 1.0 / sqrt(ss / C + (double)(float)eps);
+        for (int c = 0; c < C; c++)
+            out[(size_t)i * C + c] = s[c] * inv * kref_get(w, t, (size_t)c);
+    }
+    free(s);
+}
+
+float kref_rope_inv_freq(const KrefRope *p, int i)
+{
+    float e = (float)(2 * i) / (float)p->D;
+    float l2t = (float)log2(p->theta);
+    float inv = (float)exp2(-(double)(e * l2t));
+    if (!strcmp(p->scaling, "none")) return inv;
+    float factor = (float)p->factor, scaled = inv / factor;
+    if (!strcmp(p->scaling, "linear")) return scaled;
+    double old = p->original_max_pos, lo = p->low_freq_factor, hi = p->high_freq_factor;
+    float wavelen = (float)6.283185307179586 / inv;
+    float smooth = ((float)old / wavelen - (float)lo) / (float)(hi - lo);
+    float mid = (1.0f - smooth) * inv / factor + smooth * inv;
+    if (wavelen > (float)(old / lo)) return scaled;
+    if (wavelen < (float)(old / hi)) return inv;
+    return mid;
+}
+
+void kref_rope(const void *x, const int32_t *pos, KirDtype t, int T, const KrefRope *p, double *out)
+{
+    int half = p->D / 2;
+    for (int tok = 0; tok < T; tok++)
+        for (int i = 0; i < half; i++) {
+            float angle = (float)pos[tok] * kref_rope_inv_freq(p, i);
+            double c = cos((double)angle), s = sin((double)angle);
+            for (int h = 0; h < p->H; h++) {
+                size_t o = (size_t)tok * p->H * p->D + (size_t)h * p->D + i;
+                double x1 = kref_get(x, t, o), x2 = kref_get(x, t, o + half);
+                out[o] = x1 * c - x2 * s;
+                out[o + half] = x2 * c + x1 * s;
+            }
+        }
+}
+
+void kref_matmul(const void *x, const void *w, const void *w2, const void *bias, const void *r, KirDtype t,
+                 int M, int N, int K, const char *epilogue, double *out)
+{
+    double *xd = kref_to_double(x, t, (size_t)M * K), *wd = kref_to_double(w, t, (size_t)N * K);
+    double *w2d = w2 ? kref_to_double(w2, t, (size_t)N * K) : NULL;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const double *a = xd + (size_t)m * K, *b = wd + (size_t)n * K,
+                         *b2 = w2d ? w2d + (size_t)n * K : NULL;
+            double acc = 0, acc2 = 0;
+            for (int k = 0; k < K; k++)
+                acc += a[k] * b[k];
+            for (int k = 0; b2 && k < K; k++)
+                acc2 += a[k] * b2[k];
+            size_t o = (size_t)m * N + n;
+            if (!strcmp(epilogue, "bias")) acc += kref_get(bias, t, (size_t)n);
+            if (!strcmp(epilogue, "residual")) acc = kref_round(acc, t) + kref_get(r, t, o);
+            if (!strcmp(epilogue, "silu_mul")) acc = acc / (1 + exp(-acc)) * acc2;
+            out[o] = acc;
+        }
+    free(xd);
+    free(wd);
+    free(w2d);
+}
+
+int kref_argmax(const float *x, int V)
+{
+    int best = 0;
+    for (int j = 1; j < V; j++)
+        if (x[j] > x[best]) best = j;
+    return best;
+}
+
+static int desc(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+double kref_sample_threshold(const float *x, int V, double T, int top_k, double top_p, double slack)
+{
+    double *v = malloc(sizeof(double) * (size_t)V);
+    if (!v) abort();
+    int nf = 0;
+    for (int j = 0; j < V; j++)
+        if (x[j] > -INFINITY) v[nf++] = x[j];
+    if (nf == 0) {
+        free(v);
+        return INFINITY;
+    }
+    qsort(v, (size_t)nf, sizeof(double), desc);
+    double t = v[nf - 1];
+    if (!(T > 0)) {
+        t = v[0];
+    } else {
+        if (top_k > 0 && top_k < V) t = v[(top_k <= nf ? top_k : nf) - 1];
+        if (top_p < 1) {
+            double z = 0, cum = 0, target;
+            for (int i = 0; i < nf && v[i] >= t; i++)
+                z += exp((v[i] - v[0]) / T);
+            target = top_p * (1 + slack) * z;
+            for (int i = 0; i < nf && v[i] >= t; i++) {
+                cum += exp((v[i] - v[0]) / T);
+                if ((i + 1 == nf || v[i + 1] != v[i]) && cum >= target) {
+                    t = v[i];
+                    break;
+                }
+            }
+        }
+    }
+    free(v);
+    return t;
+}
+
+void kref_sample_probs(const float *x, int V, double T, double threshold, double *p)
+{
+    double mx = -INFINITY, z = 0;
+    for (int j = 0; j < V; j++)
+        if (x[j] > mx) mx = x[j];
+    for (int j = 0; j < V; j++)
+        z += (p[j] = x[j] >= threshold ? exp((x[j] - mx) / T) : 0.0);
+    for (int j = 0; j < V; j++)
+        p[j] /= z;
+}
+
+double kref_chi2_bound(int df)
+{
+    double z = 3.719, h = 2.0 / (9.0 * df), c = 1 - h + z * sqrt(h);
+    return df * c * c * c;
+}

@@ -1,0 +1,86 @@
+/* kref.h — plain C references for every kernel family (float64 accumulation), the number formats they
+ * need (bf16/f16 with round-to-nearest-even), a seeded RNG for test inputs and the error metric of
+ * DESIGN.md's oracles. Prefix kref_. References take inputs in their storage dtype and give float64
+ * results that are NOT rounded to the output dtype (the kernel's rounding is part of its error), except
+ * where a family's semantics round an intermediate (documented per function, as in docs/KERNELS.md).
+ */
+#ifndef KILN_KREF_H
+#define KILN_KREF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/kir.h"
+
+/* ---- number formats ---- */
+uint16_t kref_f32_to_bf16(float f); /* nearest even; NaN stays a (quiet) NaN */
+float kref_bf16_to_f32(uint16_t h);
+uint16_t kref_f32_to_f16(float f); /* nearest even, subnormals, overflow to inf */
+float kref_f16_to_f32(uint16_t h);
+/* x rounded to dtype t (f32, bf16, f16; nearest even); other dtypes: x. */
+double kref_round(double x, KirDtype t);
+
+/* Element i of a buffer of dtype t (f32, bf16, f16, i32), as a double / set from a double (rounded). */
+double kref_get(const void *p, KirDtype t, size_t i);
+void kref_set(void *p, KirDtype t, size_t i, double v);
+size_t kref_bytes(KirDtype t, size_t n);
+
+/* ---- inputs ---- */
+typedef struct KrefRng {
+    uint64_t s;
+} KrefRng;
+/* The run's seed: KILN_TEST_SEED if set, else fresh from time and pid; printed once to stdout so a
+ * failure can be repeated. */
+uint64_t kref_seed(void);
+KrefRng kref_rng(uint64_t seed);
+uint64_t kref_next(KrefRng *r);
+double kref_uniform(KrefRng *r, double lo, double hi);
+double kref_normal(KrefRng *r);
+/* n values uniform in [lo, hi), rounded to t, into p; never all zero (lo < hi). */
+void kref_fill(KrefRng *r, void *p, KirDtype t, size_t n, double lo, double hi);
+void *kref_alloc(KirDtype t, size_t n);  /* malloc'd, poisoned; aborts the test on OOM */
+void kref_poison(void *p, size_t bytes); /* all bits set: NaN in every float dtype, -1 in i32 */
+
+/* ---- error ---- */
+/* Relative L2 error of got vs want (||got - want|| / ||want||; absolute when want is all zero).
+ * Any NaN or inf in got gives +inf, so it never passes. */
+double kref_rel_l2(const double *got, const double *want, size_t n);
+double kref_tol(KirDtype t); /* DESIGN.md: 1e-2 for bf16 and f16, 1e-4 for f32 */
+/* Reads n elements of dtype t into a new double array (malloc'd). */
+double *kref_to_double(const void *p, KirDtype t, size_t n);
+
+/* ---- references ---- */
+/* out[t, :] = table[ids[t], :], zeros for ids outside [0, V). out: [T, C] doubles. */
+void kref_embedding(const int32_t *ids, const void *table, KirDtype t, int T, int V, int C, double *out);
+/* y = x * rsqrt(mean(x^2) + eps) * w per row; with r: s = round_t(x + r) first (sum_out = s). */
+void kref_rmsnorm(const void *x, const void *r, const void *w, KirDtype t, int rows, int C, double eps,
+                  double *out, double *sum_out);
+
+typedef struct KrefRope {
+    int H, D;
+    double theta;
+    const char *scaling; /* "none", "linear", "llama3" */
+    double factor, low_freq_factor, high_freq_factor, original_max_pos;
+} KrefRope;
+/* inv_freq_i (i < D/2) as the family defines it: every step in f32 (docs/KERNELS.md). */
+float kref_rope_inv_freq(const KrefRope *p, int i);
+/* HF rotate_half rotation with angle f32(pos * inv_freq) and cos/sin/rotation in float64. */
+void kref_rope(const void *x, const int32_t *pos, KirDtype t, int T, const KrefRope *p, double *out);
+
+/* out = x[M,K] @ w[N,K]^T with epilogue "none" | "bias" | "residual" | "silu_mul" (w2 the up weight),
+ * float64 accumulation; residual adds r to round_t(acc) (the family's semantics). */
+void kref_matmul(const void *x, const void *w, const void *w2, const void *bias, const void *r, KirDtype t,
+                 int M, int N, int K, const char *epilogue, double *out);
+
+/* argmax with ties to the smallest index; all -inf gives 0. */
+int kref_argmax(const float *x, int V);
+/* The sampling family's allowed-set threshold in float64 (exact top-k / top-p, softmax of x / T
+ * restricted to the top-k set): token j is allowed iff x[j] >= threshold. T <= 0: the maximum. top_p is
+ * scaled by (1 + slack) before use (slack > 0 gives the loosest set a float32 kernel may find). */
+double kref_sample_threshold(const float *x, int V, double T, int top_k, double top_p, double slack);
+/* softmax(x / T) restricted to {x >= threshold} and renormalized, into p[V]. */
+void kref_sample_probs(const float *x, int V, double T, double threshold, double *p);
+/* Upper 1e-4 tail bound of chi-square with df degrees of freedom (Wilson-Hilferty). */
+double kref_chi2_bound(int df);
+
+#endif

@@ -1,0 +1,155 @@
+/* test_kfam_matmul.c — matmul (every epilogue) and split-K (matmul into a zeroed f32 workspace, then
+ * matmul_splitk_epilogue) on every executor against kref_matmul: M, N, K that no tile divides, all
+ * dtypes, configs across tile sizes, warps, stages and split-K; silu_mul with SPLIT_K > 1 must be
+ * INVALID. Inputs and the reference are made once per case and shared by its configs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kref.h"
+#include "ksweep.h"
+#include "kt.h"
+
+static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
+static const char *const epilogues[] = {"none", "bias", "residual", "silu_mul"};
+
+typedef struct Case {
+    KirDtype dt;
+    int M, N, K;
+    const char *epi;
+    void *x, *w, *w2, *bias, *res, *out;
+    float *ws;
+    double *want;
+} Case;
+
+static KirKernel *build(const KRunner *r, IrArena *a, const Case *c, const char *family, const KirConfig *cfg)
+{
+    KfamSpec s = kfam_spec(family);
+    kfam_spec_int(&s, "N", c->N);
+    if (cfg) kfam_spec_int(&s, "K", c->K);
+    kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
+    kfam_spec_str(&s, "epilogue", c->epi);
+    return ksweep_build(r, a, &s, cfg);
+}
+
+static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
+{
+    IrArena *a = ir_arena_create();
+    KirKernel *k = build(r, a, c, "matmul", cfg), *ek = NULL;
+    int split = (int)kir_config_get(cfg, "SPLIT_K", 1), silu = !strcmp(c->epi, "silu_mul");
+    int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
+    KirDtype dt = c->dt;
+    size_t mk = (size_t)c->M * c->K, nk = (size_t)c->N * c->K, mn = (size_t)c->M * c->N;
+    ksweep_check(r, k, !(silu && split > 1 && k), "matmul silu_mul SPLIT_K=%d built", split);
+    if (!k || (split > 1 && !(ek = build(r, a, c, "matmul_splitk_epilogue", NULL)))) goto done;
+    kref_poison(c->out, kref_bytes(dt, mn));
+    memset(c->ws, 0, sizeof(float) * mn);
+    KRunArg args[8];
+    int n = 0, ran;
+    args[n++] = (KRunArg){c->x, kref_bytes(dt, mk), 0, 0};
+    args[n++] = (KRunArg){c->w, kref_bytes(dt, nk), 0, 0};
+    if (split > 1) {
+        args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
+    } else {
+        if (silu) args[n++] = (KRunArg){c->w2, kref_bytes(dt, nk), 0, 0};
+        if (bias) args[n++] = (KRunArg){c->bias, kref_bytes(dt, (size_t)c->N), 0, 0};
+        if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
+        args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
+    }
+    args[n++] = (KRunArg){NULL, 0, c->M, 0};
+    ran = ksweep_run(r, k, args);
+    if (ran > 0 && ek) {
+        n = 0;
+        args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
+        if (bias) args[n++] = (KRunArg){c->bias, kref_bytes(dt, (size_t)c->N), 0, 0};
+        if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
+        args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
+        args[n++] = (KRunArg){NULL, 0, c->M, 0};
+        ran = ksweep_run(r, ek, args);
+    }
+    if (ran > 0) {
+        double *got = kref_to_double(c->out, dt, mn);
+        double err = kref_rel_l2(got, c->want, mn);
+        ksweep_margin(r, err / kref_tol(dt));
+        ksweep_check(r, k, err < kref_tol(dt), "matmul %s M=%d N=%d K=%d epilogue=%s: rel-L2 %.3g",
+                     kir_dtype_name(dt), c->M, c->N, c->K, c->epi, err);
+        free(got);
+    }
+done:
+    ir_arena_destroy(a);
+}
+
+static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs, int n_cfgs)
+{
+    KirDtype dt = c.dt;
+    size_t mk = (size_t)c.M * c.K, nk = (size_t)c.N * c.K, mn = (size_t)c.M * c.N;
+    c.x = kref_alloc(dt, mk);
+    c.w = kref_alloc(dt, nk);
+    c.w2 = kref_alloc(dt, nk);
+    c.bias = kref_alloc(dt, (size_t)c.N);
+    c.res = kref_alloc(dt, mn);
+    c.out = kref_alloc(dt, mn);
+    c.ws = kref_alloc(KIR_F32, mn);
+    c.want = malloc(sizeof(double) * mn);
+    kref_fill(g, c.x, dt, mk, -1, 1);
+    kref_fill(g, c.w, dt, nk, -1, 1);
+    kref_fill(g, c.w2, dt, nk, -1, 1);
+    kref_fill(g, c.bias, dt, (size_t)c.N, -1, 1);
+    kref_fill(g, c.res, dt, mn, -2, 2);
+    kref_matmul(c.x, c.w, c.w2, c.bias, c.res, dt, c.M, c.N, c.K, c.epi, c.want);
+    for (int i = 0; i < n_cfgs; i++)
+        run_config(r, &c, &cfgs[i]);
+    free(c.x);
+    free(c.w);
+    free(c.w2);
+    free(c.bias);
+    free(c.res);
+    free(c.out);
+    free(c.ws);
+    free(c.want);
+}
+
+static void sweep(const KRunner *r, KrefRng *g)
+{
+    static const int small[][3] = {{1, 33, 17}, {3, 64, 64}, {17, 97, 143}, {130, 50, 40}};
+    static const int large[][3] = {{1, 1000, 515}, {130, 257, 1031}, {64, 4096, 256}};
+    KirConfig cfgs[6];
+    cfgs[0] = ksweep_cfg(0);
+    cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 16, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1);
+    cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 32, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
+    cfgs[3] = ksweep_cfg(6, "BM", 64, "BN", 16, "BK", 64, "WARPS", 2, "STAGES", 3, "SPLIT_K", 4);
+    cfgs[4] = ksweep_cfg(6, "BM", 128, "BN", 128, "BK", 32, "WARPS", 8, "STAGES", 4, "SPLIT_K", 1);
+    cfgs[5] = ksweep_cfg(6, "BM", 16, "BN", 256, "BK", 128, "WARPS", 8, "STAGES", 2, "SPLIT_K", 8);
+    int big = ksweep_big(r);
+    for (int d = 0; d < 3; d++)
+        for (int e = 0; e < 4; e++) {
+            for (int i = 0; i < 4; i++) {
+                Case c = {.dt = dtypes[d],
+                          .M = small[i][0],
+                          .N = small[i][1],
+                          .K = small[i][2],
+                          .epi = epilogues[e]};
+                run_case(r, g, c, cfgs, 6);
+            }
+            /* the large shapes: one dtype each, so compiled executors see them without a long run */
+            for (int i = 0; big && i < 3; i++)
+                if (i == d) {
+                    Case c = {.dt = dtypes[d],
+                              .M = large[i][0],
+                              .N = large[i][1],
+                              .K = large[i][2],
+                              .epi = epilogues[e]};
+                    run_case(r, g, c, cfgs, 3);
+                }
+        }
+}
+
+int main(void)
+{
+    const KRunner *rs[3];
+    int n = ksweep_runners(rs, 3);
+    KrefRng g = kref_rng(kref_seed());
+    for (int i = 0; i < n; i++)
+        sweep(rs[i], &g);
+    ksweep_summary("kfam_matmul");
+    return kt_done("test_kfam_matmul");
+}
