@@ -215,6 +215,44 @@ typedef struct KernelStats {
     double build_ms, compile_ms;
 } KernelStats;
 
+/* The default config does not fit job's target (INVALID there): walk the family's candidates, closest
+ * to the default first, until one compiles. The job keeps the first failure when none does. */
+static void retry_config(CgJob *job, const Schedule *s, KirKernel *const *kk, int nk, IrArena *arena,
+                         const CgDriverOptions *o, int verbose)
+{
+    int kid = -1;
+    for (int i = 0; i < nk; i++)
+        if (kk[i] == job->k) kid = i;
+    if (kid < 0) return;
+    const SchedKernel *sk = &s->kernels[kid];
+    KirConfig cands[12];
+    int n = kfam_config_candidates(sk->fam, &sk->spec, cg_target_limits(job->target), cands, 12);
+    for (int c = 0; c < n; c++) {
+        KirKernel *k = NULL;
+        IrDiag d = {0};
+        if (sk->fam->build(arena, &sk->spec, &cands[c], &k, &d) != IR_OK) continue;
+        CgJob alt = {.k = k, .target = job->target, .prefer = job->prefer};
+        cg_compile_jobs(&alt, 1, o);
+        if (alt.status != IR_OK) {
+            cg_binary_free(&alt.bin);
+            continue;
+        }
+        if (verbose) {
+            IrBuf conf = {0};
+            kir_config_print(&k->cfg, &conf);
+            fprintf(stderr, "kiln: %s: default config does not fit %s; using %s\n", sk->name,
+                    job->target->name, conf.s ? conf.s : "?");
+            ir_buf_free(&conf);
+        }
+        cg_binary_free(&job->bin);
+        alt.k = job->k; /* the binary belongs to kernel row kid; its config is recorded from alt's kernel */
+        *job = alt;
+        job->k = k;
+        job->kernel_row = kid;
+        return;
+    }
+}
+
 /* Builds every kernel of the schedule at its default config, writes the kernel rows, compiles them for
  * every target (parallel, cached) and writes the binaries. Returns 0, or 1 after printing the error. */
 static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, const CgTarget **targets,
@@ -271,6 +309,9 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
     t0 = ir_now_ms();
     cg_compile_jobs(jobs, st->jobs, &o);
     st->compile_ms = ir_now_ms() - t0;
+    for (int j = 0; j < st->jobs; j++)
+        if (jobs[j].status == IR_ERR_LIMIT || jobs[j].status == IR_ERR_UNSUPPORTED)
+            retry_config(&jobs[j], s, kk, nk, arena, &o, a->verbose);
     for (int j = 0; j < st->jobs; j++) {
         CgJob *job = &jobs[j];
         if (job->status != IR_OK) {
@@ -278,9 +319,7 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
             goto done;
         }
         st->cached += job->cached;
-        int kid = -1;
-        for (int i = 0; i < nk; i++)
-            if (kk[i] == job->k) kid = i;
+        int kid = job->kernel_row;
         IrBuf conf = {0};
         kir_config_print(&job->k->cfg, &conf);
         rt_pkgw_binary(w, kid, job->target->name, conf.oom ? "" : conf.s, job->bin.format,

@@ -30,9 +30,12 @@ const CgBackend *cg_backend_for(const CgTarget *t, const char *prefer)
     return NULL;
 }
 
+/* AMDGPU code comes from the LLVM backend, whose GPU lowering keeps a program's tiles in one thread's
+ * private stack (LLVM refuses frames over 128 KiB there): program_bytes leaves room for the rest. */
 static const KirLimits limits[] = {
-    {"host", 1024, 1 << 30, 1 << 20},   {"sm_80", 1024, 163 * 1024, 255}, {"sm_90a", 1024, 227 * 1024, 255},
-    {"sm_100a", 1024, 227 * 1024, 255}, {"gfx942", 1024, 64 * 1024, 512}, {"gfx950", 1024, 160 * 1024, 512},
+    {"host", 1024, 1 << 30, 1 << 20, 0},         {"sm_80", 1024, 163 * 1024, 255, 0},
+    {"sm_90a", 1024, 227 * 1024, 255, 0},        {"sm_100a", 1024, 227 * 1024, 255, 0},
+    {"gfx942", 1024, 64 * 1024, 512, 64 * 1024}, {"gfx950", 1024, 160 * 1024, 512, 64 * 1024},
 };
 
 const KirLimits *cg_target_limits(const CgTarget *t)

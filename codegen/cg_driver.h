@@ -14,11 +14,12 @@ typedef struct CgJob {
     const KirKernel *k;
     const CgTarget *target;
     const char *prefer; /* backend name, or NULL for the target's default */
+    int kernel_row;     /* caller's bookkeeping (which kernel this binary is for); untouched */
     /* results */
-    IrStatus status;    /* IR_ERR_LIMIT / IR_ERR_UNSUPPORTED: the config is INVALID for this target */
+    IrStatus status; /* IR_ERR_LIMIT / IR_ERR_UNSUPPORTED: the config is INVALID for this target */
     char msg[512];
-    CgBinary bin;       /* owned by the job: cg_binary_free */
-    int cached;         /* 1 when served from the cache */
+    CgBinary bin; /* owned by the job: cg_binary_free */
+    int cached;   /* 1 when served from the cache */
     char backend[16];
 } CgJob;
 

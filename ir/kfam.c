@@ -5,6 +5,8 @@
 #include "kfam_impl.h"
 
 #include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const KfamFamily kfam_embedding;
@@ -241,4 +243,78 @@ KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2)
 {
     if (m1 && m2) return kir_binary(b, KIR_OP_AND, m1, m2);
     return m1 ? m1 : m2;
+}
+
+/* ---- config candidates ---------------------------------------------------------------------------- */
+
+typedef struct Cand {
+    KirConfig cfg;
+    int dist;      /* keys that differ from the default */
+    double spread; /* sum of |log2(value / default)| over those keys */
+} Cand;
+
+static int same_params(const KirKernel *a, const KirKernel *b)
+{
+    if (a->n_params != b->n_params) return 0;
+    for (int i = 0; i < a->n_params; i++)
+        if (strcmp(a->params[i].name, b->params[i].name) ||
+            !kir_type_eq(&a->params[i].type, &b->params[i].type))
+            return 0;
+    return 1;
+}
+
+static int cand_cmp(const void *x, const void *y)
+{
+    const Cand *a = x, *b = y;
+    if (a->dist != b->dist) return a->dist - b->dist;
+    if (a->spread != b->spread) return a->spread < b->spread ? -1 : 1;
+    return 0;
+}
+
+int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimits *lim, KirConfig *out,
+                           int max)
+{
+    KirConfig dflt = {0};
+    f->defaults(s, &dflt);
+    int64_t total = 1;
+    for (int i = 0; i < f->n_space; i++)
+        total *= f->space[i].n > 0 ? f->space[i].n : 1;
+    if (total > 4096) total = 4096;
+    Cand *c = calloc((size_t)total, sizeof *c);
+    IrArena *a = ir_arena_create();
+    int n = 0, found = 0;
+    KirKernel *ref = NULL;
+    IrDiag d = {0};
+    if (!c || !a || f->build(a, s, &dflt, &ref, &d) != IR_OK) goto done;
+    for (int64_t idx = 0; idx < total; idx++) {
+        Cand *x = &c[n];
+        x->cfg = dflt;
+        x->dist = 0;
+        x->spread = 0;
+        int64_t r = idx;
+        for (int i = 0; i < f->n_space; i++) {
+            const KfamSpace *sp = &f->space[i];
+            if (sp->n <= 0) continue;
+            int64_t v = sp->vals[r % sp->n], d0 = kir_config_get(&dflt, sp->key, v);
+            r /= sp->n;
+            kir_config_set(&x->cfg, sp->key, v);
+            if (v != d0) {
+                x->dist++;
+                x->spread += v > 0 && d0 > 0 ? fabs(log2((double)v / (double)d0)) : 8;
+            }
+        }
+        n++;
+    }
+    qsort(c, (size_t)n, sizeof *c, cand_cmp);
+    for (int i = 0; i < n && found < max; i++) {
+        KirKernel *k = NULL;
+        IrDiag e = {0};
+        if (f->build(a, s, &c[i].cfg, &k, &e) == IR_OK && same_params(k, ref) &&
+            kir_verify(k, lim, &e) == IR_OK)
+            out[found++] = c[i].cfg;
+    }
+done:
+    ir_arena_destroy(a);
+    free(c);
+    return found;
 }

@@ -59,6 +59,13 @@ typedef struct KfamFamily {
 } KfamFamily;
 
 const KfamFamily *kfam_find(const char *name);
+
+/* Configs from f's search space for spec s, closest to the default first (fewest keys changed, then the
+ * smallest change): those that build, keep the default's parameter list (so one launch plan serves all
+ * of them) and pass kir_verify under lim (NULL: no budgets). Writes up to max into out and returns how
+ * many. The first one is the default when it fits. How a target that rejects the default still gets a
+ * kernel: the compile driver walks this list. */
+int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimits *lim, KirConfig *out, int max);
 const KfamFamily *const *kfam_all(int *n);
 
 #endif

@@ -136,6 +136,8 @@ typedef struct KirLimits {
     int max_threads;     /* per program */
     int smem_bytes;      /* shared memory per program */
     int regs_per_thread; /* 32-bit registers */
+    int64_t program_bytes; /* live tile bytes one program may hold (0: no limit); for lowerings that keep
+                              a program's tiles in one thread's stack (the LLVM GPU path) */
 } KirLimits;
 
 /* ---- tables and types ---- */

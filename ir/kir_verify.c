@@ -320,7 +320,11 @@ IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
     if (smem > lim->smem_bytes)
         return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld bytes of shared memory exceed %s's %d", k->name,
                            (long long)smem, lim->name, lim->smem_bytes);
-    int64_t regs = kir_estimate_tile_bytes(k) / threads / 4;
+    int64_t tiles = kir_estimate_tile_bytes(k);
+    if (lim->program_bytes && tiles > lim->program_bytes)
+        return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld bytes of live tiles exceed %s's %lld per program",
+                           k->name, (long long)tiles, lim->name, (long long)lim->program_bytes);
+    int64_t regs = tiles / threads / 4;
     if (regs > lim->regs_per_thread)
         return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld tile registers per thread exceed %s's %d", k->name,
                            (long long)regs, lim->name, lim->regs_per_thread);

@@ -1,13 +1,14 @@
 /* cg_cuda_layout.c — the CUDA backend's analysis: value numbering, axis info, forms and layouts.
  *
  * Forms (cg_cuda_impl.h): scalars are uniform C variables; tiles built only from arange, splat and
- * element-wise ops are VIRT (recomputed from coordinates where used, so index arithmetic, masks and
- * broadcasts of them cost no registers and no shared memory); every other tile is REG, distributed by a
- * layout. Layout choice, forward over the IR: loads take the BLOCKED layout of their offsets' contiguous
- * dimension (coalesced, 16-byte vectors), dot results the mma.sync accumulator layout, reduce and
- * broadcast results the canonical BLOCKED layout, element-wise results the layout of their first MMA
- * operand, else of their first REG operand (others are converted at use). Loop-carried values iterate
- * to a fixed point: a carried tile takes the layout its yield produces.
+ * cheap element-wise ops are VIRT (recomputed from coordinates where used, so index arithmetic, masks and
+ * broadcasts of them cost no registers and no shared memory); every other tile (including
+ * transcendentals and float division of VIRT tiles) is REG, distributed by a layout. Layout choice, forward
+ * over the IR: loads take the BLOCKED layout of their offsets' contiguous dimension (coalesced, 16-byte
+ * vectors), dot results the mma.sync accumulator layout, reduce and broadcast results the canonical BLOCKED
+ * layout, element-wise results the layout of their first MMA operand, else of their first REG operand (others
+ * are converted at use). Loop-carried values iterate to a fixed point: a carried tile takes the layout its
+ * yield produces.
  *
  * Axis info (contiguity, constancy, divisibility per dimension, Triton's AxisInfo in spirit) is what lets
  * a load or store use vector accesses and a dot loop use cp.async; every rule is conservative.
@@ -311,6 +312,23 @@ static int is_reg(const CgCudaGen *g, const KirValue *v)
     return g->v[v->id].form == CG_CUDA_REG;
 }
 
+/* Ops too costly to re-evaluate at every use (a virtual tile is recomputed per consumer and per element
+ * of a broadcast): their tiles are computed once, in registers. */
+static int expensive(const KirInst *in)
+{
+    switch (in->op) {
+    case KIR_OP_EXP:
+    case KIR_OP_EXP2:
+    case KIR_OP_LOG:
+    case KIR_OP_SQRT:
+    case KIR_OP_RSQRT:
+    case KIR_OP_SIN:
+    case KIR_OP_COS: return 1;
+    case KIR_OP_DIV: return kir_dtype_is_float(in->ops[0]->type.dtype);
+    default: return 0;
+    }
+}
+
 /* Form and layout of an instruction's result (not `for`). */
 static void assign(CgCudaGen *g, const KirInst *in)
 {
@@ -376,6 +394,8 @@ static void assign(CgCudaGen *g, const KirInst *in)
         }
     for (int k = 0; k < in->n_ops && lay < 0; k++)
         if (is_reg(g, in->ops[k])) lay = val(g, in->ops[k])->lay;
+    if (lay < 0 && expensive(in))
+        lay = cg_cuda_layout_blocked(g, m, n, NULL); /* computed once, not per use */
     if (lay < 0) V->form = CG_CUDA_VIRT;
     V->lay = lay;
 }

@@ -69,6 +69,20 @@ void cg_llvm_symbol(const KirKernel *k, char *out, size_t n)
     out[j] = 0;
 }
 
+/* Keeps LLVM's diagnostics: errors (e.g. "stack frame size exceeds limit" on AMDGPU) become the compile's
+ * status instead of LLVM printing them and exiting the process. Warnings and remarks are dropped. */
+static void diag_handler(LLVMDiagnosticInfoRef di, void *ctx)
+{
+    CgLlvmUnit *u = ctx;
+    if (LLVMGetDiagInfoSeverity(di) != LLVMDSError || u->diag_error) return;
+    char *msg = LLVMGetDiagInfoDescription(di);
+    snprintf(u->diag, sizeof u->diag, "%s", msg ? msg : "error");
+    for (char *c = u->diag; *c; c++)
+        if (*c == '\n') *c = ' ';
+    LLVMDisposeMessage(msg);
+    u->diag_error = 1;
+}
+
 IrStatus cg_llvm_unit_init(CgLlvmUnit *u, CgLlvmArch arch, const char *triple, const char *cpu,
                            const char *features, IrDiag *d)
 {
@@ -89,6 +103,7 @@ IrStatus cg_llvm_unit_init(CgLlvmUnit *u, CgLlvmArch arch, const char *triple, c
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "llvm: cannot create a target machine for %s %s", triple,
                            cpu);
     u->ctx = LLVMContextCreate();
+    LLVMContextSetDiagnosticHandler(u->ctx, diag_handler, u);
     u->mod = LLVMModuleCreateWithNameInContext("kiln", u->ctx);
     LLVMSetTarget(u->mod, triple);
     LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(u->tm);
@@ -141,6 +156,12 @@ IrStatus cg_llvm_unit_emit(CgLlvmUnit *u, LLVMCodeGenFileType kind, void **data,
         ir_diag_set(d, IR_ERR_INTERNAL, "kernel %s: llvm: code generation: %s", kname, err ? err : "?");
         LLVMDisposeMessage(err);
         return IR_ERR_INTERNAL;
+    }
+    if (u->diag_error) {
+        LLVMDisposeMemoryBuffer(mb);
+        int limit = strstr(u->diag, "stack frame size") || strstr(u->diag, "exceeds limit") ||
+                    strstr(u->diag, "local memory");
+        return ir_diag_set(d, limit ? IR_ERR_LIMIT : IR_ERR_INTERNAL, "kernel %s: llvm: %s", kname, u->diag);
     }
     size_t n = LLVMGetBufferSize(mb);
     char *p = malloc(n + 1);

@@ -23,6 +23,10 @@ typedef struct CgLlvmUnit {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMTargetMachineRef tm;
+    /* The first error diagnostic LLVM reported (our handler keeps LLVM from printing it and calling
+     * exit(1), which is what it does for errors without a handler). */
+    int diag_error;
+    char diag[256];
 } CgLlvmUnit;
 
 /* The function being emitted. The wrapper fills param/pid/nprog, creates fn with an "entry" block that
