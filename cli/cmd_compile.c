@@ -301,7 +301,7 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
         }
         st->built++;
         for (int t = 0; t < n_targets; t++)
-            jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t]};
+            jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t], .kernel_row = i};
     }
     st->build_ms = ir_now_ms() - t0;
     build_salt(salt, sizeof salt);
