@@ -36,6 +36,8 @@ lib.kb_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctyp
                           ctypes.c_char_p, ctypes.c_int]
 lib.kb_source.restype = ctypes.c_char_p
 lib.kb_source.argtypes = [ctypes.c_void_p]
+lib.kb_config.restype = ctypes.c_char_p
+lib.kb_config.argtypes = [ctypes.c_void_p]
 lib.kb_init.restype = ctypes.c_int
 lib.kb_init.argtypes = [ctypes.c_char_p, ctypes.c_int]
 err = ctypes.create_string_buffer(1024)
@@ -54,6 +56,8 @@ class Kernel:
         self.h = lib.kb_build(family.encode(), spec.encode(), config.encode(), e, 2048)
         if not self.h:
             raise RuntimeError(f"kb_build {family} {spec} [{config}]: {e.value.decode()}")
+        self.config = lib.kb_config(self.h).decode()
+        print(f"  {family} {spec}: config {self.config}", flush=True)
 
     def __call__(self, *argv):
         vals = []
@@ -219,7 +223,8 @@ if want("embedding"):
 def matmul_case(name, M, N, K, epilogue="none"):
     if not want(name):
         return
-    k = Kernel("matmul", f"N={N} K={K} dtype=bf16 epilogue={epilogue}", cfg(name))
+    hint = f" m_hint={M}" if M <= 64 else ""
+    k = Kernel("matmul", f"N={N} K={K} dtype=bf16 epilogue={epilogue}{hint}", cfg(name))
     wbytes = N * K * 2 * (2 if epilogue == "silu_mul" else 1)
     n_sets = sets_for(wbytes) if M <= 256 else 1
     xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(n_sets)]

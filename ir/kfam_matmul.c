@@ -52,17 +52,24 @@ static int epilogue_of(const KfamSpec *s)
     return -1;
 }
 
+/* Defaults shaped for the CUDA backend's fast paths (docs/BACKENDS.md): BM = 16 x WARPS and BK a multiple
+ * of 64 let sm_90a use wgmma. Large or unknown M: 128x256x64 tiles, 8 warps (128x128 per accumulator for
+ * silu_mul's two). M known to be small (m_hint <= 64): 64-row tiles, long K steps to stream weights, and
+ * N tiles narrow enough that there are about as many programs as SMs. Small
+ * N or K shrink the tiles; other targets fall back through kfam_config_candidates. */
 static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
     int silu = epilogue_of(s) == EPI_SILU_MUL;
-    int64_t bm = m > 0 && m <= 16 ? 16 : m > 0 && m <= 32 ? 32 : 64;
-    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, silu ? 64 : 128);
-    int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, 64);
+    int small_m = m > 0 && m <= 64;
+    int64_t bm = small_m ? 64 : 128, warps = small_m ? 4 : 8;
+    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || silu ? 128 : 256);
+    while (small_m && bn > 32 && N / bn < 120) bn /= 2; /* decode streams weights: fill ~132 SMs */
+    int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, small_m ? 128 : 64);
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
-    kir_config_set(cfg, "WARPS", bm * bn >= 64 * 128 || bk * bn >= 64 * 128 || silu ? 8 : 4);
+    kir_config_set(cfg, "WARPS", warps);
     kir_config_set(cfg, "STAGES", 3);
     kir_config_set(cfg, "SPLIT_K", 1);
 }

@@ -336,23 +336,44 @@ IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
 static int64_t tile_bytes(const KirType *t)
 {
     if (t->rank == 0 || t->is_ptr) return 0;
-    int bytes = kir_dtype_bytes(t->dtype);
-    return (int64_t)kir_type_numel(t) * (bytes < 4 ? 4 : bytes); /* a register holds one element here */
+    return (int64_t)kir_type_numel(t) * kir_dtype_bytes(t->dtype); /* 16-bit values pack two per register */
 }
 
 /* Peak live tile bytes. Instructions are numbered in a flattened walk; a value lives from its definition
- * to its last use, and a value used inside a loop (or carried by it) lives to the loop's end. */
+ * to its last use, and a value used inside a loop (or carried by it) lives to the loop's end.
+ * What counts is what a backend must hold in registers: not index or mask tiles (integer tiles that no
+ * load produced: backends evaluate them where they are consumed), not splats, expands and broadcasts
+ * (read from their source where used), and not tiles used only as dot operands (staged through shared
+ * memory). A loop's init moves into its iter arg, and an operand's registers go to the result. */
 typedef struct Live {
     int n;
     int *def, *last; /* by value id */
     int64_t *bytes;
+    unsigned char *dot_only;
 } Live;
 
 static void live_value(Live *l, const KirValue *v, int pos)
 {
+    KirOp op = v->def ? v->def->op : KIR_OP_COUNT;
+    int index_like = kir_dtype_is_int(v->type.dtype) && op != KIR_OP_LOAD;
+    int view = op == KIR_OP_SPLAT || op == KIR_OP_EXPAND || op == KIR_OP_BROADCAST; /* read at use */
     l->def[v->id] = pos;
     l->last[v->id] = pos;
-    l->bytes[v->id] = tile_bytes(&v->type);
+    l->bytes[v->id] = index_like || view || l->dot_only[v->id] == 1 ? 0 : tile_bytes(&v->type);
+}
+
+/* dot_only[v]: 1 while every use of v seen is as a dot's a or b operand, 2 once another use is seen. */
+static void mark_uses(const KirBlock *blk, unsigned char *dot_only)
+{
+    for (int i = 0; i < blk->n_insts; i++) {
+        const KirInst *in = blk->insts[i];
+        for (int k = 0; k < in->n_ops; k++) {
+            int as_operand = in->op == KIR_OP_DOT && k < 2;
+            unsigned char *u = &dot_only[in->ops[k]->id];
+            *u = as_operand && *u != 2 ? 1 : 2;
+        }
+        if (in->op == KIR_OP_FOR) mark_uses(in->body, dot_only);
+    }
 }
 
 static void live_walk(const KirBlock *blk, int *pos, Live *l)
@@ -363,14 +384,17 @@ static void live_walk(const KirBlock *blk, int *pos, Live *l)
         int here = (*pos)++;
         for (int k = 0; k < in->n_ops; k++)
             if (l->last[in->ops[k]->id] < here) l->last[in->ops[k]->id] = here;
+        int defined_at = here;
         if (in->op == KIR_OP_FOR) {
+            /* inits move into the iter args, which live through the body; the yields move into the
+             * results, which appear at the loop's end; outer values the body reads live to the end */
             int start = *pos;
             live_walk(in->body, pos, l);
-            for (int k = 0; k < in->n_ops; k++) l->last[in->ops[k]->id] = *pos;
-            for (int v = 0; v < l->n; v++) /* outer values used in the body */
+            for (int v = 0; v < l->n; v++)
                 if (l->def[v] < here && l->last[v] >= start && l->last[v] < *pos) l->last[v] = *pos;
+            defined_at = *pos;
         }
-        for (int r = 0; r < in->n_res; r++) live_value(l, in->res[r], here);
+        for (int r = 0; r < in->n_res; r++) live_value(l, in->res[r], defined_at);
     }
 }
 
@@ -378,21 +402,23 @@ int64_t kir_estimate_tile_bytes(const KirKernel *k)
 {
     int n = k->n_values;
     Live l = {n, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
-              calloc((size_t)n + 1, sizeof(int64_t))};
+              calloc((size_t)n + 1, sizeof(int64_t)), calloc((size_t)n + 1, 1)};
     int64_t peak = 0;
-    if (l.def && l.last && l.bytes) {
+    if (l.def && l.last && l.bytes && l.dot_only) {
+        mark_uses(k->body, l.dot_only);
         int positions = 0;
         live_walk(k->body, &positions, &l);
         for (int p = 0; p < positions; p++) {
             int64_t live = 0;
             for (int v = 0; v < n; v++)
-                if (l.def[v] <= p && p <= l.last[v]) live += l.bytes[v];
+                if (l.def[v] <= p && (p < l.last[v] || p == l.def[v])) live += l.bytes[v]; /* operands die into results */
             if (live > peak) peak = live;
         }
     }
     free(l.def);
     free(l.last);
     free(l.bytes);
+    free(l.dot_only);
     return peak;
 }
 
