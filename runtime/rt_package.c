@@ -33,7 +33,7 @@
 #define RT_VERSION_STRING                                                                                    \
     RT_STR(KILN_VERSION_MAJOR) "." RT_STR(KILN_VERSION_MINOR) "." RT_STR(KILN_VERSION_PATCH)
 
-/* Format 1. Changing any table or column means bumping RT_PKG_FORMAT_VERSION. */
+/* Format 2. Changing any table or column means bumping RT_PKG_FORMAT_VERSION. */
 const char rt_pkg_schema_sql[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"

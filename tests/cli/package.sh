@@ -62,7 +62,7 @@ cp "$good" "$d/tampered.kiln"; sqlite3 "$d/tampered.kiln" "UPDATE graph SET text
 head -c 65536 /dev/urandom > "$d/random.kiln"
 echo "this is not a package" > "$d/text.kiln"
 sqlite3 "$d/foreign.kiln" "CREATE TABLE t(x); INSERT INTO t VALUES (1);"
-sqlite3 "$d/nometa.kiln" "PRAGMA application_id = 1263094862; PRAGMA user_version = 1; CREATE TABLE x(y);"
+sqlite3 "$d/nometa.kiln" "PRAGMA application_id = 1263094862; PRAGMA user_version = 2; CREATE TABLE x(y);"
 cp "$good" "$d/future.kiln"; sqlite3 "$d/future.kiln" "PRAGMA user_version = 99"
 mkdir -p "$d/dir.kiln"
 for f in empty half head100 short flipped tampered random text foreign nometa future dir missing; do

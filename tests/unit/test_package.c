@@ -2,6 +2,9 @@
  * existing file untouched on failure), and hostile files, each of which must give the right status and
  * a one-line message that starts with the path, never crash, and never be modified by the reader. */
 #define _POSIX_C_SOURCE 200809L
+
+#define RT_STR_(x) #x
+#define RT_STR(x) RT_STR_(x)
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -124,7 +127,7 @@ static void test_round_trip(void)
     KT_CHECK(kiln_package_meta(pkg, "model") && !strcmp(kiln_package_meta(pkg, "model"), "llama-3-8b"),
              "model");
     KT_CHECK(kiln_package_meta(pkg, "format_version") &&
-                 !strcmp(kiln_package_meta(pkg, "format_version"), "1"),
+                 !strcmp(kiln_package_meta(pkg, "format_version"), RT_STR(RT_PKG_FORMAT_VERSION)),
              "format_version");
     KT_CHECK(kiln_package_meta(pkg, "kiln_version") &&
                  !strcmp(kiln_package_meta(pkg, "kiln_version"), "0.1.0"),
@@ -409,9 +412,9 @@ static void test_hostile(void)
     sqlite3_close(db);
     expect_open(at("foreign.db"), KILN_ERR_FORMAT, "not a kiln package (application_id 0x00000000");
 
-    edit_copy(good, at("future.kiln"), "PRAGMA user_version = 2");
+    edit_copy(good, at("future.kiln"), "PRAGMA user_version = " RT_STR(RT_PKG_FORMAT_VERSION) "0");
     expect_open(at("future.kiln"), KILN_ERR_FORMAT, "newer");
-    edit_copy(good, at("past.kiln"), "PRAGMA user_version = 0");
+    edit_copy(good, at("past.kiln"), "PRAGMA user_version = 1");
     expect_open(at("past.kiln"), KILN_ERR_FORMAT, "older");
     edit_copy(good, at("noweights.kiln"), "DROP TABLE weights");
     expect_open(at("noweights.kiln"), KILN_ERR_CORRUPT, "missing table weights");
@@ -422,7 +425,7 @@ static void test_hostile(void)
               " SELECT 'a', 'b', 'c', 1");
     expect_open(at("view.kiln"), KILN_ERR_CORRUPT, "missing table weights");
     /* a leftover journal beside a package must be ignored, not rolled back into it */
-    edit_copy(good, at("journal.kiln"), "PRAGMA user_version = 1");
+    edit_copy(good, at("journal.kiln"), "PRAGMA user_version = " RT_STR(RT_PKG_FORMAT_VERSION));
     spit(at("journal.kiln-journal"), noise, sizeof noise);
     expect_open(at("journal.kiln"), KILN_OK, NULL);
 
