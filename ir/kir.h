@@ -52,6 +52,9 @@ enum {
     KIR_F_SIDE = 1 << 2,
     KIR_F_REGION = 1 << 3,
     KIR_F_TERM = 1 << 4,
+    KIR_F_BINARY = 1 << 5, /* add ... ne: two operands, element-wise */
+    KIR_F_CMP = 1 << 6,    /* lt ... ne: result i1 */
+    KIR_F_INTOP = 1 << 7,  /* rem, and, or, xor, shl, shr: integer operands only */
 };
 
 typedef enum KirReduce { KIR_RED_SUM, KIR_RED_MAX, KIR_RED_MIN } KirReduce;
@@ -68,11 +71,11 @@ typedef struct KirInst KirInst;
 typedef struct KirBlock KirBlock;
 
 typedef struct KirValue {
-    int id;       /* creation order; printing renumbers by definition order */
+    int id; /* creation order; printing renumbers by definition order */
     KirType type;
     KirInst *def; /* defining instruction, or NULL for a block argument */
     KirBlock *arg_of;
-    int index;    /* result index in def, or argument index in arg_of */
+    int index; /* result index in def, or argument index in arg_of */
 } KirValue;
 
 struct KirBlock {
@@ -88,8 +91,8 @@ struct KirInst {
     int n_ops, n_res;
     KirValue **ops;
     KirValue **res;
-    int64_t i, i2; /* op attributes: param index, const value, axis, arange length, reduce kind/axis */
-    double f;      /* float constant */
+    int64_t i, i2;  /* op attributes: param index, const value, axis, arange length, reduce kind/axis */
+    double f;       /* float constant */
     KirBlock *body; /* `for` only */
     int pipeline;   /* `for` only: software-pipelining hint (stages; 0 = none) */
 };
@@ -118,11 +121,11 @@ typedef struct KirGridDim {
 } KirGridDim;
 
 typedef struct KirKernel {
-    IrArena *arena; /* not owned: the kernel lives in its creator's arena */
+    IrArena *arena;     /* not owned: the kernel lives in its creator's arena */
     const char *name;   /* unique per specialization, e.g. "rmsnorm_bf16_c4096" */
     const char *family; /* "rmsnorm" */
     KirConfig cfg;
-    int warps;          /* threads per program = 32 * warps (backends may ignore: host) */
+    int warps; /* threads per program = 32 * warps (backends may ignore: host) */
     int n_params;
     KirParam params[KIR_MAX_PARAMS];
     KirGridDim grid[3];
@@ -133,9 +136,9 @@ typedef struct KirKernel {
 /* Target limits for kir_verify's budgets (NULL: skip them). */
 typedef struct KirLimits {
     const char *name;
-    int max_threads;     /* per program */
-    int smem_bytes;      /* shared memory per program */
-    int regs_per_thread; /* 32-bit registers */
+    int max_threads;       /* per program */
+    int smem_bytes;        /* shared memory per program */
+    int regs_per_thread;   /* 32-bit registers */
     int64_t program_bytes; /* live tile bytes one program may hold (0: no limit); for lowerings that keep
                               a program's tiles in one thread's stack (the LLVM GPU path) */
 } KirLimits;
@@ -153,7 +156,7 @@ KirType kir_ptr(KirDtype t);
 KirType kir_tile1(KirDtype t, int n);
 KirType kir_tile2(KirDtype t, int m, int n);
 int kir_type_eq(const KirType *a, const KirType *b);
-int kir_type_numel(const KirType *t); /* 1 for scalars and pointers */
+int kir_type_numel(const KirType *t);            /* 1 for scalars and pointers */
 void kir_type_print(const KirType *t, IrBuf *b); /* "bf16[64,128]", "ptr<bf16>", "i32" */
 
 /* ---- config ---- */
@@ -217,7 +220,7 @@ void kir_ret(KirBuilder *b);
 #define kir_sub(b, x, y) kir_binary(b, KIR_OP_SUB, x, y)
 #define kir_mul(b, x, y) kir_binary(b, KIR_OP_MUL, x, y)
 #define kir_div(b, x, y) kir_binary(b, KIR_OP_DIV, x, y)
-#define kir_lt(b, x, y) kir_binary(b, KIR_OP_LT, x, y)
+#define kir_lt(b, x, y)  kir_binary(b, KIR_OP_LT, x, y)
 
 /* ---- checking and printing ---- */
 /* Re-checks every typing and scoping rule; with lim, also the budgets (threads, an estimate of shared

@@ -532,6 +532,7 @@ static void param(Interp *I, const KirInst *in)
 static IrStatus run_inst(Interp *I, const KirInst *in)
 {
     Cell *r = in->n_res && in->op != KIR_OP_FOR ? cells(I, in->res[0]) : NULL;
+    if (kir_op_flags(in->op) & KIR_F_BINARY) return binary(I, in);
     switch (in->op) {
     case KIR_OP_PARAM: param(I, in); return IR_OK;
     case KIR_OP_CONST: {
@@ -556,24 +557,6 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
             r[j] = a[j * s];
         return IR_OK;
     }
-    case KIR_OP_ADD:
-    case KIR_OP_SUB:
-    case KIR_OP_MUL:
-    case KIR_OP_DIV:
-    case KIR_OP_REM:
-    case KIR_OP_MIN:
-    case KIR_OP_MAX:
-    case KIR_OP_AND:
-    case KIR_OP_OR:
-    case KIR_OP_XOR:
-    case KIR_OP_SHL:
-    case KIR_OP_SHR:
-    case KIR_OP_LT:
-    case KIR_OP_LE:
-    case KIR_OP_GT:
-    case KIR_OP_GE:
-    case KIR_OP_EQ:
-    case KIR_OP_NE: return binary(I, in);
     case KIR_OP_SELECT: {
         const Cell *c = cells(I, in->ops[0]), *a = cells(I, in->ops[1]), *b = cells(I, in->ops[2]);
         int n = numel(in->res[0]), sc = stride(in->ops[0]), sa = stride(in->ops[1]), sb = stride(in->ops[2]);
@@ -609,7 +592,7 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
     case KIR_OP_FOR: return run_for(I, in);
     case KIR_OP_YIELD: return yield(I, in);
     case KIR_OP_RET: return IR_OK;
-    case KIR_OP_COUNT: break;
+    default: break; /* KIR_F_BINARY ops are dispatched above */
     }
     return fail(I, in, "unknown op");
 }

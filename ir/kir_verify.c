@@ -62,12 +62,14 @@ static IrStatus check_offsets(const KirInst *in, IrDiag *d)
 {
     const KirType *p = &in->ops[0]->type, *o = &in->ops[1]->type;
     if (!p->is_ptr) return bad(d, "first operand must be a pointer", p);
-    if (o->is_ptr || (o->dtype != KIR_I32 && o->dtype != KIR_I64)) return bad(d, "offsets must be i32 or i64", o);
+    if (o->is_ptr || (o->dtype != KIR_I32 && o->dtype != KIR_I64))
+        return bad(d, "offsets must be i32 or i64", o);
     if (in->op == KIR_OP_LOAD) {
         if (in->n_ops < 2 || in->n_ops > 4) return bad(d, "load takes ptr, offs [, mask [, other]]", NULL);
         if (in->n_ops >= 3) {
             const KirType *m = &in->ops[2]->type;
-            if (m->dtype != KIR_I1 || (m->rank && !same_shape(m, o))) return bad(d, "mask must be i1 like offs", m);
+            if (m->dtype != KIR_I1 || (m->rank && !same_shape(m, o)))
+                return bad(d, "mask must be i1 like offs", m);
         }
         if (in->n_ops == 4 && (!is_scalar(&in->ops[3]->type) || in->ops[3]->type.dtype != p->dtype))
             return bad(d, "other must be a scalar of the pointer's dtype", &in->ops[3]->type);
@@ -81,7 +83,8 @@ static IrStatus check_offsets(const KirInst *in, IrDiag *d)
         return bad(d, "atomic_add takes f32 or i32", v);
     if (in->n_ops == 4) {
         const KirType *m = &in->ops[3]->type;
-        if (m->dtype != KIR_I1 || (m->rank && !same_shape(m, o))) return bad(d, "mask must be i1 like offs", m);
+        if (m->dtype != KIR_I1 || (m->rank && !same_shape(m, o)))
+            return bad(d, "mask must be i1 like offs", m);
     }
     return IR_OK;
 }
@@ -100,7 +103,8 @@ static IrStatus infer_for(const KirInst *in, IrDiag *d)
         if (!kir_type_eq(&body->args[1 + i]->type, &in->ops[3 + i]->type))
             return bad(d, "loop-carried value changes type", &body->args[1 + i]->type);
     const KirInst *y = body->n_insts ? body->insts[body->n_insts - 1] : NULL;
-    if (!y || y->op != KIR_OP_YIELD || y->n_ops != n) return bad(d, "body must end with a yield of every iter value", NULL);
+    if (!y || y->op != KIR_OP_YIELD || y->n_ops != n)
+        return bad(d, "body must end with a yield of every iter value", NULL);
     for (int i = 0; i < n; i++)
         if (!kir_type_eq(&y->ops[i]->type, &in->ops[3 + i]->type))
             return bad(d, "yield type differs from the loop-carried value", &y->ops[i]->type);
@@ -114,6 +118,18 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
     if (want >= 0 && in->n_ops != want) return bad(d, "wrong number of operands", NULL);
     *has_res = 1;
     const KirType *a = in->n_ops ? &in->ops[0]->type : NULL;
+    if (kir_op_flags(in->op) & KIR_F_BINARY) {
+        const KirType *b = &in->ops[1]->type;
+        if (a->dtype != b->dtype) return bad(d, "operand dtypes differ (cast first)", b);
+        if ((kir_op_flags(in->op) & KIR_F_INTOP) && !kir_dtype_is_int(a->dtype))
+            return bad(d, "integer op on a float", a);
+        if (a->dtype == KIR_I1 && !(in->op == KIR_OP_AND || in->op == KIR_OP_OR || in->op == KIR_OP_XOR ||
+                                    in->op == KIR_OP_EQ || in->op == KIR_OP_NE))
+            return bad(d, "arithmetic on i1", a);
+        if (elem_shape(in, 0, res, d)) return IR_ERR_INTERNAL;
+        if (kir_op_flags(in->op) & KIR_F_CMP) res->dtype = KIR_I1;
+        return IR_OK;
+    }
     switch (in->op) {
     case KIR_OP_PARAM:
         if (in->i < 0 || in->i >= KIR_MAX_PARAMS) return bad(d, "bad param index", NULL);
@@ -140,23 +156,10 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         *res = rank == 1 ? kir_tile1(a->dtype, m) : kir_tile2(a->dtype, m, n);
         return IR_OK;
     }
-    case KIR_OP_ADD: case KIR_OP_SUB: case KIR_OP_MUL: case KIR_OP_DIV: case KIR_OP_MIN: case KIR_OP_MAX:
-    case KIR_OP_REM: case KIR_OP_AND: case KIR_OP_OR: case KIR_OP_XOR: case KIR_OP_SHL: case KIR_OP_SHR:
-    case KIR_OP_LT: case KIR_OP_LE: case KIR_OP_GT: case KIR_OP_GE: case KIR_OP_EQ: case KIR_OP_NE: {
-        const KirType *b = &in->ops[1]->type;
-        if (a->dtype != b->dtype) return bad(d, "operand dtypes differ (cast first)", b);
-        int bitop = in->op == KIR_OP_REM || (in->op >= KIR_OP_AND && in->op <= KIR_OP_SHR);
-        if (bitop && !kir_dtype_is_int(a->dtype)) return bad(d, "integer op on a float", a);
-        if (a->dtype == KIR_I1 && !(in->op == KIR_OP_AND || in->op == KIR_OP_OR || in->op == KIR_OP_XOR ||
-                                    in->op == KIR_OP_EQ || in->op == KIR_OP_NE))
-            return bad(d, "arithmetic on i1", a);
-        if (elem_shape(in, 0, res, d)) return IR_ERR_INTERNAL;
-        if (in->op >= KIR_OP_LT) res->dtype = KIR_I1;
-        return IR_OK;
-    }
     case KIR_OP_SELECT:
         if (a->dtype != KIR_I1) return bad(d, "select condition must be i1", a);
-        if (in->ops[1]->type.dtype != in->ops[2]->type.dtype) return bad(d, "select arms differ", &in->ops[2]->type);
+        if (in->ops[1]->type.dtype != in->ops[2]->type.dtype)
+            return bad(d, "select arms differ", &in->ops[2]->type);
         if (elem_shape(in, 0, res, d)) return IR_ERR_INTERNAL;
         res->dtype = in->ops[1]->type.dtype;
         return IR_OK;
@@ -164,8 +167,14 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
     case KIR_OP_ABS:
         if (a->dtype == KIR_I1 || a->dtype == KIR_U8) return bad(d, "neg/abs of an unsigned type", a);
         return elem_shape(in, 0, res, d);
-    case KIR_OP_EXP: case KIR_OP_EXP2: case KIR_OP_LOG: case KIR_OP_SQRT: case KIR_OP_RSQRT:
-    case KIR_OP_SIN: case KIR_OP_COS: case KIR_OP_FLOOR:
+    case KIR_OP_EXP:
+    case KIR_OP_EXP2:
+    case KIR_OP_LOG:
+    case KIR_OP_SQRT:
+    case KIR_OP_RSQRT:
+    case KIR_OP_SIN:
+    case KIR_OP_COS:
+    case KIR_OP_FLOOR:
         if (a->dtype != KIR_F32) return bad(d, "transcendental ops take f32 (cast first)", a);
         return elem_shape(in, 0, res, d);
     case KIR_OP_CAST:
@@ -174,23 +183,28 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         res->dtype = (KirDtype)in->i;
         return IR_OK;
     case KIR_OP_EXPAND:
-        if (a->rank != 1 || a->is_ptr || (in->i != 0 && in->i != 1)) return bad(d, "expand takes a 1-D tile, axis 0/1", a);
+        if (a->rank != 1 || a->is_ptr || (in->i != 0 && in->i != 1))
+            return bad(d, "expand takes a 1-D tile, axis 0/1", a);
         *res = in->i ? kir_tile2(a->dtype, a->shape[0], 1) : kir_tile2(a->dtype, 1, a->shape[0]);
         return IR_OK;
     case KIR_OP_BROADCAST:
-        if (a->rank != 2 || (a->shape[0] != 1 && a->shape[1] != 1)) return bad(d, "broadcast takes [1,N] or [M,1]", a);
-        if ((a->shape[0] != 1 && a->shape[0] != in->i) || (a->shape[1] != 1 && a->shape[1] != in->i2) || in->i < 1 ||
-            in->i2 < 1)
+        if (a->rank != 2 || (a->shape[0] != 1 && a->shape[1] != 1))
+            return bad(d, "broadcast takes [1,N] or [M,1]", a);
+        if ((a->shape[0] != 1 && a->shape[0] != in->i) || (a->shape[1] != 1 && a->shape[1] != in->i2) ||
+            in->i < 1 || in->i2 < 1)
             return bad(d, "broadcast to an incompatible shape", a);
         *res = kir_tile2(a->dtype, (int)in->i, (int)in->i2);
         return IR_OK;
     case KIR_OP_REDUCE: {
-        if (a->rank < 1 || a->is_ptr || in->i < KIR_RED_SUM || in->i > KIR_RED_MIN) return bad(d, "bad reduce", a);
+        if (a->rank < 1 || a->is_ptr || in->i < KIR_RED_SUM || in->i > KIR_RED_MIN)
+            return bad(d, "bad reduce", a);
         if (in->i2 < 0 || in->i2 >= a->rank) return bad(d, "reduce axis out of range", a);
         KirDtype dt = kir_dtype_is_float(a->dtype) ? KIR_F32 : a->dtype == KIR_I64 ? KIR_I64 : KIR_I32;
         if (in->i != KIR_RED_SUM) dt = kir_dtype_is_float(a->dtype) ? KIR_F32 : a->dtype;
-        if (a->rank == 1) *res = kir_scalar(dt);
-        else *res = kir_tile1(dt, a->shape[in->i2 ? 0 : 1]);
+        if (a->rank == 1)
+            *res = kir_scalar(dt);
+        else
+            *res = kir_tile1(dt, a->shape[in->i2 ? 0 : 1]);
         return IR_OK;
     }
     case KIR_OP_LOAD:
@@ -199,17 +213,17 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         res->dtype = a->dtype;
         return IR_OK;
     case KIR_OP_STORE:
-    case KIR_OP_ATOMIC_ADD:
-        *has_res = 0;
-        return check_offsets(in, d);
+    case KIR_OP_ATOMIC_ADD: *has_res = 0; return check_offsets(in, d);
     case KIR_OP_DOT: {
         const KirType *b = &in->ops[1]->type, *c = &in->ops[2]->type;
         if (a->rank != 2 || b->rank != 2 || c->rank != 2) return bad(d, "dot takes 2-D tiles", NULL);
         if (a->dtype != b->dtype) return bad(d, "dot operand dtypes differ", b);
         int intop = a->dtype == KIR_I8;
-        if (!intop && a->dtype != KIR_F16 && a->dtype != KIR_BF16 && a->dtype != KIR_F8E4M3 && a->dtype != KIR_F32)
+        if (!intop && a->dtype != KIR_F16 && a->dtype != KIR_BF16 && a->dtype != KIR_F8E4M3 &&
+            a->dtype != KIR_F32)
             return bad(d, "dot operands must be f16, bf16, f8e4m3, f32 or i8", a);
-        if (c->dtype != (intop ? KIR_I32 : KIR_F32)) return bad(d, "dot accumulator must be f32 (i32 for i8)", c);
+        if (c->dtype != (intop ? KIR_I32 : KIR_F32))
+            return bad(d, "dot accumulator must be f32 (i32 for i8)", c);
         if (a->shape[1] != b->shape[0] || c->shape[0] != a->shape[0] || c->shape[1] != b->shape[1])
             return bad(d, "dot shapes do not chain ([M,K] @ [K,N] + [M,N])", b);
         *res = *c;
@@ -217,18 +231,15 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
     }
     case KIR_OP_RAND:
         if (!is_scalar(a) || a->dtype != KIR_I64) return bad(d, "rand seed must be an i64 scalar", a);
-        if (in->ops[1]->type.dtype != KIR_I32 || in->ops[1]->type.is_ptr) return bad(d, "rand counter must be i32", NULL);
+        if (in->ops[1]->type.dtype != KIR_I32 || in->ops[1]->type.is_ptr)
+            return bad(d, "rand counter must be i32", NULL);
         *res = in->ops[1]->type;
         res->dtype = KIR_F32;
         return IR_OK;
-    case KIR_OP_FOR:
-        *has_res = 0;
-        return infer_for(in, d);
+    case KIR_OP_FOR: *has_res = 0; return infer_for(in, d);
     case KIR_OP_YIELD:
-    case KIR_OP_RET:
-        *has_res = 0;
-        return IR_OK;
-    case KIR_OP_COUNT: break;
+    case KIR_OP_RET: *has_res = 0; return IR_OK;
+    default: break; /* KIR_F_BINARY ops are checked above */
     }
     return bad(d, "unknown op", NULL);
 }
@@ -243,7 +254,8 @@ typedef struct VCtx {
 
 static IrStatus vfail(VCtx *c, const KirInst *in, const char *what)
 {
-    return ir_diag_set(c->d, IR_ERR_INTERNAL, "verify: kernel %s: %s: %s", c->k->name, kir_op_name(in->op), what);
+    return ir_diag_set(c->d, IR_ERR_INTERNAL, "verify: kernel %s: %s: %s", c->k->name, kir_op_name(in->op),
+                       what);
 }
 
 static int valid_id(const VCtx *c, const KirValue *v)
@@ -255,17 +267,21 @@ static IrStatus verify_block(VCtx *c, const KirBlock *blk, int top)
 {
     IrStatus s = IR_OK;
     for (int i = 0; i < blk->n_args; i++) {
-        if (!valid_id(c, blk->args[i]) || c->defined[blk->args[i]->id]) return vfail(c, blk->parent, "bad block argument");
+        if (!valid_id(c, blk->args[i]) || c->defined[blk->args[i]->id])
+            return vfail(c, blk->parent, "bad block argument");
         c->defined[blk->args[i]->id] = 1;
     }
     for (int i = 0; i < blk->n_insts && s == IR_OK; i++) {
         const KirInst *in = blk->insts[i];
         if ((unsigned)in->op >= KIR_OP_COUNT) return ir_diag_set(c->d, IR_ERR_INTERNAL, "verify: unknown op");
         for (int k = 0; k < in->n_ops; k++)
-            if (!valid_id(c, in->ops[k]) || !c->defined[in->ops[k]->id]) return vfail(c, in, "operand used out of scope");
+            if (!valid_id(c, in->ops[k]) || !c->defined[in->ops[k]->id])
+                return vfail(c, in, "operand used out of scope");
         int last = i == blk->n_insts - 1;
-        if ((kir_op_flags(in->op) & KIR_F_TERM) && !last) return vfail(c, in, "terminator before the end of a block");
-        if (last && in->op != (top ? KIR_OP_RET : KIR_OP_YIELD)) return vfail(c, in, "block must end with ret/yield");
+        if ((kir_op_flags(in->op) & KIR_F_TERM) && !last)
+            return vfail(c, in, "terminator before the end of a block");
+        if (last && in->op != (top ? KIR_OP_RET : KIR_OP_YIELD))
+            return vfail(c, in, "block must end with ret/yield");
         if (in->op == KIR_OP_PARAM && (!top || i != in->i || in->i >= c->k->n_params))
             return vfail(c, in, "params come first, in order, at top level");
         if (in->op == KIR_OP_FOR && (s = verify_block(c, in->body, 0)) != IR_OK) return s;
@@ -283,17 +299,21 @@ static IrStatus verify_block(VCtx *c, const KirBlock *blk, int top)
         if (has_res != (in->n_res == 1)) return vfail(c, in, "result count");
         if (has_res) {
             const KirValue *v = in->res[0];
-            if (!valid_id(c, v) || v->def != in || c->defined[v->id]) return vfail(c, in, "result defined twice");
+            if (!valid_id(c, v) || v->def != in || c->defined[v->id])
+                return vfail(c, in, "result defined twice");
             if (!kir_type_eq(&rt, &v->type)) return vfail(c, in, "result type differs from inference");
             c->defined[v->id] = 1;
         }
     }
     /* leaving the block: its values go out of scope (loop results were marked by the parent) */
-    for (int i = 0; i < blk->n_args; i++) c->defined[blk->args[i]->id] = 0;
+    for (int i = 0; i < blk->n_args; i++)
+        c->defined[blk->args[i]->id] = 0;
     for (int i = 0; i < blk->n_insts && !top; i++)
-        if (blk->insts[i]->n_res && blk->insts[i]->op != KIR_OP_FOR) c->defined[blk->insts[i]->res[0]->id] = 0;
+        if (blk->insts[i]->n_res && blk->insts[i]->op != KIR_OP_FOR)
+            c->defined[blk->insts[i]->res[0]->id] = 0;
         else if (blk->insts[i]->op == KIR_OP_FOR)
-            for (int r = 0; r < blk->insts[i]->n_res; r++) c->defined[blk->insts[i]->res[r]->id] = 0;
+            for (int r = 0; r < blk->insts[i]->n_res; r++)
+                c->defined[blk->insts[i]->res[r]->id] = 0;
     return s;
 }
 
@@ -314,20 +334,21 @@ IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
     if (!lim) return IR_OK;
     int threads = 32 * k->warps;
     if (threads > lim->max_threads)
-        return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: %d threads exceed %s's %d", k->name, threads, lim->name,
-                           lim->max_threads);
+        return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: %d threads exceed %s's %d", k->name, threads,
+                           lim->name, lim->max_threads);
     int64_t smem = kir_estimate_smem_bytes(k);
     if (smem > lim->smem_bytes)
         return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld bytes of shared memory exceed %s's %d", k->name,
                            (long long)smem, lim->name, lim->smem_bytes);
     int64_t tiles = kir_estimate_tile_bytes(k);
     if (lim->program_bytes && tiles > lim->program_bytes)
-        return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld bytes of live tiles exceed %s's %lld per program",
-                           k->name, (long long)tiles, lim->name, (long long)lim->program_bytes);
+        return ir_diag_set(d, IR_ERR_LIMIT,
+                           "kernel %s: ~%lld bytes of live tiles exceed %s's %lld per program", k->name,
+                           (long long)tiles, lim->name, (long long)lim->program_bytes);
     int64_t regs = tiles / threads / 4;
     if (regs > lim->regs_per_thread)
-        return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld tile registers per thread exceed %s's %d", k->name,
-                           (long long)regs, lim->name, lim->regs_per_thread);
+        return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld tile registers per thread exceed %s's %d",
+                           k->name, (long long)regs, lim->name, lim->regs_per_thread);
     return IR_OK;
 }
 
@@ -378,7 +399,8 @@ static void mark_uses(const KirBlock *blk, unsigned char *dot_only)
 
 static void live_walk(const KirBlock *blk, int *pos, Live *l)
 {
-    for (int i = 0; i < blk->n_args; i++) live_value(l, blk->args[i], *pos);
+    for (int i = 0; i < blk->n_args; i++)
+        live_value(l, blk->args[i], *pos);
     for (int i = 0; i < blk->n_insts; i++) {
         const KirInst *in = blk->insts[i];
         int here = (*pos)++;
@@ -394,7 +416,8 @@ static void live_walk(const KirBlock *blk, int *pos, Live *l)
                 if (l->def[v] < here && l->last[v] >= start && l->last[v] < *pos) l->last[v] = *pos;
             defined_at = *pos;
         }
-        for (int r = 0; r < in->n_res; r++) live_value(l, in->res[r], defined_at);
+        for (int r = 0; r < in->n_res; r++)
+            live_value(l, in->res[r], defined_at);
     }
 }
 
@@ -411,7 +434,8 @@ int64_t kir_estimate_tile_bytes(const KirKernel *k)
         for (int p = 0; p < positions; p++) {
             int64_t live = 0;
             for (int v = 0; v < n; v++)
-                if (l.def[v] <= p && (p < l.last[v] || p == l.def[v])) live += l.bytes[v]; /* operands die into results */
+                if (l.def[v] <= p && (p < l.last[v] || p == l.def[v]))
+                    live += l.bytes[v]; /* operands die into results */
             if (live > peak) peak = live;
         }
     }
@@ -429,7 +453,8 @@ static int64_t smem_walk(const KirBlock *blk, int stages)
         const KirInst *in = blk->insts[i];
         if (in->op == KIR_OP_DOT) {
             const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
-            sum += (int64_t)(kir_type_numel(a) + kir_type_numel(b)) * kir_dtype_bytes(a->dtype) * (stages ? stages : 1);
+            sum += (int64_t)(kir_type_numel(a) + kir_type_numel(b)) * kir_dtype_bytes(a->dtype) *
+                   (stages ? stages : 1);
         }
         if (in->op == KIR_OP_FOR) sum += smem_walk(in->body, in->pipeline);
     }

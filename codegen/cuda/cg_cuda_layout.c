@@ -200,6 +200,15 @@ static CgCudaAxis axis_of(CgCudaGen *g, const KirInst *in)
     const KirType *rt = &in->res[0]->type;
     const CgCudaAxis *x = in->n_ops ? axv(g, in->ops[0]) : NULL;
     CgCudaAxis r = ax_unknown(rt);
+    if (kir_op_flags(in->op) & KIR_F_BINARY) {
+        if (kir_dtype_is_float(in->ops[0]->type.dtype)) {
+            if (rt->rank == 0) return ax_scalar(1);
+            r = ax_binary(KIR_OP_EQ, x, axv(g, in->ops[1])); /* constancy only */
+            return r;
+        }
+        r = ax_binary(in->op, x, axv(g, in->ops[1]));
+        return rt->rank == 0 ? ax_scalar(r.div[0]) : r;
+    }
     switch (in->op) {
     case KIR_OP_CONST: return ax_scalar(kir_dtype_is_int((KirDtype)in->i2) ? pow2_div(in->i) : 1);
     case KIR_OP_ARANGE: {
@@ -232,31 +241,6 @@ static CgCudaAxis axis_of(CgCudaGen *g, const KirInst *in)
         r.div[d] = ax_all(x);
         return r;
     }
-    case KIR_OP_ADD:
-    case KIR_OP_SUB:
-    case KIR_OP_MUL:
-    case KIR_OP_DIV:
-    case KIR_OP_REM:
-    case KIR_OP_MIN:
-    case KIR_OP_MAX:
-    case KIR_OP_AND:
-    case KIR_OP_OR:
-    case KIR_OP_XOR:
-    case KIR_OP_SHL:
-    case KIR_OP_SHR:
-    case KIR_OP_LT:
-    case KIR_OP_LE:
-    case KIR_OP_GT:
-    case KIR_OP_GE:
-    case KIR_OP_EQ:
-    case KIR_OP_NE:
-        if (kir_dtype_is_float(in->ops[0]->type.dtype)) {
-            if (rt->rank == 0) return ax_scalar(1);
-            r = ax_binary(KIR_OP_EQ, x, axv(g, in->ops[1])); /* constancy only */
-            return r;
-        }
-        r = ax_binary(in->op, x, axv(g, in->ops[1]));
-        return rt->rank == 0 ? ax_scalar(r.div[0]) : r;
     case KIR_OP_SELECT: {
         const CgCudaAxis *a = axv(g, in->ops[1]), *b = axv(g, in->ops[2]);
         for (int d = 0; d < 2; d++) {
