@@ -15,9 +15,12 @@ extern const KfamFamily kfam_rope;
 extern const KfamFamily kfam_matmul;
 extern const KfamFamily kfam_matmul_splitk_epilogue;
 extern const KfamFamily kfam_sample;
+extern const KfamFamily kfam_attention;
+extern const KfamFamily kfam_kv_write;
 
 static const KfamFamily *const families[] = {
-    &kfam_embedding, &kfam_rmsnorm, &kfam_rope, &kfam_matmul, &kfam_matmul_splitk_epilogue, &kfam_sample,
+    &kfam_embedding, &kfam_rmsnorm,  &kfam_rope,      &kfam_matmul, &kfam_matmul_splitk_epilogue,
+    &kfam_sample,    &kfam_kv_write, &kfam_attention,
 };
 
 const KfamFamily *kfam_find(const char *name)
@@ -317,4 +320,56 @@ done:
     ir_arena_destroy(a);
     free(c);
     return found;
+}
+
+/* ---- RoPE, shared by rope and kv_write (the math: kfam_rope.c's design note) ------------------------ */
+
+IrStatus kfam_rope_check(const KfamSpec *s, int64_t D, IrDiag *d)
+{
+    const char *scaling = kfam_spec_s(s, "scaling", "none");
+    double theta = kfam_spec_f(s, "theta", 10000.0), factor = kfam_spec_f(s, "factor", 1.0);
+    int llama3 = !strcmp(scaling, "llama3");
+    if (D % 2 || !(theta > 1) || !(factor > 0))
+        return ir_diag_set(d, IR_ERR_INPUT, "%s: rope needs an even D, theta > 1 and factor > 0", s->family);
+    if (strcmp(scaling, "none") && strcmp(scaling, "linear") && !llama3)
+        return ir_diag_set(d, IR_ERR_INPUT, "%s: scaling must be none, linear or llama3 (got %s)", s->family,
+                           scaling);
+    if (llama3 && !(kfam_spec_f(s, "high_freq_factor", 4) > kfam_spec_f(s, "low_freq_factor", 1) &&
+                    kfam_spec_f(s, "low_freq_factor", 1) > 0 && kfam_spec_f(s, "original_max_pos", 8192) > 0))
+        return ir_diag_set(d, IR_ERR_INPUT, "%s: llama3 needs high_freq_factor > low_freq_factor > 0",
+                           s->family);
+    return IR_OK;
+}
+
+/* inv_freq as an f32 [hp] tile for pair indices i (i32 [hp]). */
+static KirValue *rope_inv_freq(KirBuilder *b, const KfamSpec *s, KirValue *i, int64_t D)
+{
+    const char *scaling = kfam_spec_s(s, "scaling", "none");
+    KirValue *two_i = kir_cast(b, kir_mul(b, i, kir_const_i32(b, 2)), KIR_F32);
+    KirValue *e = kir_div(b, two_i, kir_const_f(b, KIR_F32, (double)D));
+    KirValue *l2t = kir_const_f(b, KIR_F32, (double)(float)log2(kfam_spec_f(s, "theta", 10000.0)));
+    KirValue *inv = kir_unary(b, KIR_OP_EXP2, kir_unary(b, KIR_OP_NEG, kir_mul(b, e, l2t)));
+    if (!strcmp(scaling, "none")) return inv;
+    KirValue *factor = kir_const_f(b, KIR_F32, kfam_spec_f(s, "factor", 1.0));
+    KirValue *scaled = kir_div(b, inv, factor);
+    if (!strcmp(scaling, "linear")) return scaled;
+    double old = kfam_spec_f(s, "original_max_pos", 8192), lo = kfam_spec_f(s, "low_freq_factor", 1.0),
+           hi = kfam_spec_f(s, "high_freq_factor", 4.0);
+    KirValue *wavelen = kir_div(b, kir_const_f(b, KIR_F32, 6.283185307179586), inv);
+    KirValue *ratio = kir_div(b, kir_const_f(b, KIR_F32, old), wavelen);
+    KirValue *smooth =
+        kir_div(b, kir_sub(b, ratio, kir_const_f(b, KIR_F32, lo)), kir_const_f(b, KIR_F32, hi - lo));
+    KirValue *one_minus = kir_sub(b, kir_const_f(b, KIR_F32, 1.0), smooth);
+    KirValue *mid = kir_add(b, kir_div(b, kir_mul(b, one_minus, inv), factor), kir_mul(b, smooth, inv));
+    KirValue *is_low = kir_binary(b, KIR_OP_GT, wavelen, kir_const_f(b, KIR_F32, old / lo));
+    KirValue *is_high = kir_lt(b, wavelen, kir_const_f(b, KIR_F32, old / hi));
+    return kir_select(b, is_low, scaled, kir_select(b, is_high, inv, mid));
+}
+
+void kfam_rope_cos_sin(KirBuilder *b, const KfamSpec *s, KirValue *pos, KirValue *i, int64_t D, int rows,
+                       KirValue **c, KirValue **sn)
+{
+    KirValue *angle = kir_mul(b, pos, rope_inv_freq(b, s, i, D));
+    *c = kfam_cols(b, kir_unary(b, KIR_OP_COS, angle), rows);
+    *sn = kfam_cols(b, kir_unary(b, KIR_OP_SIN, angle), rows);
 }

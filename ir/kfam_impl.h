@@ -38,4 +38,13 @@ KirValue *kfam_outer_mask(KirBuilder *b, KirValue *mrow, KirValue *mcol, int m, 
 /* Mask conjunction where NULL means "all lanes": NULL when both are NULL. Shapes must combine. */
 KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2);
 
+/* ---- RoPE (HF rotate_half), shared by rope and kv_write: the math is in kfam_rope.c's note ---- */
+/* Checks the spec's rope keys (theta, scaling none|linear|llama3, factor, low_freq_factor,
+ * high_freq_factor, original_max_pos) for head dim D; IR_ERR_INPUT with a message otherwise. */
+IrStatus kfam_rope_check(const KfamSpec *s, int64_t D, IrDiag *d);
+/* cos and sin of pos * inv_freq_i (f32) for pair indices i (i32 [hp], from arange), as [rows, hp] f32
+ * tiles into *c and *sn; pos is an f32 scalar. */
+void kfam_rope_cos_sin(KirBuilder *b, const KfamSpec *s, KirValue *pos, KirValue *i, int64_t D, int rows,
+                       KirValue **c, KirValue **sn);
+
 #endif

@@ -13,7 +13,8 @@
  *             otherwise smooth = (original_max_pos / wavelen - low_freq_factor)
  *                                / (high_freq_factor - low_freq_factor)
  *                       inv_freq_i = (1 - smooth) * inv_freq_i / factor + smooth * inv_freq_i
- * cos, sin and the rotation are f32; out is rounded to dtype once.
+ * cos, sin and the rotation are f32; out is rounded to dtype once. The inv_freq and cos/sin builders are
+ * kfam_rope_cos_sin / kfam_rope_check in kfam.c, shared with kv_write (rope=1).
  *
  * Spec: H (heads), D (head_dim, even), theta, scaling ("none" | "linear" | "llama3"), factor,
  * low_freq_factor, high_freq_factor, original_max_pos (the last four as the scaling needs), dtype.
@@ -27,9 +28,6 @@
  */
 #include "kfam_impl.h"
 
-#include <math.h>
-#include <string.h>
-
 extern const KfamFamily kfam_rope;
 
 static void rope_defaults(const KfamSpec *s, KirConfig *cfg)
@@ -40,30 +38,6 @@ static void rope_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "WARPS", kfam_clamp(bh * half / 256, 1, 4));
 }
 
-/* inv_freq as an f32 [hp] tile for pair indices i (i32 [hp]). */
-static KirValue *inv_freq(KirBuilder *b, const KfamSpec *s, KirValue *i, int64_t D, const char *scaling)
-{
-    KirValue *two_i = kir_cast(b, kir_mul(b, i, kir_const_i32(b, 2)), KIR_F32);
-    KirValue *e = kir_div(b, two_i, kir_const_f(b, KIR_F32, (double)D));
-    KirValue *l2t = kir_const_f(b, KIR_F32, (double)(float)log2(kfam_spec_f(s, "theta", 10000.0)));
-    KirValue *inv = kir_unary(b, KIR_OP_EXP2, kir_unary(b, KIR_OP_NEG, kir_mul(b, e, l2t)));
-    if (!strcmp(scaling, "none")) return inv;
-    KirValue *factor = kir_const_f(b, KIR_F32, kfam_spec_f(s, "factor", 1.0));
-    KirValue *scaled = kir_div(b, inv, factor);
-    if (!strcmp(scaling, "linear")) return scaled;
-    double old = kfam_spec_f(s, "original_max_pos", 8192), lo = kfam_spec_f(s, "low_freq_factor", 1.0),
-           hi = kfam_spec_f(s, "high_freq_factor", 4.0);
-    KirValue *wavelen = kir_div(b, kir_const_f(b, KIR_F32, 6.283185307179586), inv);
-    KirValue *ratio = kir_div(b, kir_const_f(b, KIR_F32, old), wavelen);
-    KirValue *smooth =
-        kir_div(b, kir_sub(b, ratio, kir_const_f(b, KIR_F32, lo)), kir_const_f(b, KIR_F32, hi - lo));
-    KirValue *one_minus = kir_sub(b, kir_const_f(b, KIR_F32, 1.0), smooth);
-    KirValue *mid = kir_add(b, kir_div(b, kir_mul(b, one_minus, inv), factor), kir_mul(b, smooth, inv));
-    KirValue *is_low = kir_binary(b, KIR_OP_GT, wavelen, kir_const_f(b, KIR_F32, old / lo));
-    KirValue *is_high = kir_lt(b, wavelen, kir_const_f(b, KIR_F32, old / hi));
-    return kir_select(b, is_low, scaled, kir_select(b, is_high, inv, mid));
-}
-
 static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out, IrDiag *d)
 {
     int64_t H, D;
@@ -72,16 +46,7 @@ static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given
     if (kfam_spec_need(s, "H", 1, 4096, &H, d) || kfam_spec_need(s, "D", 2, 1 << 16, &D, d) ||
         kfam_spec_dtype(s, &dt, d))
         return d->status;
-    const char *scaling = kfam_spec_s(s, "scaling", "none");
-    double theta = kfam_spec_f(s, "theta", 10000.0), factor = kfam_spec_f(s, "factor", 1.0);
-    int llama3 = !strcmp(scaling, "llama3");
-    if (D % 2 || !(theta > 1) || !(factor > 0))
-        return ir_diag_set(d, IR_ERR_INPUT, "rope: needs an even D, theta > 1 and factor > 0");
-    if (strcmp(scaling, "none") && strcmp(scaling, "linear") && !llama3)
-        return ir_diag_set(d, IR_ERR_INPUT, "rope: scaling must be none, linear or llama3 (got %s)", scaling);
-    if (llama3 && !(kfam_spec_f(s, "high_freq_factor", 4) > kfam_spec_f(s, "low_freq_factor", 1) &&
-                    kfam_spec_f(s, "low_freq_factor", 1) > 0 && kfam_spec_f(s, "original_max_pos", 8192) > 0))
-        return ir_diag_set(d, IR_ERR_INPUT, "rope: llama3 needs high_freq_factor > low_freq_factor > 0");
+    if (kfam_rope_check(s, D, d)) return d->status;
     kfam_config_merge(&kfam_rope, s, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BH", 1024, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
@@ -99,10 +64,8 @@ static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given
 
     KirValue *t = kir_pid(&b, 0);
     KirValue *pos = kir_cast(&b, kir_load(&b, positions, t, NULL, NULL), KIR_F32);
-    KirValue *i = kir_arange(&b, hp);
-    KirValue *angle = kir_mul(&b, pos, inv_freq(&b, s, i, D, scaling));
-    KirValue *c = kfam_cols(&b, kir_unary(&b, KIR_OP_COS, angle), bh);
-    KirValue *sn = kfam_cols(&b, kir_unary(&b, KIR_OP_SIN, angle), bh);
+    KirValue *i = kir_arange(&b, hp), *c, *sn;
+    kfam_rope_cos_sin(&b, s, pos, i, D, bh, &c, &sn);
 
     KirValue *h = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bh)), kir_arange(&b, bh));
     KirValue *hmask = H % bh ? kir_lt(&b, h, kir_const_i32(&b, H)) : NULL;

@@ -131,6 +131,11 @@ static void arg_sym(Args *x, GirDim dim)
     x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_SYM, .sym = dim.sym};
 }
 
+static void arg_runtime(Args *x, const char *name)
+{
+    x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_RUNTIME, .rt = name};
+}
+
 static const char *dtype_of(const GirValue *v)
 {
     return gir_dtype_name(v->type.dtype);
@@ -222,6 +227,7 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
         for (int i = 0; i < 6; i++)
             arg_buf(x, in[i]);
         arg_buf(x, out[0]), arg_sym(x, t0->dim[0]), arg_sym(x, n->in[4]->type.dim[0]);
+        arg_sym(x, n->in[3]->type.dim[1]), arg_runtime(x, "max_q");
         return 1;
     case GIR_OP_LOGITS:
         *sp = kfam_spec("matmul");
@@ -377,6 +383,8 @@ void sched_launch_args(const Schedule *s, const SchedLaunch *l, IrBuf *b)
         if (k) ir_buf_put(b, " ", 1);
         if (a->kind == SCHED_ARG_SYM) {
             ir_buf_printf(b, "sym:%s", s->g->sym[a->sym]);
+        } else if (a->kind == SCHED_ARG_RUNTIME) {
+            ir_buf_printf(b, "rt:%s", a->rt);
         } else {
             const SchedBuf *buf = &s->bufs[a->buf];
             ir_buf_printf(b, "%s:%s", kind_names[buf->kind], buf->name);

@@ -32,12 +32,17 @@ typedef struct SchedBuf {
     const char *output; /* graph output name, or NULL */
 } SchedBuf;
 
-typedef enum SchedArgKind { SCHED_ARG_BUF, SCHED_ARG_SYM } SchedArgKind;
+/* SCHED_ARG_RUNTIME: a per-step value the runtime computes from the step's batch, named by `rt`:
+ *   "max_q"  the longest query count of one sequence in this step (max over b of cu_q[b+1] - cu_q[b]);
+ *            sizes the attention grid.
+ * Printed as "rt:<name>" by sched_launch_args. */
+typedef enum SchedArgKind { SCHED_ARG_BUF, SCHED_ARG_SYM, SCHED_ARG_RUNTIME } SchedArgKind;
 
 typedef struct SchedArg {
     SchedArgKind kind;
-    int buf; /* SCHED_ARG_BUF: index into bufs */
-    int sym; /* SCHED_ARG_SYM: graph symbol index (the runtime passes its value for this step) */
+    int buf;        /* SCHED_ARG_BUF: index into bufs */
+    int sym;        /* SCHED_ARG_SYM: graph symbol index (the runtime passes its value for this step) */
+    const char *rt; /* SCHED_ARG_RUNTIME: the value's name (static string) */
 } SchedArg;
 
 enum { SCHED_MAX_ARGS = 16 };

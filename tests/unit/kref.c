@@ -256,6 +256,21 @@ void kref_rope(const void *x, const int32_t *pos, KirDtype t, int T, const KrefR
         }
 }
 
+void kref_kv_write(const void *k, const void *v, const int32_t *slots, const int32_t *pos, KirDtype t, int T,
+                   int Hkv, int D, const KrefRope *rope, double *k_cache, double *v_cache)
+{
+    size_t row = (size_t)Hkv * D;
+    for (int tok = 0; tok < T; tok++) {
+        if (slots[tok] < 0) continue;
+        double *kd = k_cache + (size_t)slots[tok] * row, *vd = v_cache + (size_t)slots[tok] * row;
+        for (size_t e = 0; e < row; e++) {
+            kd[e] = kref_get(k, t, (size_t)tok * row + e);
+            vd[e] = kref_get(v, t, (size_t)tok * row + e);
+        }
+        if (rope) kref_rope((const char *)k + kref_bytes(t, (size_t)tok * row), pos + tok, t, 1, rope, kd);
+    }
+}
+
 void kref_matmul(const void *x, const void *w, const void *w2, const void *bias, const void *r, KirDtype t,
                  int M, int N, int K, const char *epilogue, double *out)
 {
@@ -345,4 +360,49 @@ double kref_chi2_bound(int df)
 {
     double z = 3.719, h = 2.0 / (9.0 * df), c = 1 - h + z * sqrt(h);
     return df * c * c * c;
+}
+
+void kref_attention_paged(const void *q, const void *k_cache, const void *v_cache, KirDtype t,
+                          const int32_t *block_table, const int32_t *seq_lens, const int32_t *cu_q, int B,
+                          int MP, int H, int Hkv, int D, int S, int causal, int window, double scale,
+                          double *out)
+{
+    int group = H / Hkv;
+    for (int b = 0; b < B; b++) {
+        int qlen = cu_q[b + 1] - cu_q[b], slen = seq_lens[b];
+        double *p = malloc(sizeof(double) * (size_t)(slen > 0 ? slen : 1));
+        for (int i = 0; i < qlen; i++) {
+            int row = cu_q[b] + i, pos = slen - qlen + i;
+            int hi = causal ? pos + 1 : slen, lo = window > 0 ? pos - window + 1 : 0;
+            if (lo < 0) lo = 0;
+            if (hi > slen) hi = slen;
+            for (int h = 0; h < H; h++) {
+                int kvh = h / group;
+                size_t qb = ((size_t)row * H + h) * D;
+                double mx = -INFINITY, sum = 0;
+                for (int j = lo; j < hi; j++) {
+                    size_t kb = (((size_t)block_table[(size_t)b * MP + j / S] * S + j % S) * Hkv + kvh) * D;
+                    double dot = 0;
+                    for (int d = 0; d < D; d++)
+                        dot += kref_get(q, t, qb + d) * kref_get(k_cache, t, kb + d);
+                    p[j] = dot * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = lo; j < hi; j++) {
+                    p[j] = exp(p[j] - mx);
+                    sum += p[j];
+                }
+                for (int d = 0; d < D; d++) {
+                    double acc = 0;
+                    for (int j = lo; j < hi; j++) {
+                        size_t vb =
+                            (((size_t)block_table[(size_t)b * MP + j / S] * S + j % S) * Hkv + kvh) * D;
+                        acc += p[j] * kref_get(v_cache, t, vb + d);
+                    }
+                    out[qb + d] = sum > 0 ? acc / sum : 0;
+                }
+            }
+        }
+        free(p);
+    }
 }

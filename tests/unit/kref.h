@@ -67,6 +67,13 @@ float kref_rope_inv_freq(const KrefRope *p, int i);
 /* HF rotate_half rotation with angle f32(pos * inv_freq) and cos/sin/rotation in float64. */
 void kref_rope(const void *x, const int32_t *pos, KirDtype t, int T, const KrefRope *p, double *out);
 
+/* The paged KV cache write: for each token t with slots[t] >= 0, row slots[t] of k_cache and v_cache
+ * (doubles, [n_slots, Hkv*D], i.e. [P, S, Hkv, D] flattened) becomes k[t, :] and v[t, :] (inputs of
+ * dtype t, [T, Hkv*D]); with rope (non-NULL, rope->H = Hkv, rope->D = D), k[t, :] rotated as kref_rope
+ * does at position pos[t]. Rows of padding tokens (slot < 0) and other rows are left as they are. */
+void kref_kv_write(const void *k, const void *v, const int32_t *slots, const int32_t *pos, KirDtype t, int T,
+                   int Hkv, int D, const KrefRope *rope, double *k_cache, double *v_cache);
+
 /* out = x[M,K] @ w[N,K]^T with epilogue "none" | "bias" | "residual" | "silu_mul" (w2 the up weight),
  * float64 accumulation; residual adds r to round_t(acc) (the family's semantics). */
 void kref_matmul(const void *x, const void *w, const void *w2, const void *bias, const void *r, KirDtype t,
@@ -82,5 +89,15 @@ double kref_sample_threshold(const float *x, int V, double T, int top_k, double 
 void kref_sample_probs(const float *x, int V, double T, double threshold, double *p);
 /* Upper 1e-4 tail bound of chi-square with df degrees of freedom (Wilson-Hilferty). */
 double kref_chi2_bound(int df);
+
+/* Paged attention (the attention family's semantics, docs/KERNELS.md), float64 throughout: q [T, H*D],
+ * caches [P, S, Hkv, D], block_table [B, MP], seq_lens [B], cu_q [B+1]; query row i of sequence b has
+ * position seq_lens[b] - q_len_b + (i - cu_q[b]) and attends to keys <= pos (causal) or < seq_lens[b],
+ * and with window W > 0 only to keys > pos - W; head h reads kv head h / (H / Hkv); softmax(scale * q.k).
+ * Rows with no allowed key give 0. out: [T, H*D] doubles (rows not in any sequence are left alone). */
+void kref_attention_paged(const void *q, const void *k_cache, const void *v_cache, KirDtype t,
+                          const int32_t *block_table, const int32_t *seq_lens, const int32_t *cu_q, int B,
+                          int MP, int H, int Hkv, int D, int S, int causal, int window, double scale,
+                          double *out);
 
 #endif

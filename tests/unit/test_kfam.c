@@ -65,7 +65,7 @@ static void test_registry(void)
 {
     int n;
     const KfamFamily *const *all = kfam_all(&n);
-    KT_CHECK(n == 6, "%d families", n);
+    KT_CHECK(n == 8, "%d families", n);
     for (int i = 0; i < n; i++) {
         KT_CHECK(kfam_find(all[i]->name) == all[i], "find %s", all[i]->name);
         KT_CHECK(all[i]->n_space >= 1 && all[i]->n_space <= KFAM_MAX_SPACE, "%s space", all[i]->name);
@@ -105,6 +105,10 @@ static const struct {
     {"sample", "V=128256 mode=sample"},
     {"sample", "V=49152 mode=greedy"},
     {"sample", "V=7 mode=sample"},
+    {"kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16"},
+    {"kv_write", "Hkv=1 D=64 page_size=32 dtype=f32"},
+    {"kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16 rope=1 theta=500000.0 scaling=llama3 factor=8.0"},
+    {"kv_write", "Hkv=5 D=80 page_size=8 dtype=f16"},
 };
 
 static void test_defaults(void)
@@ -190,6 +194,9 @@ static void test_bad_specs(void)
         {"matmul_splitk_epilogue", "N=64 dtype=bf16 epilogue=silu_mul"},
         {"sample", "V=100 mode=beam"},
         {"sample", "mode=greedy"},
+        {"kv_write", "Hkv=8 D=128 dtype=bf16"},
+        {"kv_write", "Hkv=8 D=127 page_size=16 dtype=bf16 rope=1"},
+        {"kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16 rope=2"},
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         IrArena *a = ir_arena_create();
@@ -263,6 +270,8 @@ int main(void)
     walk_space("matmul", "N=14336 K=4096 dtype=bf16 epilogue=silu_mul");
     walk_space("matmul_splitk_epilogue", "N=4096 dtype=bf16 epilogue=bias");
     walk_space("sample", "V=128256 mode=sample");
+    walk_space("kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16");
+    walk_space("kv_write", "Hkv=8 D=256 page_size=16 dtype=bf16 rope=1 theta=10000.0");
     test_bad_specs();
     test_matmul_shape();
     return kt_done("test_kfam");

@@ -62,6 +62,27 @@ static void test_model(const char *model, const char *set, int layers)
             const SchedKernel *k = &s->kernels[s->launches[i].kernel];
             KT_CHECK(s->launches[i].n_args >= 3, "launch %d of %s has %d args", i, k->name, s->launches[i].n_args);
         }
+        /* attention: the family's 11 params, ending with the block table's stride and the step's max_q */
+        for (int i = 0; i < s->n_launches; i++) {
+            const SchedKernel *k = &s->kernels[s->launches[i].kernel];
+            if (strcmp(k->spec.family, "attention")) continue;
+            IrBuf args = {0};
+            sched_launch_args(s, &s->launches[i], &args);
+            const char *tail = "sym:B sym:MP rt:max_q";
+            size_t n = args.s ? strlen(args.s) : 0;
+            KT_CHECK(s->launches[i].n_args == 11 && n > strlen(tail) &&
+                         !strcmp(args.s + n - strlen(tail), tail),
+                     "%s: attention args %s", model, args.s ? args.s : "");
+            IrArena *ka = ir_arena_create();
+            KirKernel *kk = NULL;
+            IrDiag kd = {0};
+            KT_CHECK(k->fam && k->fam->build(ka, &k->spec, NULL, &kk, &kd) == IR_OK &&
+                         kk->n_params == s->launches[i].n_args,
+                     "%s: attention kernel %s builds with one param per launch argument: %s", model, k->name,
+                     kd.msg);
+            ir_arena_destroy(ka);
+            ir_buf_free(&args);
+        }
         int outputs = 0;
         for (int i = 0; i < s->n_bufs; i++) outputs += s->bufs[i].output != NULL;
         KT_CHECK(outputs == 2, "logits and next_tokens are outputs (%d)", outputs);

@@ -1,0 +1,330 @@
+/* test_kfam_attention.c — the attention family (FlashAttention-2 over a paged KV cache) on every
+ * executor against kref_attention_paged: ragged batches mixing decode-like rows (q_len 1, long context),
+ * whole prefills (q_len = seq_len) and chunked prefills (q_len < seq_len), odd lengths; page tables
+ * shuffled (never contiguous), cache slots past a sequence's end and unused pages hold NaN (a kernel
+ * that reads them fails); page sizes 8/16/32, GQA ratios 1/4/8, head dims 64/128/256 (and 80, which no
+ * power-of-two tile covers), causal or not, sliding window on or off, bf16/f16/f32, several configs,
+ * and a grid sized by a max_q larger than needed (programs past q_len must store nothing). The
+ * interpreter gets small shapes only. The default kernels must also compile for sm_90a with NVRTC. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg.h"
+#include "codegen/cg_target.h"
+#include "codegen/cuda/cg_cuda.h"
+#include "kref.h"
+#include "ksweep.h"
+#include "kt.h"
+
+enum { MAX_SEQS = 8 };
+
+typedef struct Case {
+    KirDtype dt;
+    int H, Hkv, D, S, causal, window;
+    double scale; /* 0: the default 1/sqrt(D) */
+    const char *mode;
+    int B;
+    int q_len[MAX_SEQS], seq_len[MAX_SEQS];
+    int extra_q; /* added to max_q: a grid larger than needed */
+} Case;
+
+static KfamSpec spec_of(const Case *c)
+{
+    KfamSpec s = kfam_spec("attention");
+    kfam_spec_str(&s, "mode", c->mode ? c->mode : "mixed");
+    kfam_spec_int(&s, "H", c->H);
+    kfam_spec_int(&s, "Hkv", c->Hkv);
+    kfam_spec_int(&s, "D", c->D);
+    kfam_spec_int(&s, "page_size", c->S);
+    kfam_spec_int(&s, "causal", c->causal);
+    kfam_spec_int(&s, "window", c->window);
+    kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
+    if (c->scale > 0) kfam_spec_float(&s, "scale", c->scale);
+    return s;
+}
+
+static void shuffle(KrefRng *g, int32_t *x, int n)
+{
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(kref_next(g) % (uint64_t)(i + 1));
+        int32_t t = x[i];
+        x[i] = x[j];
+        x[j] = t;
+    }
+}
+
+static void set_nan(void *p, KirDtype t, size_t i)
+{
+    kref_poison((char *)p + kref_bytes(t, i), (size_t)kir_dtype_bytes(t));
+}
+
+static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfig *cfgs, int n_cfgs)
+{
+    KirDtype dt = c->dt;
+    int B = c->B, H = c->H, Hkv = c->Hkv, D = c->D, S = c->S;
+    int32_t cu_q[MAX_SEQS + 1], seq_lens[MAX_SEQS];
+    int MP = 1, P = 0, max_q = 0;
+    cu_q[0] = 0;
+    for (int b = 0; b < B; b++) {
+        cu_q[b + 1] = cu_q[b] + c->q_len[b];
+        seq_lens[b] = c->seq_len[b];
+        int np = (c->seq_len[b] + S - 1) / S;
+        MP = np + 1 > MP ? np + 1 : MP;
+        P += np;
+        max_q = c->q_len[b] > max_q ? c->q_len[b] : max_q;
+    }
+    P += 3; /* unused pages */
+    int T = cu_q[B];
+    size_t qn = (size_t)T * H * D, row = (size_t)Hkv * D, cn = (size_t)P * S * row;
+
+    /* pages: a shuffled permutation, handed out in order; unused table entries are -1 */
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)P), *bt = malloc(sizeof(int32_t) * (size_t)B * MP);
+    for (int i = 0; i < P; i++)
+        perm[i] = i;
+    shuffle(g, perm, P);
+    void *q = kref_alloc(dt, qn), *kc = kref_alloc(dt, cn), *vc = kref_alloc(dt, cn),
+         *out = kref_alloc(dt, qn);
+    kref_fill(g, q, dt, qn, -2, 2);
+    kref_fill(g, kc, dt, cn, -1, 1);
+    kref_fill(g, vc, dt, cn, -1, 1);
+    char *used = calloc((size_t)P * S, 1);
+    int next = 0;
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < MP; j++) {
+            int32_t page = j * S < c->seq_len[b] ? perm[next++] : -1;
+            bt[b * MP + j] = page;
+            for (int o = 0; page >= 0 && o < S && j * S + o < c->seq_len[b]; o++)
+                used[(size_t)page * S + o] = 1;
+        }
+    for (size_t sl = 0; sl < (size_t)P * S; sl++)
+        for (size_t e = 0; !used[sl] && e < row; e++) {
+            set_nan(kc, dt, sl * row + e);
+            set_nan(vc, dt, sl * row + e);
+        }
+    double *want = malloc(sizeof(double) * qn);
+    double scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)D);
+    kref_attention_paged(q, kc, vc, dt, bt, seq_lens, cu_q, B, MP, H, Hkv, D, S, c->causal, c->window, scale,
+                         want);
+
+    KfamSpec s = spec_of(c);
+    for (int i = 0; i < n_cfgs; i++) {
+        IrArena *a = ir_arena_create();
+        KirKernel *k = ksweep_build(r, a, &s, &cfgs[i]);
+        if (k) {
+            kref_poison(out, kref_bytes(dt, qn));
+            KRunArg args[11] = {
+                {q, kref_bytes(dt, qn), 0, 0},
+                {kc, kref_bytes(dt, cn), 0, 0},
+                {vc, kref_bytes(dt, cn), 0, 0},
+                {bt, sizeof(int32_t) * (size_t)B * MP, 0, 0},
+                {seq_lens, sizeof(int32_t) * (size_t)B, 0, 0},
+                {cu_q, sizeof(int32_t) * (size_t)(B + 1), 0, 0},
+                {out, kref_bytes(dt, qn), 0, 0},
+                {NULL, 0, T, 0},
+                {NULL, 0, B, 0},
+                {NULL, 0, MP, 0},
+                {NULL, 0, max_q + c->extra_q, 0},
+            };
+            if (ksweep_run(r, k, args) > 0) {
+                double *got = kref_to_double(out, dt, qn);
+                double err = kref_rel_l2(got, want, qn);
+                ksweep_margin(r, err / kref_tol(dt));
+                ksweep_check(r, k, err < kref_tol(dt),
+                             "attention %s H=%d Hkv=%d D=%d S=%d causal=%d window=%d B=%d T=%d: rel-L2 %.3g",
+                             kir_dtype_name(dt), H, Hkv, D, S, c->causal, c->window, B, T, err);
+                free(got);
+            }
+        }
+        ir_arena_destroy(a);
+    }
+    free(perm);
+    free(bt);
+    free(q);
+    free(kc);
+    free(vc);
+    free(out);
+    free(used);
+    free(want);
+}
+
+static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
+static const int ratios[] = {1, 4, 8}, pages[] = {8, 16, 32};
+
+/* (q_len, seq_len) per sequence: decode rows, a whole prefill, chunked prefills, odd lengths. */
+static const int small_batch[][2] = {{1, 29}, {7, 7}, {5, 19}, {1, 1}};
+static const int big_batch[][2] = {{1, 301}, {77, 77}, {45, 160}, {1, 1}, {130, 213}, {3, 70}};
+
+static void fill_batch(Case *c, const int (*batch)[2], int n)
+{
+    c->B = n;
+    for (int i = 0; i < n; i++) {
+        c->q_len[i] = batch[i][0];
+        c->seq_len[i] = batch[i][1];
+    }
+}
+
+static void sweep(const KRunner *r, KrefRng *g)
+{
+    int big = ksweep_big(r);
+    KirConfig cfgs[4];
+    cfgs[0] = ksweep_cfg(0);
+    cfgs[1] = ksweep_cfg(4, "BLOCK_M", 16, "BLOCK_N", 16, "WARPS", 1, "STAGES", 1);
+    cfgs[2] = ksweep_cfg(4, "BLOCK_M", 32, "BLOCK_N", 64, "WARPS", 2, "STAGES", 3);
+    cfgs[3] = ksweep_cfg(4, "BLOCK_M", 128, "BLOCK_N", 32, "WARPS", 8, "STAGES", 2);
+    static const int dims[] = {64, 128, 256};
+    int n = 0;
+    for (int di = 0; di < 3; di++)
+        for (int hd = 0; hd < 3; hd++)
+            for (int mask = 0; mask < 4; mask++, n++) {
+                Case c = {0};
+                c.dt = dtypes[di];
+                c.D = dims[hd];
+                int ratio = ratios[(di + hd + mask) % 3];
+                c.Hkv = 2;
+                c.H = c.Hkv * ratio;
+                c.S = pages[(di + 2 * hd + mask) % 3];
+                c.causal = mask != 1;
+                c.window = mask >= 2 ? (mask == 2 ? 13 : 40) : 0;
+                c.extra_q = n % 5 == 0 ? 20 : 0;
+                if (n % 7 == 3) c.scale = 0.3;
+                if (big) {
+                    fill_batch(&c, big_batch, 6);
+                    /* D = 256 keeps to the smaller batch: the float64 reference dominates the run */
+                    if (c.D == 256) fill_batch(&c, small_batch, 4);
+                    run_case(r, g, &c, cfgs, n % 3 == 0 ? 4 : 2);
+                } else {
+                    if (c.D == 256 && (hd + mask) % 4)
+                        continue; /* the interpreter: one D = 256 case per dtype */
+                    fill_batch(&c, small_batch, 4);
+                    if (c.D == 256) c.B = 2;
+                    run_case(r, g, &c, cfgs, n % 4 == 0 ? 2 : 1);
+                }
+            }
+    /* decode mode: every sequence one query, long contexts, a window; and a head dim no power-of-two tile
+     * covers */
+    static const int decode[][2] = {{1, 100}, {1, 33}, {1, 257}, {1, 8}};
+    Case c = {
+        .dt = KIR_BF16, .H = 8, .Hkv = 2, .D = 128, .S = 16, .causal = 1, .window = 64, .mode = "decode"};
+    fill_batch(&c, decode, big ? 4 : 2);
+    run_case(r, g, &c, cfgs, big ? 2 : 1);
+    Case e = {.dt = KIR_F32, .H = 4, .Hkv = 4, .D = 80, .S = 8, .causal = 1, .window = 9};
+    fill_batch(&e, small_batch, big ? 4 : 2);
+    run_case(r, g, &e, cfgs, big ? 3 : 1);
+}
+
+/* The default kernels lower to CUDA C and NVRTC accepts them for sm_90a (no GPU needed). */
+static void cuda_compile(void)
+{
+    const CgTarget *t = cg_target_find("sm_90a");
+    static const Case cases[] = {
+        {.dt = KIR_BF16, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1},
+        {.dt = KIR_BF16, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1, .mode = "decode"},
+        {.dt = KIR_F16, .H = 32, .Hkv = 8, .D = 64, .S = 32, .causal = 1, .window = 4096},
+        {.dt = KIR_BF16, .H = 8, .Hkv = 1, .D = 256, .S = 16, .causal = 0},
+    };
+    if (!t || !cg_backend_for(t, "cuda")) {
+        printf("skip cuda compile: this build has no NVRTC\n");
+        return;
+    }
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        IrArena *a = ir_arena_create();
+        KfamSpec s = spec_of(&cases[i]);
+        const KfamFamily *f = kfam_find("attention");
+        KirConfig cfg;
+        memset(&cfg, 0, sizeof cfg);
+        KirKernel *k = NULL;
+        IrDiag d = {0};
+        KT_CHECK(f && f->build(a, &s, &cfg, &k, &d) == IR_OK, "attention build: %s", d.msg);
+        if (k) {
+            KT_CHECK(kir_verify(k, cg_target_limits(t), &d) == IR_OK, "attention %s: sm_90a budgets: %s",
+                     k->name, d.msg);
+            KT_CHECK(kir_verify(k, cg_target_limits(cg_target_find("host")), &d) == IR_OK,
+                     "attention %s: host budgets: %s", k->name, d.msg);
+            CgBinary cubin, ptx;
+            double t0 = ir_now_ms();
+            IrStatus st = cg_cuda_compile(k, t, &cubin, &ptx, &d);
+            KT_CHECK(st == IR_OK, "attention %s: sm_90a: %s: %s", k->name, ir_status_name(st), d.msg);
+            if (st == IR_OK) {
+                printf("cuda sm_90a: %s compiled (%zu bytes cubin, %.1f s)\n", k->name, cubin.size,
+                       (ir_now_ms() - t0) / 1000);
+                cg_binary_free(&cubin);
+                cg_binary_free(&ptx);
+            }
+        }
+        ir_arena_destroy(a);
+    }
+}
+
+/* Bad specs are IR_ERR_INPUT; configs that cannot be are INVALID. */
+static void spec_errors(void)
+{
+    const KfamFamily *f = kfam_find("attention");
+    Case c = {.dt = KIR_BF16, .H = 6, .Hkv = 4, .D = 64, .S = 16, .causal = 1};
+    KfamSpec s = spec_of(&c);
+    IrArena *a = ir_arena_create();
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KT_CHECK(f && f->build(a, &s, NULL, &k, &d) == IR_ERR_INPUT, "H %% Hkv != 0 is a bad spec");
+    c.H = 8;
+    c.D = 512;
+    s = spec_of(&c);
+    memset(&d, 0, sizeof d);
+    KT_CHECK(f && f->build(a, &s, NULL, &k, &d) == IR_ERR_INPUT, "D > 256 is a bad spec");
+    c.D = 64;
+    s = spec_of(&c);
+    memset(&d, 0, sizeof d);
+    KirConfig bad = ksweep_cfg(1, "BLOCK_M", 24);
+    KT_CHECK(f && f->build(a, &s, &bad, &k, &d) == IR_ERR_UNSUPPORTED, "BLOCK_M=24 is INVALID");
+    ir_arena_destroy(a);
+}
+
+/* Every config of the space builds (OK) or is INVALID; a count of those that fit sm_90a. */
+static void space_walk(void)
+{
+    const KfamFamily *f = kfam_find("attention");
+    Case c = {.dt = KIR_BF16, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1, .window = 4096};
+    KfamSpec s = spec_of(&c);
+    const KirLimits *sm90 = cg_target_limits(cg_target_find("sm_90a"));
+    int total = 0, ok = 0, fits = 0;
+    for (int i0 = 0; i0 < f->space[0].n; i0++)
+        for (int i1 = 0; i1 < f->space[1].n; i1++)
+            for (int i2 = 0; i2 < f->space[2].n; i2++)
+                for (int i3 = 0; i3 < f->space[3].n; i3++) {
+                    KirConfig cfg =
+                        ksweep_cfg(4, f->space[0].key, (int)f->space[0].vals[i0], f->space[1].key,
+                                   (int)f->space[1].vals[i1], f->space[2].key, (int)f->space[2].vals[i2],
+                                   f->space[3].key, (int)f->space[3].vals[i3]);
+                    IrArena *a = ir_arena_create();
+                    KirKernel *k = NULL;
+                    IrDiag d = {0};
+                    IrStatus st = f->build(a, &s, &cfg, &k, &d);
+                    total++;
+                    KT_CHECK(st == IR_OK || st == IR_ERR_UNSUPPORTED || st == IR_ERR_LIMIT, "space: %s",
+                             d.msg);
+                    if (st == IR_OK) {
+                        ok++;
+                        IrDiag d2 = {0};
+                        IrStatus v = kir_verify(k, sm90, &d2);
+                        KT_CHECK(v == IR_OK || v == IR_ERR_LIMIT, "space: sm_90a verify: %s", d2.msg);
+                        fits += v == IR_OK;
+                    }
+                    ir_arena_destroy(a);
+                }
+    printf("space attention: %d configs, %d build, %d fit sm_90a\n", total, ok, fits);
+}
+
+int main(void)
+{
+    space_walk();
+    spec_errors();
+    cuda_compile();
+    const KRunner *rs[3];
+    int n = ksweep_runners(rs, 3);
+    KrefRng g = kref_rng(kref_seed());
+    for (int i = 0; i < n; i++)
+        sweep(rs[i], &g);
+    ksweep_summary("kfam_attention");
+    return kt_done("test_kfam_attention");
+}
