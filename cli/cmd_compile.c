@@ -215,6 +215,30 @@ typedef struct KernelStats {
     double build_ms, compile_ms;
 } KernelStats;
 
+static int same_config(const KirConfig *a, const KirConfig *b)
+{
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (kir_config_get(b, a->key[i], a->val[i] + 1) != a->val[i]) return 0;
+    return 1;
+}
+
+/* Every launch passes exactly its kernel's parameters (a lowering/family mismatch is a bug, caught here
+ * rather than by a kernel writing through the wrong pointer at run time). */
+static int check_launch_args(const Schedule *s, KirKernel *const *kk)
+{
+    for (int i = 0; i < s->n_launches; i++) {
+        const SchedLaunch *l = &s->launches[i];
+        const KirKernel *k = kk[l->kernel];
+        if (k && k->n_params != l->n_args) {
+            cli_error("internal error: launch %d passes %d arguments to %s, which takes %d", i, l->n_args,
+                      k->name, k->n_params);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The default config does not fit job's target (INVALID there): walk the family's candidates, closest
  * to the default first, until one compiles. The job keeps the first failure when none does. */
 static void retry_config(CgJob *job, const Schedule *s, KirKernel *const *kk, int nk, IrArena *arena,
@@ -230,9 +254,11 @@ static void retry_config(CgJob *job, const Schedule *s, KirKernel *const *kk, in
     for (int c = 0; c < n; c++) {
         KirKernel *k = NULL;
         IrDiag d = {0};
+        if (same_config(&cands[c], &job->k->cfg)) continue; /* the default: it just failed */
         if (sk->fam->build(arena, &sk->spec, &cands[c], &k, &d) != IR_OK) continue;
         CgJob alt = {.k = k, .target = job->target, .prefer = job->prefer};
         cg_compile_jobs(&alt, 1, o);
+        if (alt.status != IR_OK && verbose > 1) fprintf(stderr, "kiln: candidate: %s\n", alt.msg);
         if (alt.status != IR_OK) {
             cg_binary_free(&alt.bin);
             continue;
@@ -245,8 +271,7 @@ static void retry_config(CgJob *job, const Schedule *s, KirKernel *const *kk, in
             ir_buf_free(&conf);
         }
         cg_binary_free(&job->bin);
-        alt.k = job->k; /* the binary belongs to kernel row kid; its config is recorded from alt's kernel */
-        *job = alt;
+        *job = alt; /* the binary records alt's config and grid under kernel row kid */
         job->k = k;
         job->kernel_row = kid;
         return;
@@ -270,7 +295,13 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
     for (int i = 0; i < nk; i++) {
         const SchedKernel *sk = &s->kernels[i];
         if (!sk->fam) {
+            /* a graph-only package may describe ops kiln cannot run yet; a compiled one may not */
             st->missing++;
+            if (n_targets) {
+                cli_error("%s: kernel family '%s' is not implemented yet: cannot compile for %s", sk->name,
+                          sk->spec.family, targets[0]->name);
+                goto done;
+            }
             if (a->verbose)
                 fprintf(stderr, "kiln: %s: family '%s' not implemented yet: no kernel\n", sk->name,
                         sk->spec.family);
@@ -304,6 +335,7 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
             jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t], .kernel_row = i};
     }
     st->build_ms = ir_now_ms() - t0;
+    if (check_launch_args(s, kk)) goto done;
     build_salt(salt, sizeof salt);
     CgDriverOptions o = {.threads = a->jobs, .cache_dir = a->cache_dir, .salt = salt};
     t0 = ir_now_ms();
@@ -320,12 +352,14 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
         }
         st->cached += job->cached;
         int kid = job->kernel_row;
-        IrBuf conf = {0};
+        IrBuf conf = {0}, grid = {0};
         kir_config_print(&job->k->cfg, &conf);
-        rt_pkgw_binary(w, kid, job->target->name, conf.oom ? "" : conf.s, job->bin.format,
-                       job->bin.entry ? job->bin.entry : job->k->name, job->bin.data, job->bin.size,
-                       job->bin.compile_ms);
+        kernel_grid_text(job->k, &grid);
+        rt_pkgw_binary(w, kid, job->target->name, conf.oom ? "" : conf.s, grid.oom ? "" : grid.s,
+                       job->bin.format, job->bin.entry ? job->bin.entry : job->k->name, job->bin.data,
+                       job->bin.size, job->bin.compile_ms);
         ir_buf_free(&conf);
+        ir_buf_free(&grid);
     }
     rc = 0;
 done:

@@ -65,8 +65,9 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(s, "-v") || !strcmp(s, "--verbose")) {
-            a->verbose = 1;
+        if (!strcmp(s, "-v") || !strcmp(s, "--verbose") || !strcmp(s, "-vv")) {
+            if (s[2] == 'v') a->verbose++;
+            a->verbose++;
         } else if (!strcmp(s, "--locs")) {
             a->locs = 1;
         } else if (!strcmp(s, "--raw")) {

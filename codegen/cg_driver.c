@@ -60,7 +60,9 @@ static int cache_load(const char *path, CgBinary *bin)
     const char *format = NULL;
     for (unsigned i = 0; ok && i < sizeof formats / sizeof formats[0]; i++)
         if (!strcmp(fmt, formats[i])) format = formats[i];
-    if (!ok || !format || !(bin->entry = strdup(entry))) {
+    if (ok && format && !strcmp(entry, "-")) { /* stored without an entry symbol */
+        bin->entry = NULL;
+    } else if (!ok || !format || !(bin->entry = strdup(entry))) {
         free(data);
         return 0;
     }
@@ -116,8 +118,9 @@ static void run_job(CgJob *j, const CgDriverOptions *o)
     j->status = kir_verify(j->k, cg_target_limits(j->target), &d);
     if (j->status != IR_OK) goto done;
     char path[4096] = "";
-    if (o->cache_dir) {
-        entry_path(o->cache_dir, job_key(j, be->name, o->salt), path, sizeof path);
+    uint64_t key = o->cache_dir ? job_key(j, be->name, o->salt) : 0; /* 0: could not hash (no memory) */
+    if (key) {
+        entry_path(o->cache_dir, key, path, sizeof path);
         if (cache_load(path, &j->bin)) {
             j->cached = 1;
             goto done;
@@ -127,7 +130,7 @@ static void run_job(CgJob *j, const CgDriverOptions *o)
     j->status = be->compile(j->k, j->target, &j->bin, &d);
     if (j->status == IR_OK) {
         j->bin.compile_ms = ir_now_ms() - t0;
-        if (o->cache_dir) cache_store(o->cache_dir, path, &j->bin);
+        if (key) cache_store(o->cache_dir, path, &j->bin);
     }
 done:
     snprintf(j->msg, sizeof j->msg, "%s", d.msg);
@@ -152,7 +155,16 @@ void cg_compile_jobs(CgJob *jobs, int n, const CgDriverOptions *o)
     int threads = o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     if (threads > n) threads = n;
-    Pool p = {jobs, n, o, PTHREAD_MUTEX_INITIALIZER, 0};
+    Pool p;
+    p.jobs = jobs;
+    p.n = n;
+    p.o = o;
+    p.next = 0;
+    if (pthread_mutex_init(&p.mu, NULL) != 0) {
+        for (int i = 0; i < n; i++)
+            run_job(&jobs[i], o);
+        return;
+    }
     pthread_t tid[64];
     int started = 0;
     for (; started < threads && started < 64; started++)
@@ -160,4 +172,5 @@ void cg_compile_jobs(CgJob *jobs, int n, const CgDriverOptions *o)
     if (started == 0) worker(&p); /* no threads to be had: do it here */
     for (int i = 0; i < started; i++)
         pthread_join(tid[i], NULL);
+    pthread_mutex_destroy(&p.mu);
 }

@@ -90,13 +90,15 @@ static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
     int *uses = calloc((size_t)g->n_values + 1, sizeof(int));
     if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "fuse-silu-mul: out of memory");
     for (int i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i]->n_in; k++) uses[g->nodes[i]->in[k]->id]++;
+        for (int k = 0; k < g->nodes[i]->n_in; k++)
+            uses[g->nodes[i]->in[k]->id]++;
     for (int i = 0; i < g->n_nodes; i++) {
         GirNode *n = g->nodes[i];
         if (n->op != GIR_OP_SILU_MUL) continue;
         GirNode *gate = n->in[0]->def, *up = n->in[1]->def;
         if (!is_plain_matmul(gate) || !is_plain_matmul(up) || gate == up || gate->in[0] != up->in[0] ||
-            uses[n->in[0]->id] != 1 || uses[n->in[1]->id] != 1)
+            !gir_type_eq(&gate->in[1]->type, &up->in[1]->type) || uses[n->in[0]->id] != 1 ||
+            uses[n->in[1]->id] != 1)
             continue;
         n->op = GIR_OP_MATMUL;
         n->in[0] = gate->in[0];

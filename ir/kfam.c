@@ -252,6 +252,7 @@ KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2)
 
 typedef struct Cand {
     KirConfig cfg;
+    int64_t idx;   /* enumeration order: the tie-break, so the order is the same everywhere */
     int dist;      /* keys that differ from the default */
     double spread; /* sum of |log2(value / default)| over those keys */
 } Cand;
@@ -271,7 +272,7 @@ static int cand_cmp(const void *x, const void *y)
     const Cand *a = x, *b = y;
     if (a->dist != b->dist) return a->dist - b->dist;
     if (a->spread != b->spread) return a->spread < b->spread ? -1 : 1;
-    return 0;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
 int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimits *lim, KirConfig *out,
@@ -292,6 +293,7 @@ int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimi
     for (int64_t idx = 0; idx < total; idx++) {
         Cand *x = &c[n];
         x->cfg = dflt;
+        x->idx = idx;
         x->dist = 0;
         x->spread = 0;
         int64_t r = idx;

@@ -10,14 +10,17 @@
  * exp(-g))
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), epilogue (default "none"), optional m_hint (typical M; only the
- * default config reads it). M is a runtime parameter.
- * Params, in order, SPLIT_K = 1 (bracketed ones only with their epilogue):
- *   x     ptr<dtype> [M, K]   rdonly
+ * default config reads it), gather (1: A's row m is x[rows[m]], the logits of selected tokens; epilogue
+ * none), out_dtype (f32 or the dtype), wdtype (must equal dtype until the quantized matmul exists). M is
+ * a runtime parameter.
+ * Params, in order, SPLIT_K = 1 (bracketed ones only with their epilogue or option):
+ *   x     ptr<dtype> [M, K]   rdonly    (gather: [T, K], rows index it)
  *   w     ptr<dtype> [N, K]   rdonly
  *   [w2   ptr<dtype> [N, K]   rdonly]   silu_mul: the up projection
  *   [bias ptr<dtype> [N]      rdonly]   bias
+ *   [rows ptr<i32> [M]        rdonly]   gather
  *   [r    ptr<dtype> [M, N]]            residual; out may alias r
- *   out   ptr<dtype> [M, N]
+ *   out   ptr<out_dtype> [M, N]
  *   M     i32
  * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul is INVALID): params x, w, ws, M, where ws is
  * ptr<f32> [M, N], zeroed by the caller; program z adds (atomic_add) its partial product over K slice
@@ -64,7 +67,8 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int small_m = m > 0 && m <= 64;
     int64_t bm = small_m ? 64 : 128, warps = small_m ? 4 : 8;
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || silu ? 128 : 256);
-    while (small_m && bn > 32 && N / bn < 120) bn /= 2; /* decode streams weights: fill ~132 SMs */
+    while (small_m && bn > 32 && N / bn < 120)
+        bn /= 2; /* decode streams weights: fill ~132 SMs */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, small_m ? 128 : 64);
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
@@ -75,9 +79,9 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 }
 
 /* out = epilogue(acc) for one [rows, cols] tile; offs/mask address it in out (and r), cols/nmask in bias. */
-static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirValue *acc, KirValue *acc2, KirValue *bias,
-                          KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask, KirValue *offs,
-                          KirValue *mask)
+static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
+                          KirValue *bias, KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask,
+                          KirValue *offs, KirValue *mask)
 {
     int rows = acc->type.shape[0];
     KirValue *zero = kir_const_f(b, dt, 0);
@@ -91,7 +95,7 @@ static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirValue *acc, Ki
         KirValue *bv = kir_cast(b, kir_load(b, bias, cols, nmask, nmask ? zero : NULL), KIR_F32);
         y = kir_add(b, y, kfam_cols(b, bv, rows));
     }
-    KirValue *o = kir_cast(b, y, dt);
+    KirValue *o = kir_cast(b, y, odt);
     if (epi == EPI_RESIDUAL) {
         KirValue *rv = kir_cast(b, kir_load(b, r, offs, mask, mask ? zero : NULL), KIR_F32);
         o = kir_cast(b, kir_add(b, kir_cast(b, o, KIR_F32), rv), dt);
@@ -111,6 +115,20 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int epi = epilogue_of(s);
     if (epi < 0)
         return ir_diag_set(d, IR_ERR_INPUT, "matmul: epilogue must be none, bias, residual or silu_mul");
+    int gather = (int)kfam_spec_i(s, "gather", 0);
+    KirDtype odt = dt;
+    const char *os = kfam_spec_s(s, "out_dtype", NULL), *ws_ = kfam_spec_s(s, "wdtype", NULL);
+    if (os && !strcmp(os, "f32"))
+        odt = KIR_F32;
+    else if (os && strcmp(os, kir_dtype_name(dt)))
+        return ir_diag_set(d, IR_ERR_INPUT, "matmul: out_dtype must be f32 or the dtype, not '%s'", os);
+    if (ws_ && strcmp(ws_, kir_dtype_name(dt)))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
+                           "matmul: %s weights need the quantized matmul (not built yet)", ws_);
+    if (gather && epi != EPI_NONE)
+        return ir_diag_set(d, IR_ERR_INPUT, "matmul: gathered rows take epilogue none");
+    if (odt != dt && epi == EPI_RESIDUAL)
+        return ir_diag_set(d, IR_ERR_INPUT, "matmul: a residual epilogue writes the dtype");
     if (N * K > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: N*K = %lld needs 64-bit offsets",
                            (long long)(N * K));
@@ -124,8 +142,9 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int stages = (int)kir_config_get(&cfg, "STAGES", 1);
     if (stages < 1 || stages > 8)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: STAGES=%d is outside [1, 8]", stages);
-    if (split > 1 && epi == EPI_SILU_MUL)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: silu_mul has no split-K form");
+    if (split > 1 && (epi == EPI_SILU_MUL || gather || odt != dt))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
+                           "matmul: silu_mul, gathered rows and f32 output have no split-K form");
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -136,14 +155,15 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
     KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *w = kir_param(&b, "w", kir_ptr(dt), KIR_PARAM_RDONLY);
-    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *ws = NULL;
+    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *ws = NULL, *rows = NULL;
     if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
         if (epi == EPI_SILU_MUL) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (epi == EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (gather) rows = kir_param(&b, "rows", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
         if (epi == EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
-        dst = kir_param(&b, "out", kir_ptr(dt), 0);
+        dst = kir_param(&b, "out", kir_ptr(odt), 0);
     }
     KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
     kir_grid(&b, 0, M, 1, bm);
@@ -156,10 +176,12 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirValue *rk = kir_arange(&b, bk);
     KirValue *mmask = kir_lt(&b, rm, M);
     KirValue *nmask = N % bn ? kir_lt(&b, rn, cN) : NULL;
-    KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
-    KirValue *b_base = kfam_outer(&b, KIR_OP_ADD, rk, kir_mul(&b, rn, cK)); /* [BK,BN] */
-    KirValue *a_mask = kfam_rows(&b, mmask, bk);                            /* [BM,BK] */
-    KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;             /* [BK,BN] */
+    /* gathered: A's row m is x[rows[m]] (the logits of selected tokens); out row m stays m */
+    KirValue *arow = rows ? kir_load(&b, rows, rm, mmask, kir_const_i32(&b, 0)) : rm;
+    KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, arow, cK), rk); /* [BM,BK] */
+    KirValue *b_base = kfam_outer(&b, KIR_OP_ADD, rk, kir_mul(&b, rn, cK));   /* [BK,BN] */
+    KirValue *a_mask = kfam_rows(&b, mmask, bk);                              /* [BM,BK] */
+    KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;               /* [BK,BN] */
     KirValue *lo = kir_const_i32(&b, 0), *hi = cK;
     if (split > 1) {
         lo = kir_mul(&b, kir_pid(&b, 2), kir_const_i32(&b, ks));
@@ -191,8 +213,8 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (split > 1)
         kir_atomic_add(&b, ws, c_offs, loop->res[0], c_mask);
     else
-        emit_epilogue(&b, epi, dt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn, nmask, c_offs,
-                      c_mask);
+        emit_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn, nmask,
+                      c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
 
@@ -253,7 +275,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirValue *offs = kir_expand(&b, kir_add(&b, kir_mul(&b, kir_pid(&b, 0), cN), cols), 0);
     KirValue *mask = nmask ? kir_expand(&b, nmask, 0) : NULL;
     KirValue *acc = kir_load(&b, ws, offs, mask, mask ? kir_const_f(&b, KIR_F32, 0) : NULL);
-    emit_epilogue(&b, epi, dt, acc, NULL, bias, r, dst, cols, nmask, offs, mask);
+    emit_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, cols, nmask, offs, mask);
     return kfam_kernel_end(&b, out);
 }
 

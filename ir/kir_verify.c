@@ -317,6 +317,8 @@ static IrStatus verify_block(VCtx *c, const KirBlock *blk, int top)
     return s;
 }
 
+static int64_t estimate(const KirKernel *k, int all);
+
 IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
 {
     VCtx c = {k, calloc((size_t)k->n_values + 1, 1), d};
@@ -340,11 +342,11 @@ IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
     if (smem > lim->smem_bytes)
         return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld bytes of shared memory exceed %s's %d", k->name,
                            (long long)smem, lim->name, lim->smem_bytes);
-    int64_t tiles = kir_estimate_tile_bytes(k);
-    if (lim->program_bytes && tiles > lim->program_bytes)
+    int64_t tiles = kir_estimate_tile_bytes(k), all_tiles = lim->program_bytes ? estimate(k, 1) : 0;
+    if (lim->program_bytes && all_tiles > lim->program_bytes)
         return ir_diag_set(d, IR_ERR_LIMIT,
                            "kernel %s: ~%lld bytes of live tiles exceed %s's %lld per program", k->name,
-                           (long long)tiles, lim->name, (long long)lim->program_bytes);
+                           (long long)all_tiles, lim->name, (long long)lim->program_bytes);
     int64_t regs = tiles / threads / 4;
     if (regs > lim->regs_per_thread)
         return ir_diag_set(d, IR_ERR_LIMIT, "kernel %s: ~%lld tile registers per thread exceed %s's %d",
@@ -368,6 +370,7 @@ static int64_t tile_bytes(const KirType *t)
  * memory). A loop's init moves into its iter arg, and an operand's registers go to the result. */
 typedef struct Live {
     int n;
+    int all;         /* count every tile (a lowering that keeps all tiles in memory: the LLVM GPU path) */
     int *def, *last; /* by value id */
     int64_t *bytes;
     unsigned char *dot_only;
@@ -380,7 +383,7 @@ static void live_value(Live *l, const KirValue *v, int pos)
     int view = op == KIR_OP_SPLAT || op == KIR_OP_EXPAND || op == KIR_OP_BROADCAST; /* read at use */
     l->def[v->id] = pos;
     l->last[v->id] = pos;
-    l->bytes[v->id] = index_like || view || l->dot_only[v->id] == 1 ? 0 : tile_bytes(&v->type);
+    l->bytes[v->id] = !l->all && (index_like || view || l->dot_only[v->id] == 1) ? 0 : tile_bytes(&v->type);
 }
 
 /* dot_only[v]: 1 while every use of v seen is as a dot's a or b operand, 2 once another use is seen. */
@@ -421,11 +424,15 @@ static void live_walk(const KirBlock *blk, int *pos, Live *l)
     }
 }
 
-int64_t kir_estimate_tile_bytes(const KirKernel *k)
+static int64_t estimate(const KirKernel *k, int all)
 {
     int n = k->n_values;
-    Live l = {n, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
-              calloc((size_t)n + 1, sizeof(int64_t)), calloc((size_t)n + 1, 1)};
+    Live l = {n,
+              all,
+              calloc((size_t)n + 1, sizeof(int)),
+              calloc((size_t)n + 1, sizeof(int)),
+              calloc((size_t)n + 1, sizeof(int64_t)),
+              calloc((size_t)n + 1, 1)};
     int64_t peak = 0;
     if (l.def && l.last && l.bytes && l.dot_only) {
         mark_uses(k->body, l.dot_only);
@@ -444,6 +451,11 @@ int64_t kir_estimate_tile_bytes(const KirKernel *k)
     free(l.bytes);
     free(l.dot_only);
     return peak;
+}
+
+int64_t kir_estimate_tile_bytes(const KirKernel *k)
+{
+    return estimate(k, 0);
 }
 
 static int64_t smem_walk(const KirBlock *blk, int stages)

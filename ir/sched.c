@@ -223,6 +223,7 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
         kfam_spec_int(sp, "page_size", gir_attr_i(n, "page_size", 16));
         kfam_spec_int(sp, "causal", gir_attr_i(n, "causal", 1));
         kfam_spec_int(sp, "window", gir_attr_i(n, "window", 0));
+        if (gir_node_attr(n, "scale")) kfam_spec_float(sp, "scale", gir_attr_f(n, "scale", 0));
         kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
         for (int i = 0; i < 6; i++)
             arg_buf(x, in[i]);

@@ -44,7 +44,8 @@ const char rt_pkg_schema_sql[] =
     "                     spec TEXT NOT NULL, config TEXT NOT NULL, params TEXT NOT NULL,\n"
     "                     grid TEXT NOT NULL, ir_hash TEXT NOT NULL, ir_text TEXT NOT NULL);\n"
     "CREATE TABLE binaries(kernel_id INTEGER NOT NULL REFERENCES kernels(id), target TEXT NOT NULL,\n"
-    "                      config TEXT NOT NULL, format TEXT NOT NULL, entry TEXT NOT NULL,\n"
+    "                      config TEXT NOT NULL, grid TEXT NOT NULL, format TEXT NOT NULL,\n"
+    "                      entry TEXT NOT NULL,\n"
     "                      data BLOB NOT NULL, hash TEXT NOT NULL, compile_ms REAL,\n"
     "                      PRIMARY KEY(kernel_id, target, config));\n"
     "CREATE TABLE launch_plan(step INTEGER PRIMARY KEY, kernel_id INTEGER NOT NULL, args TEXT NOT NULL);\n"
@@ -123,8 +124,8 @@ static const char *const rt_ins_sql[RT_INS_COUNT] = {
     "INSERT INTO weights(name, dtype, shape, nbytes) VALUES (?1, ?2, ?3, ?4)",
     "INSERT INTO kernels(id, name, family, spec, config, params, grid, ir_hash, ir_text)"
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    "INSERT INTO binaries(kernel_id, target, config, format, entry, data, hash, compile_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    "INSERT INTO binaries(kernel_id, target, config, grid, format, entry, data, hash, compile_ms)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     "INSERT INTO launch_plan(step, kernel_id, args) VALUES (?1, ?2, ?3)",
     "INSERT INTO buffers(name, kind, dtype, shape, offset, bytes, output) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
     "?7)",
@@ -416,12 +417,12 @@ KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k)
 }
 
 KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
-                          const char *format, const char *entry, const void *data, size_t size,
-                          double compile_ms)
+                          const char *grid, const char *format, const char *entry, const void *data,
+                          size_t size, double compile_ms)
 {
     if (!w) return KILN_ERR_ARG;
     if (w->status) return w->status;
-    if (!target || !config || !format || !entry || !data || !size || size > 0x7fffffff)
+    if (!target || !config || !grid || !format || !entry || !data || !size || size > 0x7fffffff)
         return rt_pkgw_fail(w, KILN_ERR_ARG, "binary: missing field or bad size");
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
@@ -429,11 +430,12 @@ KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target,
     sqlite3_bind_int64(st, 1, kernel_id);
     rt_bind_text(st, 2, target);
     rt_bind_text(st, 3, config);
-    rt_bind_text(st, 4, format);
-    rt_bind_text(st, 5, entry);
-    sqlite3_bind_blob(st, 6, data, (int)size, SQLITE_STATIC);
-    rt_bind_text(st, 7, hash);
-    sqlite3_bind_double(st, 8, compile_ms);
+    rt_bind_text(st, 4, grid);
+    rt_bind_text(st, 5, format);
+    rt_bind_text(st, 6, entry);
+    sqlite3_bind_blob(st, 7, data, (int)size, SQLITE_STATIC);
+    rt_bind_text(st, 8, hash);
+    sqlite3_bind_double(st, 9, compile_ms);
     return rt_pkgw_step(w, st, "binary for", entry);
 }
 

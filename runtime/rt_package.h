@@ -48,11 +48,12 @@ typedef struct RtPkgKernel {
     const char *name, *family, *spec, *config, *params, *grid, *ir_hash, *ir_text;
 } RtPkgKernel;
 KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k);
-/* A compiled binary of kernel_id for target at config (text "BM=64 BN=128 ..."); the writer stores its
- * FNV-1a 64 hash, which readers check before loading it. */
+/* A compiled binary of kernel_id for target at config (text "BM=64 BN=128 ...") with the grid that config
+ * launches (the kernel row's grid text format; it differs from the row's when a target got another
+ * config); the writer stores its FNV-1a 64 hash, which readers check before loading it. */
 KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
-                          const char *format, const char *entry, const void *data, size_t size,
-                          double compile_ms);
+                          const char *grid, const char *format, const char *entry, const void *data,
+                          size_t size, double compile_ms);
 /* One step of the launch plan: kernel_id with args text (ir/sched.h: sched_launch_args). */
 KilnStatus rt_pkgw_launch(RtPkgWriter *w, int64_t step, int64_t kernel_id, const char *args);
 /* One buffer of the plan: kind input/weight/act, shape text "[T,4096]", arena offset (-1 if none),
