@@ -49,8 +49,8 @@ int cli_ir(const CliArgs *a)
     IrBuf out = {0};
     if (a->dump_after) {
         int known = !strcmp(a->dump_after, "all");
-        for (const char *const *p = gir_pass_names(); *p; p++)
-            known |= !strcmp(*p, a->dump_after);
+        for (int i = 0; i < gir_pass_count(); i++)
+            known |= !strcmp(gir_pass_name(i), a->dump_after);
         if (!known) {
             cli_error("--dump-after: unknown pass '%s'", a->dump_after);
             return 2;

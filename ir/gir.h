@@ -181,6 +181,7 @@ typedef struct GirPassOptions {
 } GirPassOptions;
 /* Runs the standard pipeline (with a verify after each pass). */
 IrStatus gir_run_passes(GirGraph *g, const GirPassOptions *opt, IrDiag *d);
-const char *const *gir_pass_names(void); /* NULL-terminated, in pipeline order */
+int gir_pass_count(void);
+const char *gir_pass_name(int i); /* in pipeline order; NULL outside 0..count-1 */
 
 #endif

@@ -148,11 +148,14 @@ static const struct {
     {"dce", pass_dce},
 };
 
-static const char *const pass_names[] = {"fuse-add-norm", "fuse-silu-mul", "dce", NULL};
-
-const char *const *gir_pass_names(void)
+int gir_pass_count(void)
 {
-    return pass_names;
+    return (int)(sizeof pipeline / sizeof pipeline[0]);
+}
+
+const char *gir_pass_name(int i)
+{
+    return i >= 0 && i < gir_pass_count() ? pipeline[i].name : NULL;
 }
 
 IrStatus gir_run_passes(GirGraph *g, const GirPassOptions *opt, IrDiag *d)

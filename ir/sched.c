@@ -27,23 +27,25 @@ typedef struct Lower {
     const GirGraph *g;
     Schedule *s;
     IrArena *a;
-    int *buf_of; /* value id -> buffer index */
-    int *num;    /* value id -> printed value number */
+    int *buf_of;         /* value id -> buffer index */
+    int *num;            /* value id -> printed value number */
+    const char *bad_sym; /* first symbol an activation used that the plan cannot size */
     int cap_bufs, cap_launches, cap_kernels;
     IrDiag *d;
 } Lower;
 
-static int64_t sym_value(const Lower *L, int sym)
+static int64_t sym_value(Lower *L, int sym)
 {
     const char *n = L->g->sym[sym];
     if (!strcmp(n, "T")) return L->s->opt.max_tokens;
     if (!strcmp(n, "R")) return L->s->opt.max_rows;
     if (!strcmp(n, "B")) return L->s->opt.max_seqs;
     if (!strcmp(n, "B+1")) return L->s->opt.max_seqs + 1;
-    return 1; /* inputs sized by the runtime (pages, ...) never get arena space */
+    if (!L->bad_sym) L->bad_sym = n; /* an activation sized by a symbol the plan has no maximum for */
+    return 1;
 }
 
-static int64_t type_bytes(const Lower *L, const GirType *t)
+static int64_t type_bytes(Lower *L, const GirType *t)
 {
     int64_t n = 1;
     for (int i = 0; i < t->rank; i++)
@@ -370,6 +372,10 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
         }
         s->n_launches++;
     }
+    if (L.bad_sym)
+        return ir_diag_set(
+            d, IR_ERR_UNSUPPORTED,
+            "schedule: an activation is sized by symbol '%s'; only T, B, B+1 and R are planned", L.bad_sym);
     IrStatus st = plan_arena(&L);
     if (st == IR_OK) *out = s;
     return st;
