@@ -111,6 +111,17 @@ static void mask_lanes(CgCudaGen *g, const KirValue *mask, int lay, int w)
     cg_cuda_close(g);
 }
 
+/* The condition guarding a vector access of w lanes: "ok" (the slot exists), and with a mask either its
+ * value at the access (a mask constant over the w lanes) or `mall` from mask_lanes (one that varies). */
+static const char *vector_mask(CgCudaGen *g, const KirValue *mask, int lay, int w, int dyn)
+{
+    if (dyn) {
+        mask_lanes(g, mask, lay, w);
+        return "mall";
+    }
+    return mask ? cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay)) : "ok";
+}
+
 /* Evaluates VIRT value v into a register array in layout lay ("v<N>_L<lay>"), visible like a conversion. */
 static const char *materialize(CgCudaGen *g, const KirValue *v, int lay)
 {
@@ -154,13 +165,7 @@ void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
         cg_cuda_close(g);
         return;
     }
-    const char *m = "ok";
-    if (dyn) {
-        mask_lanes(g, mask, lay, w);
-        m = "mall";
-    } else if (mask) {
-        m = cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay));
-    }
+    const char *m = vector_mask(g, mask, lay, w, dyn);
     cg_cuda_open(g, "if (%s)", m);
     cg_cuda_line(g, "%s t[%d];", cg_cuda_mem_type(t), w);
     cg_cuda_line(g, "kd_vload<%d, %s>(t, %s + %s);", w, nc ? "true" : "false", pn, o);
@@ -232,13 +237,7 @@ void cg_cuda_emit_store(CgCudaGen *g, const KirInst *in)
         cg_cuda_close(g);
         return;
     }
-    const char *m = "ok";
-    if (dyn) {
-        mask_lanes(g, mask, lay, w);
-        m = "mall";
-    } else if (mask) {
-        m = cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay));
-    }
+    const char *m = vector_mask(g, mask, lay, w, dyn);
     cg_cuda_open(g, "if (%s)", m);
     cg_cuda_line(g, "%s t[%d];", cg_cuda_mem_type(t), w);
     cg_cuda_line(g, "#pragma unroll");
