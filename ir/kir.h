@@ -55,6 +55,8 @@ enum {
     KIR_F_BINARY = 1 << 5, /* add ... ne: two operands, element-wise */
     KIR_F_CMP = 1 << 6,    /* lt ... ne: result i1 */
     KIR_F_INTOP = 1 << 7,  /* rem, and, or, xor, shl, shr: integer operands only */
+    KIR_F_UNARY = 1 << 8,  /* neg ... floor: one operand, element-wise (not cast) */
+    KIR_F_F32 = 1 << 9,    /* exp ... floor: f32 operands only */
 };
 
 typedef enum KirReduce { KIR_RED_SUM, KIR_RED_MAX, KIR_RED_MIN } KirReduce;

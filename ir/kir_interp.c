@@ -533,6 +533,7 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
 {
     Cell *r = in->n_res && in->op != KIR_OP_FOR ? cells(I, in->res[0]) : NULL;
     if (kir_op_flags(in->op) & KIR_F_BINARY) return binary(I, in);
+    if (kir_op_flags(in->op) & KIR_F_UNARY) return unary(I, in);
     switch (in->op) {
     case KIR_OP_PARAM: param(I, in); return IR_OK;
     case KIR_OP_CONST: {
@@ -564,16 +565,6 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
             r[j] = c[j * sc].i ? a[j * sa] : b[j * sb];
         return IR_OK;
     }
-    case KIR_OP_NEG:
-    case KIR_OP_ABS:
-    case KIR_OP_EXP:
-    case KIR_OP_EXP2:
-    case KIR_OP_LOG:
-    case KIR_OP_SQRT:
-    case KIR_OP_RSQRT:
-    case KIR_OP_SIN:
-    case KIR_OP_COS:
-    case KIR_OP_FLOOR: return unary(I, in);
     case KIR_OP_CAST: cast(I, in); return IR_OK;
     case KIR_OP_BROADCAST: broadcast(I, in); return IR_OK;
     case KIR_OP_REDUCE: reduce(I, in); return IR_OK;
@@ -592,7 +583,7 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
     case KIR_OP_FOR: return run_for(I, in);
     case KIR_OP_YIELD: return yield(I, in);
     case KIR_OP_RET: return IR_OK;
-    default: break; /* KIR_F_BINARY ops are dispatched above */
+    default: break; /* KIR_F_BINARY and KIR_F_UNARY ops are dispatched above */
     }
     return fail(I, in, "unknown op");
 }

@@ -130,6 +130,12 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         if (kir_op_flags(in->op) & KIR_F_CMP) res->dtype = KIR_I1;
         return IR_OK;
     }
+    if (kir_op_flags(in->op) & KIR_F_UNARY) {
+        if ((kir_op_flags(in->op) & KIR_F_F32) && a->dtype != KIR_F32)
+            return bad(d, "transcendental ops take f32 (cast first)", a);
+        if (a->dtype == KIR_I1 || a->dtype == KIR_U8) return bad(d, "neg/abs of an unsigned type", a);
+        return elem_shape(in, 0, res, d);
+    }
     switch (in->op) {
     case KIR_OP_PARAM:
         if (in->i < 0 || in->i >= KIR_MAX_PARAMS) return bad(d, "bad param index", NULL);
@@ -163,20 +169,6 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         if (elem_shape(in, 0, res, d)) return IR_ERR_INTERNAL;
         res->dtype = in->ops[1]->type.dtype;
         return IR_OK;
-    case KIR_OP_NEG:
-    case KIR_OP_ABS:
-        if (a->dtype == KIR_I1 || a->dtype == KIR_U8) return bad(d, "neg/abs of an unsigned type", a);
-        return elem_shape(in, 0, res, d);
-    case KIR_OP_EXP:
-    case KIR_OP_EXP2:
-    case KIR_OP_LOG:
-    case KIR_OP_SQRT:
-    case KIR_OP_RSQRT:
-    case KIR_OP_SIN:
-    case KIR_OP_COS:
-    case KIR_OP_FLOOR:
-        if (a->dtype != KIR_F32) return bad(d, "transcendental ops take f32 (cast first)", a);
-        return elem_shape(in, 0, res, d);
     case KIR_OP_CAST:
         if (in->i < 0 || in->i >= KIR_DTYPE_COUNT) return bad(d, "bad cast dtype", NULL);
         if (elem_shape(in, 0, res, d)) return IR_ERR_INTERNAL;
@@ -239,7 +231,7 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
     case KIR_OP_FOR: *has_res = 0; return infer_for(in, d);
     case KIR_OP_YIELD:
     case KIR_OP_RET: *has_res = 0; return IR_OK;
-    default: break; /* KIR_F_BINARY ops are checked above */
+    default: break; /* KIR_F_BINARY and KIR_F_UNARY ops are checked above */
     }
     return bad(d, "unknown op", NULL);
 }
