@@ -10,13 +10,16 @@ Usage: python3 bench/bench_kernels.py --lib build-gpu/bench/libkbench.so [--quic
 Prints one line per case and a table last; --json FILE writes the results.
 """
 import argparse
-import ctypes
 import json
 import math
+import os
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kb  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("--lib", required=True)
@@ -28,74 +31,16 @@ args = p.parse_args()
 
 dev = torch.device("cuda")
 torch.manual_seed(int(time.time()))
-lib = ctypes.CDLL(args.lib)
-lib.kb_build.restype = ctypes.c_void_p
-lib.kb_build.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int]
-lib.kb_launch.restype = ctypes.c_int
-lib.kb_launch.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64), ctypes.c_int, ctypes.c_uint64,
-                          ctypes.c_char_p, ctypes.c_int]
-lib.kb_source.restype = ctypes.c_char_p
-lib.kb_source.argtypes = [ctypes.c_void_p]
-lib.kb_config.restype = ctypes.c_char_p
-lib.kb_config.argtypes = [ctypes.c_void_p]
-lib.kb_init.restype = ctypes.c_int
-lib.kb_init.argtypes = [ctypes.c_char_p, ctypes.c_int]
-err = ctypes.create_string_buffer(1024)
-if lib.kb_init(err, 1024) != 0:
-    sys.exit("kb_init: " + err.value.decode())
+kb.init(args.lib)
+Kernel, rel_l2, sets_for = kb.Kernel, kb.rel_l2, kb.sets_for
 
 overrides = dict(c.split("=", 1) for c in args.config)
 RUNS = 20 if args.quick else 100
-L2 = 60 << 20
 results = []
 
 
-class Kernel:
-    def __init__(self, family, spec, config=""):
-        e = ctypes.create_string_buffer(2048)
-        self.h = lib.kb_build(family.encode(), spec.encode(), config.encode(), e, 2048)
-        if not self.h:
-            raise RuntimeError(f"kb_build {family} {spec} [{config}]: {e.value.decode()}")
-        self.config = lib.kb_config(self.h).decode()
-        print(f"  {family} {spec}: config {self.config}", flush=True)
-
-    def __call__(self, *argv):
-        vals = []
-        for a in argv:
-            if isinstance(a, torch.Tensor):
-                vals.append(a.data_ptr())
-            elif isinstance(a, float):
-                vals.append(int.from_bytes(torch.tensor([a], dtype=torch.float32).numpy().tobytes(), "little"))
-            else:
-                vals.append(int(a) & 0xFFFFFFFFFFFFFFFF)
-        arr = (ctypes.c_uint64 * len(vals))(*vals)
-        e = ctypes.create_string_buffer(1024)
-        if lib.kb_launch(self.h, arr, len(vals), torch.cuda.current_stream().cuda_stream, e, 1024) != 0:
-            raise RuntimeError("kb_launch: " + e.value.decode())
-
-
-def rel_l2(out, ref):
-    out, ref = out.double(), ref.double()
-    if not torch.isfinite(out).all():
-        return float("nan")
-    return (torch.linalg.vector_norm(out - ref) / max(torch.linalg.vector_norm(ref).item(), 1e-30)).item()
-
-
 def median_ms(fn, sets, runs=RUNS):
-    """Times fn(i) rotating over `sets` input sets; CUDA events around each call; returns the median."""
-    for i in range(3):
-        fn(i % sets)
-    torch.cuda.synchronize()
-    times = []
-    for r in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(r % sets)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
-    return times[len(times) // 2]
+    return kb.median_ms(fn, sets, runs)
 
 
 def want(name):
@@ -110,10 +55,6 @@ def record(name, shape, err, tol, ms, peer, peer_ms, metric, value, peer_value, 
     print(f"{name:28s} {shape:30s} err {err:.2e} {'ok ' if ok else 'BAD'} kiln {ms * 1e3:9.1f} us "
           f"{peer} {peer_ms * 1e3 if peer_ms else float('nan'):9.1f} us  {metric} {value:8.1f} vs {peer_value:8.1f} {unit}",
           flush=True)
-
-
-def sets_for(nbytes):
-    return max(1, min(8, math.ceil(2 * L2 / max(nbytes, 1))))
 
 
 # ---- copy ceiling -----------------------------------------------------------------------------------

@@ -1,12 +1,16 @@
-/* kbench.c — a tiny C ABI for the GPU bench scripts (bench/bench_kernels.py, through ctypes): build one kernel of a
- * family for a spec and config, compile it with the CUDA backend for the GPU in front of us, and launch
- * it on raw device pointers (torch tensors' data_ptr()) on the default stream, which is torch's too.
+/* kbench.c — a tiny C ABI for the GPU bench scripts (bench/bench_kernels.py, through ctypes): build one
+ * kernel of a family for a spec and config, compile it with the CUDA backend for the GPU in front of us, and
+ * launch it on raw device pointers (torch tensors' data_ptr()) on the default stream, which is torch's too.
  * For benchmarks and GPU checks only; not part of libkiln. Not thread-safe (one device, one caller).
  *
  *   kb_init(err, n)                            -> 0 | -1
  *   h = kb_build("rmsnorm", "C=4096 eps=1e-05 dtype=bf16 residual=0", "BLOCK=4096 WARPS=8", err, n)
  *   kb_launch(h, argv, n_args, 0, err, n)      argv[i]: a device pointer or a scalar's bits (f32 as bits)
  *   kb_source(h), kb_ir(h), kb_config(h)       generated CUDA C, kernel IR, the config used
+ *   kb_gen(family, spec, config, target, what)  no device needed: the kernel IR (what 0) or CUDA C (1; 2: and
+ *                                               compile it) for
+ *                                               a target such as "sm_90a" (caller frees; error text on
+ * failure)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +44,8 @@ int kb_init(char *err, int n)
     if (dev) return 0;
     if (rt_dev_open(0, &dev) != KILN_OK) return fail(err, n, "%s%s", rt_dev_errmsg(), "");
     const char *t = rt_dev_target(dev);
-    if (!t || !(target = cg_target_find(t))) return fail(err, n, "no kiln target for %s%s", rt_dev_info(dev)->name, "");
+    if (!t || !(target = cg_target_find(t)))
+        return fail(err, n, "no kiln target for %s%s", rt_dev_info(dev)->name, "");
     return 0;
 }
 
@@ -102,12 +107,14 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
     KirConfig cfg = {0}, over = {0};
     IrDiag d = {0};
     CgBinary cubin = {0};
-    if (!parse_pairs(kb->arena, spec_text, &spec, NULL) || !parse_pairs(kb->arena, config_text, NULL, &over)) {
+    if (!parse_pairs(kb->arena, spec_text, &spec, NULL) ||
+        !parse_pairs(kb->arena, config_text, NULL, &over)) {
         fail(err, n, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
         goto bad;
     }
     f->defaults(&spec, &cfg);
-    for (int i = 0; i < over.n; i++) kir_config_set(&cfg, over.key[i], over.val[i]);
+    for (int i = 0; i < over.n; i++)
+        kir_config_set(&cfg, over.key[i], over.val[i]);
     if (f->build(kb->arena, &spec, &cfg, &kb->k, &d) != IR_OK ||
         kir_verify(kb->k, cg_target_limits(target), &d) != IR_OK ||
         cg_cuda_source(kb->k, target, &kb->source, &d) != IR_OK ||
@@ -120,7 +127,8 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
     kir_config_print(&kb->k->cfg, &kb->config);
     if (rt_dev_module_load(dev, cubin.data, cubin.size, &kb->mod) != KILN_OK ||
         rt_dev_function(kb->mod, cubin.entry, &kb->fn) != KILN_OK ||
-        (kb->launch.smem_bytes > 48 * 1024 && rt_dev_function_set_smem(kb->fn, kb->launch.smem_bytes) != KILN_OK)) {
+        (kb->launch.smem_bytes > 48 * 1024 &&
+         rt_dev_function_set_smem(kb->fn, kb->launch.smem_bytes) != KILN_OK)) {
         fail(err, n, "%s%s", rt_dev_errmsg(), "");
         goto bad;
     }
@@ -136,7 +144,8 @@ int kb_launch(void *h, const uint64_t *argv, int n_args, uint64_t stream, char *
 {
     KbKernel *kb = h;
     (void)stream; /* the default stream, which torch uses unless told otherwise */
-    if (!kb || n_args != kb->k->n_params) return fail(err, n, "kb_launch: wrong number of arguments%s%s", "", "");
+    if (!kb || n_args != kb->k->n_params)
+        return fail(err, n, "kb_launch: wrong number of arguments%s%s", "", "");
     uint64_t storage[KIR_MAX_PARAMS];
     void *args[KIR_MAX_PARAMS];
     for (int i = 0; i < n_args; i++) {
@@ -148,7 +157,8 @@ int kb_launch(void *h, const uint64_t *argv, int n_args, uint64_t stream, char *
             uint32_t v = (uint32_t)argv[i];
             memcpy(&storage[i], &v, 4);
         } else {
-            return fail(err, n, "kb_launch: param %s has an unsupported scalar type%s", kb->k->params[i].name, "");
+            return fail(err, n, "kb_launch: param %s has an unsupported scalar type%s", kb->k->params[i].name,
+                        "");
         }
         args[i] = &storage[i];
     }
@@ -175,4 +185,42 @@ const char *kb_ir(void *h)
 const char *kb_config(void *h)
 {
     return h ? ((KbKernel *)h)->config.s : NULL;
+}
+
+char *kb_gen(const char *family, const char *spec_text, const char *config_text, const char *target_name,
+             int what)
+{
+    const KfamFamily *f = kfam_find(family);
+    const CgTarget *t = cg_target_find(target_name);
+    IrArena *a = ir_arena_create();
+    IrBuf out = {0};
+    IrDiag d = {0};
+    KirKernel *k;
+    if (!f || !t || !a) {
+        ir_buf_printf(&out, "unknown family '%s' or target '%s'", family, target_name);
+    } else {
+        KfamSpec spec = kfam_spec(ir_arena_strdup(a, family));
+        KirConfig cfg = {0}, over = {0};
+        if (!parse_pairs(a, spec_text, &spec, NULL) || !parse_pairs(a, config_text, NULL, &over)) {
+            ir_buf_printf(&out, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
+        } else {
+            f->defaults(&spec, &cfg);
+            for (int i = 0; i < over.n; i++)
+                kir_config_set(&cfg, over.key[i], over.val[i]);
+            if (f->build(a, &spec, &cfg, &k, &d) != IR_OK || kir_verify(k, cg_target_limits(t), &d) != IR_OK)
+                ir_buf_printf(&out, "%s", d.msg);
+            else if (!what)
+                kir_print(k, &out);
+            else if (cg_cuda_source(k, t, &out, &d) != IR_OK)
+                ir_buf_printf(&out, "%s", d.msg);
+            else if (what == 2) { /* compile too (NVRTC; KILN_PTXAS_INFO=1 shows registers and spills) */
+                CgBinary bin = {0};
+                if (cg_cuda_compile(k, t, &bin, NULL, &d) != IR_OK)
+                    ir_buf_printf(&out, "\n/* %s */\n", d.msg);
+                cg_binary_free(&bin);
+            }
+        }
+    }
+    ir_arena_destroy(a);
+    return out.s;
 }

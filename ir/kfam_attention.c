@@ -104,9 +104,10 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     KirValue *q = kir_param(&b, "q", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *kc = kir_param(&b, "k_cache", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *vc = kir_param(&b, "v_cache", kir_ptr(dt), KIR_PARAM_RDONLY);
-    KirValue *bt = kir_param(&b, "block_table", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
-    KirValue *seq_lens = kir_param(&b, "seq_lens", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
-    KirValue *cu_q = kir_param(&b, "cu_q", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
+    /* the step's metadata: never written while attention runs, by anyone */
+    KirValue *bt = kir_param(&b, "block_table", kir_ptr(KIR_I32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS);
+    KirValue *seq_lens = kir_param(&b, "seq_lens", kir_ptr(KIR_I32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS);
+    KirValue *cu_q = kir_param(&b, "cu_q", kir_ptr(KIR_I32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS);
     KirValue *dst = kir_param(&b, "out", kir_ptr(dt), 0);
     kir_param(&b, "n_tokens", kir_scalar(KIR_I32), 0);
     KirValue *n_seqs = kir_param(&b, "n_seqs", kir_scalar(KIR_I32), 0);

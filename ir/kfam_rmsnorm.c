@@ -12,7 +12,8 @@
  *   out      ptr<dtype> [n_rows, C]    may alias x
  *   [sum_out ptr<dtype> [n_rows, C]]   may alias x or r
  *   n_rows   i32
- * Grid (cdiv(n_rows, ROWS), 1, 1). Each program does ROWS rows, one after another.
+ * Grid (cdiv(n_rows, ROWS), 1, 1). Each program does ROWS rows: as one [ROWS, BLOCK] tile when BLOCK >= C
+ * (more bytes in flight per program, one reduction for all rows), else one after another.
  * Config: BLOCK (columns per tile: BLOCK >= C is one pass over a row held in registers; BLOCK < C is two
  * passes over the row in BLOCK chunks, the second re-reading x (and r)), ROWS, WARPS.
  * Aliasing: every element is read before the same program writes it, and programs own disjoint rows,
@@ -29,7 +30,8 @@ static void rmsnorm_defaults(const KfamSpec *s, KirConfig *cfg)
     block = kfam_clamp(block, 64, 8192);
     kir_config_set(cfg, "BLOCK", block);
     kir_config_set(cfg, "ROWS", 1);
-    kir_config_set(cfg, "WARPS", kfam_clamp(block / 1024, 1, 8)); /* 4 warps for 4096: 3.75 TB/s on the H200 */
+    kir_config_set(cfg, "WARPS",
+                   kfam_clamp(block / 1024, 1, 8)); /* 4 warps for 4096: 3.75 TB/s on the H200 */
 }
 
 typedef struct Norm {
@@ -52,12 +54,16 @@ static KirValue *load_chunk(KirBuilder *b, const Norm *n, KirValue *offs, KirVal
     return kir_cast(b, s, KIR_F32);
 }
 
-static void store_chunk(KirBuilder *b, const Norm *n, KirValue *xf, KirValue *inv, KirValue *cols,
-                        KirValue *offs, KirValue *mask)
+/* w[cols] as f32 (cols past C read as 0). */
+static KirValue *load_w(KirBuilder *b, const Norm *n, KirValue *cols)
 {
     KirValue *cmask = n->C % n->block ? kir_lt(b, cols, kir_const_i32(b, n->C)) : NULL;
-    KirValue *w =
-        kir_cast(b, kir_load(b, n->w, cols, cmask, cmask ? kir_const_f(b, n->dt, 0) : NULL), KIR_F32);
+    return kir_cast(b, kir_load(b, n->w, cols, cmask, cmask ? kir_const_f(b, n->dt, 0) : NULL), KIR_F32);
+}
+
+static void store_chunk(const Norm *n, KirBuilder *b, KirValue *xf, KirValue *inv, KirValue *w,
+                        KirValue *offs, KirValue *mask)
+{
     KirValue *y = kir_mul(b, kir_mul(b, xf, inv), w);
     kir_store(b, n->out, offs, kir_cast(b, y, n->dt), mask);
 }
@@ -66,6 +72,20 @@ static KirValue *inv_rms(KirBuilder *b, const Norm *n, KirValue *sumsq)
 {
     KirValue *mean = kir_div(b, sumsq, kir_const_f(b, KIR_F32, (double)n->C));
     return kir_unary(b, KIR_OP_RSQRT, kir_add(b, mean, kir_const_f(b, KIR_F32, (double)(float)n->eps)));
+}
+
+/* ROWS rows of one pass each as a [ROWS, BLOCK] tile (BLOCK >= C): rows past n_rows are masked. */
+static void emit_rows(KirBuilder *b, const Norm *n, int rows, KirValue *n_rows)
+{
+    KirValue *cC = kir_const_i32(b, n->C);
+    KirValue *r = kir_add(b, kir_mul(b, kir_pid(b, 0), kir_const_i32(b, rows)), kir_arange(b, rows));
+    KirValue *cmask = n->block > n->C ? kir_lt(b, n->lanes, cC) : NULL;
+    KirValue *mask = kfam_outer_mask(b, kir_lt(b, r, n_rows), cmask, rows, n->block);
+    KirValue *offs = kfam_outer(b, KIR_OP_ADD, kir_mul(b, r, cC), n->lanes);
+    KirValue *w = kfam_cols(b, load_w(b, n, n->lanes), rows);
+    KirValue *xf = load_chunk(b, n, offs, mask, 1);
+    KirValue *inv = inv_rms(b, n, kir_reduce(b, kir_mul(b, xf, xf), KIR_RED_SUM, 1));
+    store_chunk(n, b, xf, kfam_rows(b, inv, n->block), w, offs, mask);
 }
 
 /* One row: row (i32 scalar), row_ok (i1 scalar, NULL when the row always exists). */
@@ -77,9 +97,10 @@ static void emit_row(KirBuilder *b, const Norm *n, KirValue *row, KirValue *row_
         KirValue *cols = n->lanes;
         KirValue *mask = kfam_and(b, n->block > n->C ? kir_lt(b, cols, cC) : NULL, row_ok);
         KirValue *offs = kir_add(b, base, cols);
+        KirValue *w = load_w(b, n, cols); /* issued before the reduction's barriers */
         KirValue *xf = load_chunk(b, n, offs, mask, 1);
         KirValue *ss = kir_reduce(b, kir_mul(b, xf, xf), KIR_RED_SUM, 0);
-        store_chunk(b, n, xf, inv_rms(b, n, ss), cols, offs, mask);
+        store_chunk(n, b, xf, inv_rms(b, n, ss), w, offs, mask);
         return;
     }
     /* pass 1: sum of squares in a [BLOCK] f32 accumulator */
@@ -99,7 +120,7 @@ static void emit_row(KirBuilder *b, const Norm *n, KirValue *row, KirValue *row_
     mask = kfam_and(b, n->C % n->block ? kir_lt(b, cols, cC) : NULL, row_ok);
     KirValue *offs = kir_add(b, base, cols);
     xf = load_chunk(b, n, offs, mask, 1);
-    store_chunk(b, n, xf, inv, cols, offs, mask);
+    store_chunk(n, b, xf, inv, load_w(b, n, cols), offs, mask);
     kir_for_end(b, NULL, 0);
 }
 
@@ -134,6 +155,8 @@ static IrStatus rmsnorm_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     n.lanes = kir_arange(&b, n.block);
     if (rows == 1) {
         emit_row(&b, &n, kir_pid(&b, 0), NULL);
+    } else if (n.block >= n.C) {
+        emit_rows(&b, &n, rows, n_rows);
     } else {
         KirValue *first = kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, rows));
         KirBlock *body = kir_for_begin(&b, kir_const_i32(&b, 0), kir_const_i32(&b, rows),

@@ -63,9 +63,7 @@ static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given
     kir_grid_const(&b, 1, kfam_cdiv(H, bh));
 
     KirValue *t = kir_pid(&b, 0);
-    KirValue *pos = kir_cast(&b, kir_load(&b, positions, t, NULL, NULL), KIR_F32);
     KirValue *i = kir_arange(&b, hp), *c, *sn;
-    kfam_rope_cos_sin(&b, s, pos, i, D, bh, &c, &sn);
 
     KirValue *h = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bh)), kir_arange(&b, bh));
     KirValue *hmask = H % bh ? kir_lt(&b, h, kir_const_i32(&b, H)) : NULL;
@@ -78,6 +76,9 @@ static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given
     KirValue *zero = mask ? kir_const_f(&b, dt, 0) : NULL;
     KirValue *x1 = kir_cast(&b, kir_load(&b, x, o1, mask, zero), KIR_F32);
     KirValue *x2 = kir_cast(&b, kir_load(&b, x, o2, mask, zero), KIR_F32);
+    /* the angles after the loads: their latency hides the cos/sin math and its layout barriers */
+    KirValue *pos = kir_cast(&b, kir_load(&b, positions, t, NULL, NULL), KIR_F32);
+    kfam_rope_cos_sin(&b, s, pos, i, D, bh, &c, &sn);
     KirValue *y1 = kir_sub(&b, kir_mul(&b, x1, c), kir_mul(&b, x2, sn));
     KirValue *y2 = kir_add(&b, kir_mul(&b, x2, c), kir_mul(&b, x1, sn));
     kir_store(&b, dst, o1, kir_cast(&b, y1, dt), mask);

@@ -129,6 +129,8 @@ static IrStatus run_nvrtc(const KirKernel *k, const CgTarget *t, const char *src
     opts[n++] = "-default-device";
     opts[n++] = "--fmad=false";
     opts[n++] = "--disable-warnings";
+    int info = getenv("KILN_PTXAS_INFO") != NULL; /* developers: registers, spills, smem per kernel */
+    if (info) opts[n++] = "--ptxas-options=-v";
 
     double t0 = ir_now_ms();
     const char *hdr = cg_cuda_devlib, *hdr_name = "kiln_device.cuh";
@@ -154,6 +156,16 @@ static IrStatus run_nvrtc(const KirKernel *k, const CgTarget *t, const char *src
         s = ir_diag_set(d, limit ? IR_ERR_LIMIT : IR_ERR_INTERNAL, "kernel %s: nvrtc (%s): %s: %s", k->name,
                         t->name, nvrtcGetErrorString(r), head[0] ? head : "no log");
         goto fail;
+    }
+    if (info) {
+        size_t ls = 0;
+        char *il = NULL;
+        if (nvrtcGetProgramLogSize(prog, &ls) == NVRTC_SUCCESS && (il = malloc(ls + 1)) &&
+            nvrtcGetProgramLog(prog, il) == NVRTC_SUCCESS) {
+            il[ls] = 0;
+            fprintf(stderr, "%s", il);
+        }
+        free(il);
     }
     double ms = ir_now_ms() - t0;
     if (ptx) {

@@ -31,6 +31,8 @@ const CgCudaPipe *cg_cuda_pipe_of(const CgCudaGen *g, const KirInst *loop)
     return NULL;
 }
 
+static int a_in_regs(const CgCudaGen *g, const KirInst *in);
+
 /* ---- planning ---- */
 
 /* Can v be computed at any coordinates of any trip of the loop whose body is `body`, at the top of a
@@ -45,6 +47,8 @@ static int recomputable(const CgCudaGen *g, const KirValue *v, const KirBlock *b
     if (!V->def || (V->form != CG_CUDA_SCALAR && V->form != CG_CUDA_VIRT)) return 0;
     switch (V->def->op) {
     case KIR_OP_LOAD:
+        if (V->form != CG_CUDA_VIRT) return 0; /* else a gather from read-only memory: recomputable */
+        break;
     case KIR_OP_REDUCE:
     case KIR_OP_DOT:
     case KIR_OP_FOR:
@@ -137,6 +141,10 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
         KirDtype t = in->ops[0]->type.dtype;
         if (!cg_cuda_dot_is_mma(t)) continue;
         for (int role = 0; role < 2; role++) {
+            if (role == 0 && a_in_regs(g, in)) { /* A from registers (P, or Q loaded before the loop) */
+                p.areg = 1;
+                continue;
+            }
             const KirInst *ld = g->v[in->ops[role]->id].def;
             if (!ld) return;
             int have = -1;
@@ -167,7 +175,7 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
     int budget = (lim ? lim->smem_bytes : 48 * 1024) - 8 * 1024;
     p.stages = loop->pipeline > 1 ? loop->pipeline : 1;
     if (p.stages > 8) p.stages = 8;
-    p.wgmma = wgmma_fits(g, &p);
+    p.wgmma = !p.areg && wgmma_fits(g, &p);
     int per = 0;
     for (int j = 0; j < p.n_loads; j++) {
         CgCudaPipeLoad *pl = &p.loads[j];
@@ -236,11 +244,26 @@ void cg_cuda_plan_pipes(CgCudaGen *g)
 /* ---- tensor-core inner product ---- */
 
 /* One operand's shared-memory image for the mma loop: element (row, k) of A or (k, col) of B lives at
- * ptr[line * pitch + pos]; `trans` when lines run along k (ldmatrix .trans). */
+ * ptr[line * pitch + pos]; `trans` when lines run along k (ldmatrix .trans). Or, for A, `reg`: the
+ * register array of a tile held in an MMA accumulator layout with the result's rows (a_in_regs), whose
+ * n8 fragments j, j + 1 are exactly the m16k16 A fragment of k step j / 2 (FlashAttention's P @ V). */
 typedef struct Opnd {
     const char *ptr;
     int pitch, trans;
+    const char *reg;
+    int reg_fn; /* reg: n8 fragments per row fragment */
 } Opnd;
+
+/* Can the dot read its A operand from the registers of an MMA layout (no shared-memory staging)? */
+static int a_in_regs(const CgCudaGen *g, const KirInst *in)
+{
+    const CgCudaVal *A = &g->v[in->ops[0]->id], *R = &g->v[in->res[0]->id];
+    KirDtype t = in->ops[0]->type.dtype;
+    if (A->form != CG_CUDA_REG || (t != KIR_BF16 && t != KIR_F16)) return 0;
+    const CgCudaLayout *la = &g->lay[A->lay], *lr = &g->lay[R->lay];
+    return la->kind == CG_CUDA_MMA && lr->kind == CG_CUDA_MMA && la->wn == 1 && lr->wn == 1 &&
+           la->wm == lr->wm && la->fm == lr->fm && la->m == lr->m && la->m % 16 == 0 && la->n % 16 == 0;
+}
 
 static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const Opnd *A, const Opnd *B, int K)
 {
@@ -255,7 +278,16 @@ static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const 
     cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += 16)", K);
     cg_cuda_line(g, "unsigned a[%d][4], b[%d][2];", L->fm, L->fn);
     cg_cuda_line(g, "#pragma unroll");
-    if (!A->trans)
+    if (A->reg) {
+        const char *pk = dt == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
+        cg_cuda_open(g, "for (int i = 0; i < %d; i++)", L->fm);
+        cg_cuda_line(g, "const int f0 = (i * %d + kk / 8) * 4, f1 = f0 + 4;", A->reg_fn);
+        cg_cuda_line(g, "a[i][0] = %s(%s[f0], %s[f0 + 1]), a[i][1] = %s(%s[f0 + 2], %s[f0 + 3]);", pk, A->reg,
+                     A->reg, pk, A->reg, A->reg);
+        cg_cuda_line(g, "a[i][2] = %s(%s[f1], %s[f1 + 1]), a[i][3] = %s(%s[f1 + 2], %s[f1 + 3]);", pk, A->reg,
+                     A->reg, pk, A->reg, A->reg);
+        cg_cuda_close(g);
+    } else if (!A->trans)
         cg_cuda_line(g,
                      "for (int i = 0; i < %d; i++) kd_ldmatrix_x4(a[i], %s + (m0 + i * 16 + lane %% 16) * %d "
                      "+ kk + (lane / 16) * 8);",
@@ -332,10 +364,10 @@ static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
     KirDtype t = a->type.dtype, st = t == KIR_BF16 ? KIR_BF16 : KIR_F16;
     int M = a->type.shape[0], K = a->type.shape[1], N = b->type.shape[1];
     int Mp = (M + 15) / 16 * 16, Kp = (K + 15) / 16 * 16, Np = (N + 7) / 8 * 8;
-    int at = chunks_along_dim0(g, a), bt = !chunks_along_dim0(g, b);
-    /* A: [Mp][Kp+8] or (at) [Kp][Mp+8]; B: [Np][Kp+8] or (bt) [Kp][Np+8] */
+    int at = chunks_along_dim0(g, a), bt = !chunks_along_dim0(g, b), areg = a_in_regs(g, in);
+    /* A: [Mp][Kp+8] or (at) [Kp][Mp+8] (none when areg); B: [Np][Kp+8] or (bt) [Kp][Np+8] */
     int pa = at ? Mp + 8 : Kp + 8, pb = bt ? Np + 8 : Kp + 8;
-    int na = (at ? Kp : Mp) * pa, nb = (bt ? Kp : Np) * pb;
+    int na = areg ? 0 : (at ? Kp : Mp) * pa, nb = (bt ? Kp : Np) * pb;
     const char *mt = cg_cuda_mem_type(st);
     const char *conv = st == KIR_BF16 ? "kd_f32_to_bf16(%s)" : "kd_f32_to_f16(%s)";
     cg_cuda_begin(g);
@@ -346,10 +378,16 @@ static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
                      (na + 63) / 64 * 64 + nb, g->threads);
         cg_cuda_line(g, "__syncthreads();");
     }
-    stage_tile(g, a, "sa", at ? cg_cuda_fmt(g, "c * %d + r", pa) : cg_cuda_fmt(g, "r * %d + c", pa), conv);
+    if (!areg)
+        stage_tile(g, a, "sa", at ? cg_cuda_fmt(g, "c * %d + r", pa) : cg_cuda_fmt(g, "r * %d + c", pa),
+                   conv);
     stage_tile(g, b, "sb", bt ? cg_cuda_fmt(g, "r * %d + c", pb) : cg_cuda_fmt(g, "c * %d + r", pb), conv);
     cg_cuda_line(g, "__syncthreads();");
-    Opnd A = {"sa", pa, at}, B = {"sb", pb, bt};
+    Opnd A = {"sa", pa, at, NULL, 0}, B = {"sb", pb, bt, NULL, 0};
+    if (areg) {
+        A.reg = val(g, a)->name;
+        A.reg_fn = g->lay[val(g, a)->lay].fn;
+    }
     emit_mma(g, R->lay, R->name, st, &A, &B, Kp);
     cg_cuda_close(g);
 }
@@ -393,7 +431,7 @@ static Opnd piped(CgCudaGen *g, const KirValue *x)
             const CgCudaPipeLoad *pl = &p->loads[j];
             Opnd o = {p->stages > 1 ? cg_cuda_fmt(g, "(kp%d + rd * %d)", j, pl->stage_bytes / 2)
                                     : cg_cuda_fmt(g, "kp%d", j),
-                      pl->len + 8, pl->trans};
+                      pl->len + 8, pl->trans, NULL, 0};
             return o;
         }
     UNREACHABLE();
@@ -463,8 +501,11 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
     int m, n, K = in->ops[0]->type.shape[1];
     cg_cuda_shape(&res->type, &m, &n);
     cg_cuda_line(g, "/* dot %%%d: [%d,%d] x [%d,%d] + %%%d (%s) */", R->num, m, K, K, n, val(g, acc)->num,
-                 val(g, in->ops[0])->form == CG_CUDA_PIPE
-                     ? (g->cur_pipe->wgmma ? "pipelined tiles, wgmma" : "pipelined tiles, mma.sync m16n8k16")
+                 val(g, in->ops[1])->form == CG_CUDA_PIPE
+                     ? (g->cur_pipe->wgmma ? "pipelined tiles, wgmma"
+                        : val(g, in->ops[0])->form == CG_CUDA_PIPE
+                            ? "pipelined tiles, mma.sync m16n8k16"
+                            : "A in registers, pipelined B, mma.sync m16n8k16")
                  : cg_cuda_dot_is_mma(in->ops[0]->type.dtype) ? "mma.sync m16n8k16"
                                                               : "scalar fma");
     const CgCudaVal *C = val(g, acc);
@@ -474,10 +515,15 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
         cg_cuda_declare(g, res);
         cg_cuda_assign(g, R->name, acc, res);
     }
-    if (val(g, in->ops[0])->form == CG_CUDA_PIPE && g->cur_pipe->wgmma) {
+    if (val(g, in->ops[1])->form == CG_CUDA_PIPE && g->cur_pipe->wgmma) {
         emit_wgmma(g, in, R->name);
-    } else if (val(g, in->ops[0])->form == CG_CUDA_PIPE) {
-        Opnd A = piped(g, in->ops[0]), B = piped(g, in->ops[1]);
+    } else if (val(g, in->ops[1])->form == CG_CUDA_PIPE) {
+        Opnd A, B = piped(g, in->ops[1]);
+        if (val(g, in->ops[0])->form == CG_CUDA_PIPE) {
+            A = piped(g, in->ops[0]);
+        } else { /* plan_loop checked a_in_regs */
+            A = (Opnd){NULL, 0, 0, val(g, in->ops[0])->name, g->lay[val(g, in->ops[0])->lay].fn};
+        }
         emit_mma(g, R->lay, R->name, in->ops[0]->type.dtype, &A, &B, K);
     } else if (cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) {
         emit_dot_mma(g, in);

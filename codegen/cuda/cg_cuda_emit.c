@@ -261,8 +261,8 @@ static const char *elem_expr(CgCudaGen *g, const KirInst *in, const char *const 
     case KIR_OP_LOG: return cg_cuda_fmt(g, "logf(%s)", a);
     case KIR_OP_SQRT: return cg_cuda_fmt(g, "sqrtf(%s)", a);
     case KIR_OP_RSQRT: return cg_cuda_fmt(g, "(1.0f / sqrtf(%s))", a);
-    case KIR_OP_SIN: return cg_cuda_fmt(g, "sinf(%s)", a);
-    case KIR_OP_COS: return cg_cuda_fmt(g, "cosf(%s)", a);
+    case KIR_OP_SIN: return cg_cuda_fmt(g, "kd_sin(%s)", a);
+    case KIR_OP_COS: return cg_cuda_fmt(g, "kd_cos(%s)", a);
     case KIR_OP_FLOOR: return cg_cuda_fmt(g, "floorf(%s)", a);
     case KIR_OP_RAND: return cg_cuda_fmt(g, "kd_rand(%s, %s)", a, b);
     case KIR_OP_CAST: {
@@ -369,6 +369,20 @@ static const char *virt(CgCudaGen *g, const KirValue *v, int rs, int cs)
     int subst = g->subst_body != NULL;
     const char *name = memo_find(g, v->id, rs, cs, subst);
     if (name) return name;
+    if (in->op == KIR_OP_LOAD) { /* a gather (cg_cuda_layout.c: virt_load) */
+        const char *off = virt(g, in->ops[1], rs, cs);
+        const char *ld = cg_cuda_fmt(g, "__ldg(%s + %s)", cg_cuda_scalar(g, in->ops[0]), off);
+        const char *e = ld;
+        if (in->n_ops > 2) {
+            const KirValue *mk = in->ops[2];
+            e = cg_cuda_fmt(g, "(%s ? %s : %s)", mk->type.rank ? virt(g, mk, rs, cs) : cg_cuda_scalar(g, mk),
+                            ld, in->n_ops > 3 ? cg_cuda_scalar(g, in->ops[3]) : "0");
+        }
+        name = cg_cuda_fmt(g, "e%d_%s%s%s", V->num, src_name[rs], src_name[cs], subst ? "_n" : "");
+        cg_cuda_line(g, "const %s %s = %s;", cg_cuda_reg_type(v->type.dtype), name, e);
+        memo_add(g, v->id, rs, cs, subst, name);
+        return name;
+    }
     const char *o[3] = {NULL, NULL, NULL};
     for (int k = 0; k < in->n_ops && k < 3; k++)
         o[k] = in->ops[k]->type.rank ? virt(g, in->ops[k], rs, cs) : cg_cuda_scalar(g, in->ops[k]);
@@ -616,7 +630,7 @@ static void emit_inst(CgCudaGen *g, const KirInst *in)
         return;
     case KIR_OP_REDUCE: cg_cuda_emit_reduce(g, in); return;
     case KIR_OP_LOAD:
-        if (R->form != CG_CUDA_PIPE) cg_cuda_emit_load(g, in, g->nc_ok);
+        if (R->form != CG_CUDA_PIPE && R->form != CG_CUDA_VIRT) cg_cuda_emit_load(g, in, g->nc_ok);
         return;
     case KIR_OP_STORE:
     case KIR_OP_ATOMIC_ADD: cg_cuda_emit_store(g, in); return;
@@ -653,6 +667,19 @@ static void print_layout(CgCudaGen *g, IrBuf *o, int i)
         else
             ir_buf_printf(o, "    r = e %% %d;\n    c = e / %d;\n", L->m, L->m);
         ir_buf_printf(o, "    return q < %d;\n}\n", L->chunks);
+        return;
+    }
+    if (L->kind == CG_CUDA_ROWS) {
+        int len = L->order ? L->n : L->m;
+        ir_buf_printf(
+            o, "/* L%d: [%d,%d] rows of mma.sync accumulators: %dx%d warps, %d row fragments; %d slots */\n",
+            i, L->m, L->n, L->wm, L->wn, L->fm, L->slots);
+        ir_buf_printf(o, "__device__ __forceinline__ bool L%d_at(int s, int &r, int &c)\n{\n", i);
+        ir_buf_printf(o, "    const int lane = (int)threadIdx.x %% 32, warp = (int)threadIdx.x / 32;\n");
+        ir_buf_printf(o, "    const int e = (warp / %d) * %d + (s / 2) * 16 + lane / 4 + (s %% 2) * 8;\n",
+                      L->wn, L->fm * 16);
+        ir_buf_printf(o, "    %s = e;\n    %s = 0;\n", L->order ? "c" : "r", L->order ? "r" : "c");
+        ir_buf_printf(o, "    return warp < %d && e < %d;\n}\n", L->wm * L->wn, len);
         return;
     }
     ir_buf_printf(

@@ -39,6 +39,11 @@ typedef enum CgCudaLayoutKind {
     CG_CUDA_BLOCKED, /* chunks of `vec` elements contiguous along dimension `order`, round-robin over threads
                       */
     CG_CUDA_MMA,     /* mma.sync m16n8 accumulator fragments: warps wm x wn, fm x fn fragments per warp */
+    CG_CUDA_ROWS,    /* the rows of an MMA layout (wm, wn, fm): a [1, M] (order 1) or [M, 1] (order 0) tile
+                        whose element i sits with MMA row i: slot 2f + h holds row (warp / wn) * 16fm + 16f +
+                        lane / 4 + 8h, replicated over the 4 lanes of a quad and the wn warps of a row. Row
+                        reductions of an MMA tile land here (shuffles only), and broadcasting it back over
+                        the columns is register-local: the softmax statistics of attention. */
 } CgCudaLayoutKind;
 
 /* A distribution of an [m, n] tile over the threads. Each thread holds `slots` elements; consecutive
@@ -47,8 +52,8 @@ typedef enum CgCudaLayoutKind {
 typedef struct CgCudaLayout {
     CgCudaLayoutKind kind;
     int m, n;
-    int order, vec, slots, chunks; /* BLOCKED; for MMA vec = 2, order = 1 */
-    int wm, wn, fm, fn;            /* MMA */
+    int order, vec, slots, chunks; /* BLOCKED; for MMA vec = 2, order = 1; for ROWS vec = 1 */
+    int wm, wn, fm, fn;            /* MMA; ROWS: wm, wn, fm of its MMA layout */
 } CgCudaLayout;
 
 typedef struct CgCudaVal {
@@ -60,7 +65,8 @@ typedef struct CgCudaVal {
     const KirInst *def;  /* defining instruction, NULL for block arguments */
     const KirBlock *blk; /* block the value is defined in */
     int uses;
-    int pipe; /* PIPE: index of its CgCudaPipe + 1 */
+    int dot_a_uses; /* uses as the A operand of a dot */
+    int pipe;       /* PIPE: index of its CgCudaPipe + 1 */
 } CgCudaVal;
 
 /* One tile load fed through shared memory by a pipelined dot loop. */
@@ -81,6 +87,7 @@ typedef struct CgCudaPipe {
     const KirInst *loop;
     int stages;
     int wgmma; /* sm_90a: 128-byte-swizzled K-major images read by wgmma (else padded rows, mma.sync) */
+    int areg;  /* some dot reads its A operand from registers (an MMA-layout tile): mma.sync only */
     int n_loads;
     CgCudaPipeLoad loads[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */
@@ -114,6 +121,7 @@ typedef struct CgCudaGen {
     int n_pipes;
     const KirInst *forced_dot[CG_CUDA_MAX_PIPES * 4]; /* dots whose result layout a wgmma pipe fixes */
     int forced_lay[CG_CUDA_MAX_PIPES * 4], n_forced;
+    int mma_rows;      /* a row reduction consumes a dot's result: MMA layouts split rows over warps (wn 1) */
     int pipe_bytes;    /* shared memory of the pipelines (at offset 0), rounded to 128 */
     int scratch_bytes; /* the scratch region after it: conversions, reductions, dot staging */
     /* emission */
@@ -145,6 +153,10 @@ int cg_cuda_layout_intern(CgCudaGen *g, const CgCudaLayout *l);
 int cg_cuda_layout_blocked(CgCudaGen *g, int m, int n, const CgCudaAxis *ax);
 /* The mma.sync accumulator layout of an [m, n] f32/i32 tile. */
 int cg_cuda_layout_mma(CgCudaGen *g, int m, int n);
+/* The ROWS layout of MMA layout `mma` ([1, M] when order is 1, [M, 1] when 0), and back: the MMA layout
+ * of an [M, n] tile whose rows are those of ROWS layout `rows`. */
+int cg_cuda_layout_rows(CgCudaGen *g, int mma, int order);
+int cg_cuda_layout_mma_of_rows(CgCudaGen *g, int rows, int n);
 /* Tile shape as [m, n] (1-D [N] is [1, N]); scalars are [1, 1]. */
 void cg_cuda_shape(const KirType *t, int *m, int *n);
 /* 1 when a dot of this operand dtype runs on tensor cores (f16, bf16, f8e4m3 through f16). */

@@ -96,7 +96,7 @@ int cg_cuda_layout_mma(CgCudaGen *g, int m, int n)
     int mt = (m + 15) / 16, nt = (n + 7) / 8, bw = 1, bh = 1, best_used = 0, best_cost = 0;
     for (int wm = 1; wm <= g->warps; wm++)
         for (int wn = 1; wm * wn <= g->warps; wn++) {
-            if (mt % wm || nt % wn) continue;
+            if (mt % wm || nt % wn || (g->mma_rows && wn > 1)) continue;
             int used = wm * wn, cost = (mt / wm) * 16 + (nt / wn) * 8;
             if (used > best_used || (used == best_used && cost < best_cost)) {
                 best_used = used;
@@ -118,6 +118,45 @@ int cg_cuda_layout_mma(CgCudaGen *g, int m, int n)
     l.fn = nt / bh;
     l.slots = l.fm * l.fn * 4;
     return cg_cuda_layout_intern(g, &l);
+}
+
+int cg_cuda_layout_rows(CgCudaGen *g, int mma, int order)
+{
+    CgCudaLayout l, p = g->lay[mma];
+    memset(&l, 0, sizeof l);
+    l.kind = CG_CUDA_ROWS;
+    l.m = order ? 1 : p.m;
+    l.n = order ? p.m : 1;
+    l.order = order;
+    l.vec = 1;
+    l.wm = p.wm;
+    l.wn = p.wn;
+    l.fm = p.fm;
+    l.slots = 2 * p.fm;
+    return cg_cuda_layout_intern(g, &l);
+}
+
+int cg_cuda_layout_mma_of_rows(CgCudaGen *g, int rows, int n)
+{
+    CgCudaLayout l, p = g->lay[rows];
+    memset(&l, 0, sizeof l);
+    l.kind = CG_CUDA_MMA;
+    l.m = p.order ? p.n : p.m;
+    l.n = n;
+    l.order = 1;
+    l.vec = 2;
+    l.wm = p.wm;
+    l.wn = p.wn;
+    l.fm = p.fm;
+    l.fn = ((n + 7) / 8 + p.wn - 1) / p.wn;
+    l.slots = l.fm * l.fn * 4;
+    return cg_cuda_layout_intern(g, &l);
+}
+
+static int lay_kind(const CgCudaGen *g, const KirValue *v)
+{
+    const CgCudaVal *V = &g->v[v->id];
+    return V->form == CG_CUDA_REG ? (int)g->lay[V->lay].kind : -1;
 }
 
 /* ---- axis info ---- */
@@ -313,6 +352,24 @@ static int expensive(const KirInst *in)
     }
 }
 
+/* An index gather that is cheaper to redo at every use than to hold: a load of integers from a read-only
+ * param that nothing in the kernel may write, at VIRT offsets (a block table looked up by key position).
+ * As a VIRT value it keeps the addresses computed from it VIRT, so a dot loop can issue its cp.async
+ * copies for any trip (cg_cuda_dot.c); each use re-reads it (an L1 hit). */
+static int virt_load(const CgCudaGen *g, const KirInst *in)
+{
+    const CgCudaVal *P = &g->v[in->ops[0]->id];
+    if (in->res[0]->type.rank == 0 || !kir_dtype_is_int(in->res[0]->type.dtype) || !P->def ||
+        P->def->op != KIR_OP_PARAM)
+        return 0;
+    unsigned f = g->k->params[P->def->i].flags;
+    if (!(f & KIR_PARAM_RDONLY) || !(f & KIR_PARAM_NOALIAS)) return 0;
+    for (int k = 1; k < in->n_ops; k++)
+        if (g->v[in->ops[k]->id].form != CG_CUDA_VIRT && g->v[in->ops[k]->id].form != CG_CUDA_SCALAR)
+            return 0;
+    return in->n_ops < 4 || in->ops[3]->type.rank == 0;
+}
+
 /* Form and layout of an instruction's result (not `for`). */
 static void assign(CgCudaGen *g, const KirInst *in)
 {
@@ -351,10 +408,20 @@ static void assign(CgCudaGen *g, const KirInst *in)
     case KIR_OP_BROADCAST:
         if (!is_reg(g, in->ops[0]))
             V->form = CG_CUDA_VIRT;
+        else if (lay_kind(g, in->ops[0]) == CG_CUDA_ROWS && g->lay[val(g, in->ops[0])->lay].order == 0)
+            V->lay = cg_cuda_layout_mma_of_rows(g, val(g, in->ops[0])->lay, n); /* [M,1] -> [M,N] in place */
         else
             V->lay = cg_cuda_layout_blocked(g, m, n, NULL);
         return;
-    case KIR_OP_REDUCE: V->lay = cg_cuda_layout_blocked(g, m, n, NULL); return;
+    case KIR_OP_REDUCE: {
+        const KirValue *x = in->ops[0];
+        if (x->type.rank == 2 && in->i2 == 1 && lay_kind(g, x) == CG_CUDA_MMA &&
+            g->lay[val(g, x)->lay].wn == 1)
+            V->lay = cg_cuda_layout_rows(g, val(g, x)->lay, 1); /* a row reduction by quad shuffles */
+        else
+            V->lay = cg_cuda_layout_blocked(g, m, n, NULL);
+        return;
+    }
     case KIR_OP_DOT:
         V->lay = cg_cuda_dot_is_mma(in->ops[0]->type.dtype) ? cg_cuda_layout_mma(g, m, n)
                                                             : cg_cuda_layout_blocked(g, m, n, NULL);
@@ -362,20 +429,27 @@ static void assign(CgCudaGen *g, const KirInst *in)
             if (g->forced_dot[i] == in) V->lay = g->forced_lay[i];
         return;
     case KIR_OP_LOAD:
-        if (is_reg(g, in->ops[1]))
+        if (virt_load(g, in))
+            V->form = CG_CUDA_VIRT;
+        else if (g->mma_rows && V->uses && V->dot_a_uses == V->uses && m % 16 == 0 && n % 16 == 0 &&
+                 (res->type.dtype == KIR_BF16 || res->type.dtype == KIR_F16))
+            V->lay = cg_cuda_layout_mma(g, m, n); /* only an A operand: loaded as mma fragments (dot.c) */
+        else if (is_reg(g, in->ops[1]))
             V->lay = val(g, in->ops[1])->lay;
         else
             V->lay = cg_cuda_layout_blocked(g, m, n, axv(g, in->ops[1]));
         return;
     default: break;
     }
-    /* element-wise (and rand): the first MMA operand's layout, else the first REG operand's */
+    /* element-wise (and rand): the first MMA operand's layout, else the first ROWS operand's, else the
+     * first REG operand's */
     int lay = -1;
-    for (int k = 0; k < in->n_ops; k++)
-        if (is_reg(g, in->ops[k]) && g->lay[val(g, in->ops[k])->lay].kind == CG_CUDA_MMA) {
-            lay = val(g, in->ops[k])->lay;
-            break;
-        }
+    for (int pass = 0; pass < 2 && lay < 0; pass++)
+        for (int k = 0; k < in->n_ops; k++)
+            if (lay_kind(g, in->ops[k]) == (pass ? CG_CUDA_ROWS : CG_CUDA_MMA)) {
+                lay = val(g, in->ops[k])->lay;
+                break;
+            }
     for (int k = 0; k < in->n_ops && lay < 0; k++)
         if (is_reg(g, in->ops[k])) lay = val(g, in->ops[k])->lay;
     if (lay < 0 && expensive(in))
@@ -478,6 +552,7 @@ static void number_block(CgCudaGen *g, const KirBlock *blk, int *next)
         const KirInst *in = blk->insts[i];
         for (int k = 0; k < in->n_ops; k++)
             val(g, in->ops[k])->uses++;
+        if (in->op == KIR_OP_DOT) val(g, in->ops[0])->dot_a_uses++;
         if (in->op == KIR_OP_FOR) {
             for (int r = 0; r < in->n_res; r++)
                 number_value(g, in->res[r], next, in, blk);
@@ -530,6 +605,30 @@ static void name_values(CgCudaGen *g, const KirBlock *blk)
     }
 }
 
+/* Does v derive (through element-wise ops and casts) from a dot's result? */
+static int from_dot(const CgCudaGen *g, const KirValue *v, int depth)
+{
+    const KirInst *d = g->v[v->id].def;
+    if (!d || depth > 16) return 0;
+    if (d->op == KIR_OP_DOT) return 1;
+    if (!(kir_op_flags(d->op) & KIR_F_ELEM)) return 0;
+    for (int k = 0; k < d->n_ops; k++)
+        if (d->ops[k]->type.rank == 2 && from_dot(g, d->ops[k], depth + 1)) return 1;
+    return 0;
+}
+
+/* Sets g->mma_rows when a row reduction reads a dot's result (softmax over attention scores). */
+static void find_row_reductions(CgCudaGen *g, const KirBlock *blk)
+{
+    for (int i = 0; i < blk->n_insts; i++) {
+        const KirInst *in = blk->insts[i];
+        if (in->op == KIR_OP_FOR) find_row_reductions(g, in->body);
+        if (in->op == KIR_OP_REDUCE && in->ops[0]->type.rank == 2 && in->i2 == 1 &&
+            from_dot(g, in->ops[0], 0))
+            g->mma_rows = 1;
+    }
+}
+
 IrStatus cg_cuda_analyze(CgCudaGen *g)
 {
     const KirKernel *k = g->k;
@@ -537,6 +636,7 @@ IrStatus cg_cuda_analyze(CgCudaGen *g)
     if (!g->v) return ir_diag_set(g->d, IR_ERR_NOMEM, "kernel %s: out of memory", k->name);
     int next = 0;
     number_block(g, k->body, &next);
+    find_row_reductions(g, k->body);
     analyze_block(g, k->body);
     cg_cuda_plan_pipes(g);
     if (g->n_forced) { /* a wgmma pipeline fixed some accumulator layouts: propagate them */

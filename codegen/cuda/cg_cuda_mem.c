@@ -189,9 +189,16 @@ void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
 /* The layout a store runs in: its value's, else its offsets' or mask's, else the offsets' natural one. */
 static int store_layout(CgCudaGen *g, const KirInst *in)
 {
+    /* ROWS layouts hold each element in several threads: fine for a store (same value, same address),
+     * not for an atomic add, which takes a layout without replicas */
+    int atomic = in->op == KIR_OP_ATOMIC_ADD;
     for (int k = 2; k >= 1; k--)
-        if (val(g, in->ops[k])->form == CG_CUDA_REG) return val(g, in->ops[k])->lay;
-    if (in->n_ops > 3 && val(g, in->ops[3])->form == CG_CUDA_REG) return val(g, in->ops[3])->lay;
+        if (val(g, in->ops[k])->form == CG_CUDA_REG &&
+            !(atomic && g->lay[val(g, in->ops[k])->lay].kind == CG_CUDA_ROWS))
+            return val(g, in->ops[k])->lay;
+    if (in->n_ops > 3 && val(g, in->ops[3])->form == CG_CUDA_REG &&
+        !(atomic && g->lay[val(g, in->ops[3])->lay].kind == CG_CUDA_ROWS))
+        return val(g, in->ops[3])->lay;
     int m, n;
     cg_cuda_shape(&in->ops[1]->type, &m, &n);
     return cg_cuda_layout_blocked(g, m, n, &val(g, in->ops[1])->ax);

@@ -63,10 +63,24 @@ void cg_cuda_emit_convert(CgCudaGen *g, const KirValue *v, int lay, const char *
     cg_cuda_close(g);
 }
 
+/* A ROWS [M,1] tile broadcast over the columns into the MMA layout with the same rows: register moves. */
+static void broadcast_rows(CgCudaGen *g, const CgCudaVal *X, const CgCudaVal *R)
+{
+    const CgCudaLayout *L = &g->lay[R->lay];
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int s = 0; s < %d; s++) %s[s] = %s[(s / %d) * 2 + (s %% 4) / 2];", L->slots,
+                 R->name, X->name, 4 * L->fn);
+}
+
 void cg_cuda_emit_broadcast(CgCudaGen *g, const KirInst *in)
 {
     const KirValue *x = in->ops[0], *res = in->res[0];
     const CgCudaVal *X = val(g, x), *R = val(g, res);
+    if (g->lay[X->lay].kind == CG_CUDA_ROWS && g->lay[R->lay].kind == CG_CUDA_MMA) {
+        cg_cuda_declare(g, res);
+        broadcast_rows(g, X, R);
+        return;
+    }
     int xm, xn;
     cg_cuda_shape(&x->type, &xm, &xn);
     int row = xm == 1, len = row ? xn : xm;
@@ -134,11 +148,37 @@ static void final_pass(CgCudaGen *g, const KirValue *res, const Red *r, int P)
     cg_cuda_close(g);
 }
 
+/* Row reduction of an MMA tile (wn = 1) into its ROWS layout: each thread folds its two columns of each
+ * n8 fragment of a row, then the quad (the 4 lanes sharing the row) exchanges by shuffles. */
+static void reduce_rows(CgCudaGen *g, const CgCudaVal *X, const CgCudaVal *R, const Red *r)
+{
+    const CgCudaLayout *L = &g->lay[X->lay];
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_open(g, "for (int f = 0; f < %d; f++)", 2 * L->fm);
+    cg_cuda_line(g, "%s acc = %s;", r->at, identity(g, r));
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_open(g, "for (int j = 0; j < %d; j++)", 2 * L->fn);
+    cg_cuda_line(g, "const int s = ((f / 2) * %d + j / 2) * 4 + (f %% 2) * 2 + j %% 2;", L->fn);
+    cg_cuda_line(g, "int r, c;");
+    cg_cuda_line(g, "if (L%d_at(s, r, c)) acc = %s;", X->lay,
+                 combine(g, r, "acc", cg_cuda_fmt(g, "%s[s]", X->name)));
+    cg_cuda_close(g);
+    cg_cuda_line(g, "acc = %s;", combine(g, r, "acc", "kd_shfl_xor(acc, 1)"));
+    cg_cuda_line(g, "acc = %s;", combine(g, r, "acc", "kd_shfl_xor(acc, 2)"));
+    cg_cuda_line(g, "%s[f] = acc;", R->name);
+    cg_cuda_close(g);
+}
+
 void cg_cuda_emit_reduce(CgCudaGen *g, const KirInst *in)
 {
     const KirValue *x = in->ops[0], *res = in->res[0];
     const CgCudaVal *X = val(g, x), *R = val(g, res);
     Red r = {(int)in->i, res->type.dtype, cg_cuda_reg_type(res->type.dtype)};
+    if (R->form == CG_CUDA_REG && g->lay[R->lay].kind == CG_CUDA_ROWS) {
+        cg_cuda_declare(g, res);
+        reduce_rows(g, X, R, &r);
+        return;
+    }
     int xm, xn, T = g->threads, W = g->warps;
     cg_cuda_shape(&x->type, &xm, &xn);
     int axis = x->type.rank == 1 ? 1 : (int)in->i2;

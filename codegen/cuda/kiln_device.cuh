@@ -46,6 +46,17 @@ __device__ __forceinline__ kd_f8 kd_f32_to_f8(float x)
     return (kd_f8)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
 }
 /* Rounds an f32 to a narrower format and back: the value a register of that dtype holds. */
+/* sin/cos of f32 x with the argument reduced in f64 when |x| > 105615, where sinf/cosf leave their fast
+ * path for a Payne-Hanek reduction through local memory (rope angles reach pos * 1.0 for long contexts):
+ * x - k*2pi in f64 is exact to ~1e-11 there, then the fast path runs on the reduced f32 angle. */
+__device__ __forceinline__ float kd_reduce_angle(float x)
+{
+    if (fabsf(x) <= 105615.0f) return x;
+    const double d = (double)x, k = rint(d * 0.15915494309189535);
+    return (float)fma(-k, 6.283185307179586232, d);
+}
+__device__ __forceinline__ float kd_sin(float x) { return sinf(kd_reduce_angle(x)); }
+__device__ __forceinline__ float kd_cos(float x) { return cosf(kd_reduce_angle(x)); }
 __device__ __forceinline__ float kd_rbf16(float x)
 {
     return kd_bf16_to_f32(kd_f32_to_bf16(x));
@@ -62,6 +73,10 @@ __device__ __forceinline__ float kd_rf8(float x)
 __device__ __forceinline__ unsigned kd_pack_bf16x2(float lo, float hi)
 {
     return (unsigned)kd_f32_to_bf16(lo) | ((unsigned)kd_f32_to_bf16(hi) << 16);
+}
+__device__ __forceinline__ unsigned kd_pack_f16x2(float lo, float hi)
+{
+    return (unsigned)kd_f32_to_f16(lo) | ((unsigned)kd_f32_to_f16(hi) << 16);
 }
 
 /* Float -> integer: truncate, saturate to the type's range, NaN -> 0 (the interpreter's rule). The

@@ -242,6 +242,20 @@ static void cuda_compile(void)
                      k->name, d.msg);
             KT_CHECK(kir_verify(k, cg_target_limits(cg_target_find("host")), &d) == IR_OK,
                      "attention %s: host budgets: %s", k->name, d.msg);
+            /* the FlashAttention lowering (docs/BACKENDS.md): the key loop is a cp.async pipeline whose
+             * two dots read Q and P from registers; the softmax statistics stay in registers, so the only
+             * barriers are the pipeline's (one per trip, one after the loop) */
+            IrBuf src = {0};
+            if (cg_cuda_source(k, t, &src, &d) == IR_OK && src.s) {
+                int dots = 0, bars = 0;
+                for (const char *p = src.s; (p = strstr(p, "A in registers, pipelined B")); p++)
+                    dots++;
+                for (const char *p = src.s; (p = strstr(p, "__syncthreads()")); p++)
+                    bars++;
+                KT_CHECK(dots == 2 && bars <= 2, "attention %s: %d register-A pipelined dots, %d barriers",
+                         k->name, dots, bars);
+            }
+            ir_buf_free(&src);
             CgBinary cubin, ptx;
             double t0 = ir_now_ms();
             IrStatus st = cg_cuda_compile(k, t, &cubin, &ptx, &d);
