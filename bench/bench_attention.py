@@ -98,14 +98,45 @@ def reference(q, cache, q_lens, H, causal, window, scale):
     return torch.cat(outs, 0)
 
 
-def build(mode, H, Hkv, D, S, causal=1, window=0, dt="bf16", config=""):
+def build(mode, H, Hkv, D, S, causal=1, window=0, dt="bf16", config="", split=0):
     spec = f"mode={mode} H={H} Hkv={Hkv} D={D} page_size={S} causal={causal} window={window} dtype={dt}"
-    return kb.Kernel("attention", spec, config or overrides.get(mode, ""), quiet=True)
+    return kb.Kernel("attention", spec + (" split=1" if split else ""), config or overrides.get(mode, ""),
+                     quiet=True)
 
 
 def launch(k, q, cache, cu_q, out, max_q):
     T = q.shape[0]
     k(q, cache.k, cache.v, cache.bt, cache.seq_lens, cu_q, out, T, cache.B, cache.max_pages, max_q)
+
+
+SMS = torch.cuda.get_device_properties(0).multi_processor_count
+
+
+def n_splits_for(B, Hkv, G, qn, ctx, block_m=16):
+    """Flash-decoding's split: enough programs for two waves of SMs, keys per split >= 512, at most 32
+    (one trip of attention_merge's default SPLITS)."""
+    programs = B * Hkv * math.ceil(qn * G / block_m)
+    return max(1, min(math.ceil(2 * SMS / programs), ctx // 512, 32))
+
+
+class Split:
+    """attention (split=1) + attention_merge, with their f32 workspace."""
+
+    def __init__(self, mode, H, Hkv, D, S, n, T, dt="bf16", causal=1, window=0):
+        self.k = build(mode, H, Hkv, D, S, causal, window, dt, split=1)
+        self.m = kb.Kernel("attention_merge", f"H={H} D={D} dtype={dt}", "", quiet=True)
+        self.n, self.T = n, T
+        self.ws_o = torch.empty(T * H * n, D, device=dev, dtype=torch.float32)
+        self.ws_lse = torch.empty(T * H * n, device=dev, dtype=torch.float32)
+        self.config = self.k.config
+
+    def __call__(self, q, cache, cu_q, out, max_q):
+        self.k(q, cache.k, cache.v, cache.bt, cache.seq_lens, cu_q, out, self.T, cache.B, cache.max_pages, max_q,
+               self.ws_o, self.ws_lse, self.n)
+        self.m(self.ws_o, self.ws_lse, out, self.T, self.n)
+
+    def source(self):
+        return self.k.source()
 
 
 def setup(q_lens, seq_lens, H, Hkv, D, S, dt=torch.bfloat16):
@@ -142,16 +173,22 @@ if want("sweep"):
                     mode = "decode" if all(x == 1 for x in q_lens) else "mixed"
                     cache, q, cu, out = setup(q_lens, seq_lens, H, Hkv, D, S)
                     scale = 1.0 / math.sqrt(D)
-                    k = build(mode, H, Hkv, D, S, causal, window)
-                    launch(k, q.view(q.shape[0], -1), cache, cu, out, max(q_lens))
+                    n += 1
+                    splits = (n % 3 == 0) * (1 + n % 5)  # a third of the cases: split-KV + merge
+                    if splits:
+                        Split(mode, H, Hkv, D, S, splits, sum(q_lens), causal=causal, window=window)(
+                            q.view(q.shape[0], -1), cache, cu, out, max(q_lens))
+                    else:
+                        k = build(mode, H, Hkv, D, S, causal, window)
+                        launch(k, q.view(q.shape[0], -1), cache, cu, out, max(q_lens))
                     torch.cuda.synchronize()
                     ref = reference(q, cache, q_lens, H, causal, window, scale)
                     e = kb.rel_l2(out, ref)
-                    n += 1
                     n_ok += e == e and e < 1e-2
                     worst = max(worst, e if e == e else float("inf"))
                     if not (e == e and e < 1e-2):
-                        print(f"BAD sweep D{D} H{H}/{Hkv} S{S} causal{causal} win{window} q{q_lens} L{seq_lens}: {e:.3e}")
+                        print(f"BAD sweep D{D} H{H}/{Hkv} S{S} causal{causal} win{window} split{splits} q{q_lens} "
+                              f"L{seq_lens}: {e:.3e}")
     print(f"sweep: {n_ok}/{n} cases within 1e-2 (worst {worst:.2e})", flush=True)
     results.append(dict(case="sweep", shape=f"{n} ragged cases", ok=n_ok == n, err=worst))
 
@@ -211,13 +248,20 @@ def decode_case(name, B, ctx, qn, mode, H=32, Hkv=8, D=128, S=16):
     if not want(name):
         return None
     cache, q, cu, out = setup([qn] * B, [ctx] * B, H, Hkv, D, S)
-    k = build(mode, H, Hkv, D, S, 1)
+    n = n_splits_for(B, Hkv, H // Hkv, qn, ctx)
+    k = build(mode, H, Hkv, D, S, 1) if n == 1 else Split(mode, H, Hkv, D, S, n, B * qn)
     qf = q.view(q.shape[0], -1)
-    launch(k, qf, cache, cu, out, qn)
+    if n == 1:
+        launch(k, qf, cache, cu, out, qn)
+    else:
+        k(qf, cache, cu, out, qn)
     torch.cuda.synchronize()
     ref = reference(q, cache, [qn] * B, H, 1, 0, 1.0 / math.sqrt(D)) if B * qn <= 4096 else None
     err = kb.rel_l2(out, ref) if ref is not None else float("nan")
-    ms = kb.median_ms(lambda i: launch(k, qf, cache, cu, out, qn), 1, RUNS)
+    if n == 1:
+        ms = kb.median_ms(lambda i: launch(k, qf, cache, cu, out, qn), 1, RUNS)
+    else:
+        ms = kb.median_ms(lambda i: k(qf, cache, cu, out, qn), 1, RUNS)
     qs = q.view(B, qn, H, D).transpose(1, 2)
     ks = torch.stack(cache.keys).transpose(1, 2)
     vs = torch.stack(cache.vals).transpose(1, 2)
@@ -230,7 +274,7 @@ def decode_case(name, B, ctx, qn, mode, H=32, Hkv=8, D=128, S=16):
     if qn > 1 and fa2 is None:
         fa2 = peer_ms(sd, SDPBackend.EFFICIENT_ATTENTION)
     kvbytes = B * ctx * Hkv * D * 2 * 2
-    r = row(name, f"B{B} ctx{ctx} q{qn} H{H}/{Hkv} d{D} pg{S}", err, ms, fa2, cud,
+    r = row(name, f"B{B} ctx{ctx} q{qn} H{H}/{Hkv} d{D} pg{S} split{n}", err, ms, fa2, cud,
             lambda t: kvbytes / t / 1e9, "TB/s KV")
     if args.source:
         open(os.path.join(args.source, f"{mode}.cu"), "w").write(k.source())

@@ -16,11 +16,12 @@ extern const KfamFamily kfam_matmul;
 extern const KfamFamily kfam_matmul_splitk_epilogue;
 extern const KfamFamily kfam_sample;
 extern const KfamFamily kfam_attention;
+extern const KfamFamily kfam_attention_merge;
 extern const KfamFamily kfam_kv_write;
 
 static const KfamFamily *const families[] = {
-    &kfam_embedding, &kfam_rmsnorm,  &kfam_rope,      &kfam_matmul, &kfam_matmul_splitk_epilogue,
-    &kfam_sample,    &kfam_kv_write, &kfam_attention,
+    &kfam_embedding, &kfam_rmsnorm,  &kfam_rope,      &kfam_matmul,          &kfam_matmul_splitk_epilogue,
+    &kfam_sample,    &kfam_kv_write, &kfam_attention, &kfam_attention_merge,
 };
 
 const KfamFamily *kfam_find(const char *name)

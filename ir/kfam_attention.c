@@ -11,14 +11,16 @@
  * in f32 over the allowed keys, out = softmax @ v rounded to dtype. Rows with no allowed key (only
  * possible with causal=0 and seq_lens[b] = 0) give 0.
  *
- * Algorithm (docs/ATTENTION.md, "Prefill/mixed attention"): one program per (query tile of BLOCK_M
- * rows, query head, sequence). It loops over key blocks of BLOCK_N positions from the window's first
- * key (rounded down to BLOCK_N) to the last row's causal bound, gathering K^T [D, BLOCK_N] and
- * V [BLOCK_N, D] through the block table, and keeps FA2's running max m (log2 units, starting at a
- * finite -1e30 so rows without keys yet never make NaN), running sum l and f32 accumulator
- * acc [BLOCK_M, D]: s = (q @ K^T) * scale * log2(e), masked keys -inf, m' = max(m, rowmax s),
- * p = exp2(s - m'), l = l * exp2(m - m') + rowsum p, acc = acc * exp2(m - m') + dtype(p) @ V; at the end
- * out = acc / l. The [T, T] score matrix never exists: only [BLOCK_M, BLOCK_N] tiles per program.
+ * Algorithm (docs/ATTENTION.md, "Prefill/mixed attention"): one program per (tile of BLOCK_M packed
+ * rows, kv head, sequence). GQA packing: the G = H / Hkv query heads of a kv head share its K/V, so
+ * they share a tile: packed row R = i * G + g is the sequence's query i for head kv_head * G + g, and
+ * each K/V byte is read once per kv head (decode: the G heads of one token fill the tile's rows). It loops
+ * over key blocks of BLOCK_N positions from the window's first key (rounded down to BLOCK_N) to the last
+ * row's causal bound, gathering K^T [D, BLOCK_N] and V [BLOCK_N, D] through the block table, and keeps FA2's
+ * running max m (log2 units, starting at a finite -1e30 so rows without keys yet never make NaN), running sum
+ * l and f32 accumulator acc [BLOCK_M, D]: s = (q @ K^T) * scale * log2(e), masked keys -inf, m' = max(m,
+ * rowmax s), p = exp2(s - m'), l = l * exp2(m - m') + rowsum p, acc = acc * exp2(m - m') + dtype(p) @ V; at
+ * the end out = acc / l. The [T, T] score matrix never exists: only [BLOCK_M, BLOCK_N] tiles per program.
  * Programs whose query tile starts past their sequence's q_len run zero trips and store nothing.
  *
  * Spec: mode (mixed | prefill | decode | verify; all build the same kernel today, the mode only picks
@@ -36,7 +38,7 @@
  *   n_seqs       i32   B
  *   max_pages    i32   MP, the block table's row stride
  *   max_q        i32   the longest q_len_b of this step (sizes the grid; larger is fine, only slower)
- * Grid (cdiv(max_q, BLOCK_M), H, n_seqs). Config: BLOCK_M, BLOCK_N (tile sizes), WARPS, STAGES (the key
+ * Grid (cdiv(max_q * G, BLOCK_M), Hkv, n_seqs). Config: BLOCK_M, BLOCK_N (tile sizes), WARPS, STAGES (the key
  * loop's pipelining hint). Cache offsets are i64 (P*S*Hkv*D may exceed 2^31); q/out offsets are i32
  * (T*H*D < 2^31), block-table offsets i32 (B*MP < 2^31).
  */
@@ -76,6 +78,8 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
         kfam_spec_dtype(s, &dt, d))
         return d->status;
     causal = kfam_spec_i(s, "causal", 1);
+    int64_t split = kfam_spec_i(s, "split", 0);
+    if (split != 0 && split != 1) return ir_diag_set(d, IR_ERR_INPUT, "attention: split must be 0 or 1");
     W = kfam_spec_i(s, "window", 0);
     const char *mode = kfam_spec_s(s, "mode", "mixed");
     if (!mode_ok(mode))
@@ -113,47 +117,74 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     KirValue *n_seqs = kir_param(&b, "n_seqs", kir_scalar(KIR_I32), 0);
     KirValue *max_pages = kir_param(&b, "max_pages", kir_scalar(KIR_I32), 0);
     KirValue *max_q = kir_param(&b, "max_q", kir_scalar(KIR_I32), 0);
-    kir_grid(&b, 0, max_q, 1, bm);
-    kir_grid_const(&b, 1, H);
+    KirValue *ws_o = NULL, *ws_lse = NULL, *n_splits = NULL;
+    if (split) {
+        ws_o = kir_param(&b, "ws_o", kir_ptr(KIR_F32), KIR_PARAM_NOALIAS);
+        ws_lse = kir_param(&b, "ws_lse", kir_ptr(KIR_F32), KIR_PARAM_NOALIAS);
+        n_splits = kir_param(&b, "n_splits", kir_scalar(KIR_I32), 0);
+    }
+    kir_grid(&b, 0, max_q, group, bm);
+    if (split)
+        kir_grid(&b, 1, n_splits, Hkv, 1);
+    else
+        kir_grid_const(&b, 1, Hkv);
     kir_grid(&b, 2, n_seqs, 1, 1);
 
     KirValue *one = kir_const_i32(&b, 1), *zero_i = kir_const_i32(&b, 0);
-    KirValue *cBM = kir_const_i32(&b, bm), *cBN = kir_const_i32(&b, bn);
-    KirValue *tile = kir_pid(&b, 0), *h = kir_pid(&b, 1), *seq = kir_pid(&b, 2);
-    KirValue *kvh = kir_div(&b, h, kir_const_i32(&b, group));
+    KirValue *cBM = kir_const_i32(&b, bm), *cBN = kir_const_i32(&b, bn), *cG = kir_const_i32(&b, group);
+    KirValue *tile = kir_pid(&b, 0), *kvh = kir_pid(&b, 1), *seq = kir_pid(&b, 2), *z = NULL;
+    if (split) {
+        KirValue *cHkv = kir_const_i32(&b, Hkv);
+        z = kir_div(&b, kvh, cHkv);
+        kvh = kir_binary(&b, KIR_OP_REM, kvh, cHkv);
+    }
     KirValue *q0 = kir_load(&b, cu_q, seq, NULL, NULL);
     KirValue *qlen = kir_sub(&b, kir_load(&b, cu_q, kir_add(&b, seq, one), NULL, NULL), q0);
     KirValue *slen = kir_load(&b, seq_lens, seq, NULL, NULL);
-    KirValue *first = kir_mul(&b, tile, cBM); /* the tile's first row within the sequence's queries */
-    KirValue *ctx = kir_sub(&b, slen, qlen);  /* position of query row 0 */
-
-    /* query rows, their positions and the q tile [BM, DP] */
+    KirValue *ctx = kir_sub(&b, slen, qlen); /* position of query 0 */
+    /* packed rows: R = i * G + g is query i of the sequence for query head kvh * G + g */
+    KirValue *nrows = kir_mul(&b, qlen, cG);
+    KirValue *first = kir_mul(&b, tile, cBM); /* the tile's first packed row */
     KirValue *rows = kir_add(&b, first, kir_arange(&b, bm));
-    KirValue *rmask = kir_lt(&b, rows, qlen);
-    KirValue *pos = kir_add(&b, ctx, rows);
+    KirValue *qi = group > 1 ? kir_div(&b, rows, cG) : rows;
+    KirValue *qh =
+        kir_add(&b, kir_mul(&b, kvh, cG), group > 1 ? kir_binary(&b, KIR_OP_REM, rows, cG) : zero_i);
+    KirValue *rmask = kir_lt(&b, rows, nrows);
+    KirValue *pos = kir_add(&b, ctx, qi);
+
+    /* the q tile [BM, DP]: row R reads q[q0 + i, head kvh * G + g, :] */
     KirValue *dl = kir_arange(&b, dp);
     KirValue *dmask = dp != D ? kir_lt(&b, dl, kir_const_i32(&b, D)) : NULL;
-    KirValue *hd = kir_mul(&b, h, kir_const_i32(&b, D));
-    KirValue *q_rows = kir_add(&b, kir_mul(&b, kir_add(&b, q0, rows), kir_const_i32(&b, H * D)), hd);
+    KirValue *q_rows = kir_add(&b, kir_mul(&b, kir_add(&b, q0, qi), kir_const_i32(&b, H * D)),
+                               kir_mul(&b, qh, kir_const_i32(&b, D)));
     KirValue *q_offs = kfam_outer(&b, KIR_OP_ADD, q_rows, dl);
     KirValue *q_mask = kfam_outer_mask(&b, rmask, dmask, bm, dp);
     KirValue *zero_t = kir_const_f(&b, dt, 0);
     KirValue *qt = kir_load(&b, q, q_offs, q_mask, zero_t);
 
     /* key range [lo, hi): lo = the first row's window start rounded down to BLOCK_N, hi = the last row's
-     * causal bound (or the sequence's length); a tile past q_len runs zero trips */
+     * causal bound (or the sequence's length); a tile past the packed rows runs zero trips */
     KirValue *hi = slen;
     if (causal) {
-        KirValue *last = kir_binary(&b, KIR_OP_MIN, kir_add(&b, first, cBM), qlen);
-        hi = kir_add(&b, ctx, last);
+        KirValue *last = kir_sub(&b, kir_binary(&b, KIR_OP_MIN, kir_add(&b, first, cBM), nrows), one);
+        hi = kir_add(&b, kir_add(&b, ctx, group > 1 ? kir_div(&b, last, cG) : last), one);
     }
     KirValue *lo = zero_i;
     if (W > 0) {
-        KirValue *w0 = kir_sub(&b, kir_add(&b, ctx, first), kir_const_i32(&b, W - 1));
+        KirValue *ifirst = group > 1 ? kir_div(&b, first, cG) : first;
+        KirValue *w0 = kir_sub(&b, kir_add(&b, ctx, ifirst), kir_const_i32(&b, W - 1));
         w0 = kir_binary(&b, KIR_OP_MAX, w0, zero_i);
         lo = kir_mul(&b, kir_div(&b, w0, cBN), cBN);
     }
-    hi = kir_select(&b, kir_binary(&b, KIR_OP_GE, first, qlen), lo, hi);
+    hi = kir_select(&b, kir_binary(&b, KIR_OP_GE, first, nrows), lo, hi);
+    if (split) { /* split z of n: the z-th run of cdiv(cdiv(hi - lo, n), BLOCK_N) key blocks */
+        KirValue *nb = kir_div(&b, kir_sub(&b, kir_add(&b, kir_sub(&b, hi, lo), cBN), one), cBN);
+        KirValue *per = kir_div(&b, kir_sub(&b, kir_add(&b, nb, n_splits), one), n_splits);
+        KirValue *chunk = kir_mul(&b, per, cBN);
+        lo = kir_add(&b, lo, kir_mul(&b, z, chunk));
+        hi = kir_binary(&b, KIR_OP_MIN, hi, kir_add(&b, lo, chunk));
+        lo = kir_binary(&b, KIR_OP_MIN, lo, hi);
+    }
 
     KirValue *f0 = kir_const_f(&b, KIR_F32, 0);
     int shp_md[2] = {bm, dp}, shp_m[1] = {bm}, shp_mn[2] = {bm, bn};
@@ -198,10 +229,24 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     KirValue *yields[3] = {m_new, l_new, acc_new};
     KirInst *loop = kir_for_end(&b, yields, 3);
 
-    KirValue *lf = loop->res[1];
-    lf = kir_select(&b, kir_binary(&b, KIR_OP_GT, lf, f0), lf, kir_const_f(&b, KIR_F32, 1.0));
-    KirValue *o = kir_cast(&b, kir_div(&b, loop->res[2], kfam_rows(&b, lf, dp)), dt);
-    kir_store(&b, dst, q_offs, o, q_mask);
+    KirValue *lf = loop->res[1], *has = kir_binary(&b, KIR_OP_GT, lf, f0);
+    lf = kir_select(&b, has, lf, kir_const_f(&b, KIR_F32, 1.0));
+    KirValue *o = kir_div(&b, loop->res[2], kfam_rows(&b, lf, dp));
+    if (!split) {
+        kir_store(&b, dst, q_offs, kir_cast(&b, o, dt), q_mask);
+        return kfam_kernel_end(&b, out);
+    }
+    /* partial result of split z for query row (token q0 + i, head h): ws row (token * H + h) * n + z */
+    KirValue *wrow = kir_add(
+        &b, kir_mul(&b, kir_add(&b, kir_mul(&b, kir_add(&b, q0, qi), kir_const_i32(&b, H)), qh), n_splits),
+        z);
+    /* lse in log2 units like m: log2(sum 2^s) = m + log2(l); -1e30 for a split without keys */
+    KirValue *lse =
+        kir_add(&b, loop->res[0],
+                kir_mul(&b, kir_unary(&b, KIR_OP_LOG, lf), kir_const_f(&b, KIR_F32, 1.4426950408889634)));
+    lse = kir_select(&b, has, lse, kir_const_f(&b, KIR_F32, -1e30));
+    kir_store(&b, ws_o, kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, wrow, kir_const_i32(&b, D)), dl), o, q_mask);
+    kir_store(&b, ws_lse, wrow, lse, rmask);
     return kfam_kernel_end(&b, out);
 }
 
@@ -214,4 +259,78 @@ const KfamFamily kfam_attention = {
               {"STAGES", 3, {1, 2, 3}}},
     .defaults = attention_defaults,
     .build = attention_build,
+};
+
+/* attention_merge — combines split-KV partials (attention with split=1) into the output.
+ * For every (token t, head h): out[t, h, :] = sum_z 2^(lse_z - M) o_z / sum_z 2^(lse_z - M), M = max_z lse_z,
+ * over z < n_splits, read from ws_o [(t*H + h)*n + z, D] and ws_lse [(t*H + h)*n + z] (f32, log2 units);
+ * splits without keys have lse -1e30 and o 0, so a row without any key gives 0.
+ * Spec: H, D, dtype. Params: ws_o (ptr<f32>, rdonly), ws_lse (ptr<f32>, rdonly), out (ptr<dtype>
+ * [T, H*D]), n_tokens (i32), n_splits (i32). Grid (n_tokens, H, 1). Config: SPLITS (partials read as one
+ * [SPLITS, D] tile per trip: one memory round trip for up to SPLITS splits, not one per split), WARPS. */
+static void merge_defaults(const KfamSpec *s, KirConfig *cfg)
+{
+    (void)s;
+    kir_config_set(cfg, "SPLITS", 32);
+    kir_config_set(cfg, "WARPS", 4);
+}
+
+extern const KfamFamily kfam_attention_merge;
+
+static IrStatus merge_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out, IrDiag *d)
+{
+    int64_t H, D;
+    KirDtype dt;
+    KirConfig cfg;
+    if (kfam_spec_need(s, "H", 1, 1024, &H, d) || kfam_spec_need(s, "D", 1, 256, &D, d) ||
+        kfam_spec_dtype(s, &dt, d))
+        return d->status;
+    kfam_config_merge(&kfam_attention_merge, s, given, &cfg);
+    if (kfam_config_pow2(s, &cfg, "WARPS", 32, d) || kfam_config_pow2(s, &cfg, "SPLITS", 256, d))
+        return d->status;
+    int dp = (int)kfam_pow2_ceil(D), nsb = (int)kir_config_get(&cfg, "SPLITS", 32);
+    KirKernel *k;
+    KirBuilder b;
+    if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
+    KirValue *ws_o = kir_param(&b, "ws_o", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
+    KirValue *ws_lse = kir_param(&b, "ws_lse", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
+    KirValue *dst = kir_param(&b, "out", kir_ptr(dt), 0);
+    KirValue *n_tokens = kir_param(&b, "n_tokens", kir_scalar(KIR_I32), 0);
+    KirValue *n = kir_param(&b, "n_splits", kir_scalar(KIR_I32), 0);
+    kir_grid(&b, 0, n_tokens, 1, 1);
+    kir_grid_const(&b, 1, H);
+    KirValue *row = kir_add(&b, kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, H)), kir_pid(&b, 1));
+    KirValue *base = kir_mul(&b, row, n);
+    KirValue *dl = kir_arange(&b, dp), *cD = kir_const_i32(&b, D);
+    KirValue *dmask = dp != D ? kir_lt(&b, dl, cD) : NULL;
+    KirValue *f0 = kir_const_f(&b, KIR_F32, 0), *lo_lse = kir_const_f(&b, KIR_F32, -1e30);
+    int shp[1] = {dp};
+    KirValue *inits[3] = {lo_lse, f0, kir_splat(&b, f0, 1, shp)};
+    KirBlock *body = kir_for_begin(&b, kir_const_i32(&b, 0), n, kir_const_i32(&b, nsb), inits, 3, 0);
+    KirValue *M = body->args[1], *L = body->args[2], *acc = body->args[3];
+    KirValue *zs = kir_add(&b, body->args[0], kir_arange(&b, nsb)), *zm = kir_lt(&b, zs, n);
+    KirValue *zr = kir_add(&b, base, zs);
+    KirValue *lse = kir_load(&b, ws_lse, zr, zm, lo_lse);
+    KirValue *o = kir_load(&b, ws_o, kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, zr, cD), dl),
+                           kfam_outer_mask(&b, zm, dmask, nsb, dp), f0); /* [SPLITS, DP] */
+    KirValue *M2 = kir_binary(&b, KIR_OP_MAX, M, kir_reduce(&b, lse, KIR_RED_MAX, 0));
+    KirValue *al = kir_unary(&b, KIR_OP_EXP2, kir_sub(&b, M, M2));
+    KirValue *w = kir_select(&b, zm, kir_unary(&b, KIR_OP_EXP2, kir_sub(&b, lse, M2)), f0);
+    KirValue *ow = kir_reduce(&b, kir_mul(&b, o, kfam_rows(&b, w, dp)), KIR_RED_SUM, 0);
+    KirValue *ys[3] = {M2, kir_add(&b, kir_mul(&b, L, al), kir_reduce(&b, w, KIR_RED_SUM, 0)),
+                       kir_add(&b, kir_mul(&b, acc, al), ow)};
+    KirInst *loop = kir_for_end(&b, ys, 3);
+    KirValue *Lf = kir_select(&b, kir_binary(&b, KIR_OP_GT, loop->res[1], f0), loop->res[1],
+                              kir_const_f(&b, KIR_F32, 1));
+    KirValue *res = kir_cast(&b, kir_div(&b, loop->res[2], Lf), dt);
+    kir_store(&b, dst, kir_add(&b, kir_mul(&b, row, cD), dl), res, dmask);
+    return kfam_kernel_end(&b, out);
+}
+
+const KfamFamily kfam_attention_merge = {
+    .name = "attention_merge",
+    .n_space = 2,
+    .space = {{"SPLITS", 4, {8, 16, 32, 64}}, {"WARPS", 3, {1, 2, 4}}},
+    .defaults = merge_defaults,
+    .build = merge_build,
 };

@@ -65,7 +65,7 @@ static void test_registry(void)
 {
     int n;
     const KfamFamily *const *all = kfam_all(&n);
-    KT_CHECK(n == 8, "%d families", n);
+    KT_CHECK(n == 9, "%d families", n);
     for (int i = 0; i < n; i++) {
         KT_CHECK(kfam_find(all[i]->name) == all[i], "find %s", all[i]->name);
         KT_CHECK(all[i]->n_space >= 1 && all[i]->n_space <= KFAM_MAX_SPACE, "%s space", all[i]->name);
@@ -109,6 +109,9 @@ static const struct {
     {"kv_write", "Hkv=1 D=64 page_size=32 dtype=f32"},
     {"kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16 rope=1 theta=500000.0 scaling=llama3 factor=8.0"},
     {"kv_write", "Hkv=5 D=80 page_size=8 dtype=f16"},
+    {"attention", "mode=decode H=32 Hkv=8 D=128 page_size=16 dtype=bf16 split=1"},
+    {"attention_merge", "H=32 D=128 dtype=bf16"},
+    {"attention_merge", "H=7 D=80 dtype=f32"},
 };
 
 static void test_defaults(void)
@@ -197,6 +200,8 @@ static void test_bad_specs(void)
         {"kv_write", "Hkv=8 D=128 dtype=bf16"},
         {"kv_write", "Hkv=8 D=127 page_size=16 dtype=bf16 rope=1"},
         {"kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16 rope=2"},
+        {"attention", "mode=decode H=32 Hkv=8 D=128 page_size=16 dtype=bf16 split=2"},
+        {"attention_merge", "H=32 D=300 dtype=bf16"},
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         IrArena *a = ir_arena_create();
@@ -272,6 +277,7 @@ int main(void)
     walk_space("sample", "V=128256 mode=sample");
     walk_space("kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16");
     walk_space("kv_write", "Hkv=8 D=256 page_size=16 dtype=bf16 rope=1 theta=10000.0");
+    walk_space("attention_merge", "H=32 D=128 dtype=bf16");
     test_bad_specs();
     test_matmul_shape();
     return kt_done("test_kfam");

@@ -28,6 +28,7 @@ typedef struct Case {
     int B;
     int q_len[MAX_SEQS], seq_len[MAX_SEQS];
     int extra_q; /* added to max_q: a grid larger than needed */
+    int splits;  /* > 0: split-KV (spec split=1) with this many splits, then attention_merge */
 } Case;
 
 static KfamSpec spec_of(const Case *c)
@@ -42,6 +43,7 @@ static KfamSpec spec_of(const Case *c)
     kfam_spec_int(&s, "window", c->window);
     kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
     if (c->scale > 0) kfam_spec_float(&s, "scale", c->scale);
+    if (c->splits) kfam_spec_int(&s, "split", 1);
     return s;
 }
 
@@ -114,7 +116,14 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
         KirKernel *k = ksweep_build(r, a, &s, &cfgs[i]);
         if (k) {
             kref_poison(out, kref_bytes(dt, qn));
-            KRunArg args[11] = {
+            size_t wrows = (size_t)T * H * (c->splits ? c->splits : 1);
+            float *ws_o = c->splits ? malloc(sizeof(float) * wrows * D) : NULL;
+            float *ws_lse = c->splits ? malloc(sizeof(float) * wrows) : NULL;
+            if (c->splits) { /* every partial must be written: NaN where it is not */
+                kref_poison(ws_o, sizeof(float) * wrows * D);
+                kref_poison(ws_lse, sizeof(float) * wrows);
+            }
+            KRunArg args[14] = {
                 {q, kref_bytes(dt, qn), 0, 0},
                 {kc, kref_bytes(dt, cn), 0, 0},
                 {vc, kref_bytes(dt, cn), 0, 0},
@@ -126,14 +135,38 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
                 {NULL, 0, B, 0},
                 {NULL, 0, MP, 0},
                 {NULL, 0, max_q + c->extra_q, 0},
+                {ws_o, sizeof(float) * wrows * D, 0, 0},
+                {ws_lse, sizeof(float) * wrows, 0, 0},
+                {NULL, 0, c->splits, 0},
             };
-            if (ksweep_run(r, k, args) > 0) {
+            int ran = ksweep_run(r, k, args) > 0;
+            if (ran && c->splits) { /* the merge, on the same executor */
+                KfamSpec ms = kfam_spec("attention_merge");
+                kfam_spec_int(&ms, "H", H);
+                kfam_spec_int(&ms, "D", D);
+                kfam_spec_str(&ms, "dtype", kir_dtype_name(dt));
+                /* more splits than one merge trip holds: the merge's own online combination */
+                KirConfig mc = c->splits > 8 ? ksweep_cfg(1, "SPLITS", 8) : ksweep_cfg(0);
+                KirKernel *mk = ksweep_build(r, a, &ms, &mc);
+                KRunArg margs[5] = {
+                    {ws_o, sizeof(float) * wrows * D, 0, 0},
+                    {ws_lse, sizeof(float) * wrows, 0, 0},
+                    {out, kref_bytes(dt, qn), 0, 0},
+                    {NULL, 0, T, 0},
+                    {NULL, 0, c->splits, 0},
+                };
+                ran = mk && ksweep_run(r, mk, margs) > 0;
+            }
+            free(ws_o);
+            free(ws_lse);
+            if (ran) {
                 double *got = kref_to_double(out, dt, qn);
                 double err = kref_rel_l2(got, want, qn);
                 ksweep_margin(r, err / kref_tol(dt));
-                ksweep_check(r, k, err < kref_tol(dt),
-                             "attention %s H=%d Hkv=%d D=%d S=%d causal=%d window=%d B=%d T=%d: rel-L2 %.3g",
-                             kir_dtype_name(dt), H, Hkv, D, S, c->causal, c->window, B, T, err);
+                ksweep_check(
+                    r, k, err < kref_tol(dt),
+                    "attention %s H=%d Hkv=%d D=%d S=%d causal=%d window=%d B=%d T=%d splits=%d: rel-L2 %.3g",
+                    kir_dtype_name(dt), H, Hkv, D, S, c->causal, c->window, B, T, c->splits, err);
                 free(got);
             }
         }
@@ -189,6 +222,7 @@ static void sweep(const KRunner *r, KrefRng *g)
                 c.window = mask >= 2 ? (mask == 2 ? 13 : 40) : 0;
                 c.extra_q = n % 5 == 0 ? 20 : 0;
                 if (n % 7 == 3) c.scale = 0.3;
+                if (n % 4 == 1) c.splits = 1 + n % 5; /* split-KV + merge; more splits than key blocks too */
                 if (big) {
                     fill_batch(&c, big_batch, 6);
                     /* D = 256 keeps to the smaller batch: the float64 reference dominates the run */
@@ -209,6 +243,11 @@ static void sweep(const KRunner *r, KrefRng *g)
         .dt = KIR_BF16, .H = 8, .Hkv = 2, .D = 128, .S = 16, .causal = 1, .window = 64, .mode = "decode"};
     fill_batch(&c, decode, big ? 4 : 2);
     run_case(r, g, &c, cfgs, big ? 2 : 1);
+    c.splits = 3; /* flash-decoding: GQA-packed tiles, split contexts, then the merge */
+    run_case(r, g, &c, cfgs, big ? 2 : 1);
+    c.splits = 17;
+    c.window = 0;
+    run_case(r, g, &c, cfgs, 1);
     Case e = {.dt = KIR_F32, .H = 4, .Hkv = 4, .D = 80, .S = 8, .causal = 1, .window = 9};
     fill_batch(&e, small_batch, big ? 4 : 2);
     run_case(r, g, &e, cfgs, big ? 3 : 1);
