@@ -74,7 +74,7 @@ class Paged:
         self.seq_lens = torch.tensor(seq_lens, device=dev, dtype=torch.int32)
 
 
-def reference(q, cache, q_lens, H, causal, window, scale):
+def reference(q, cache, q_lens, H, causal, window, scale, tree=None):
     """float32 attention per sequence from the gathered cache; q [T, H, D]."""
     outs, t0 = [], 0
     for b, ql in enumerate(q_lens):
@@ -91,6 +91,10 @@ def reference(q, cache, q_lens, H, causal, window, scale):
             ok &= key <= pos
         if window:
             ok &= key > pos - window
+        if tree is not None:  # draft-tree verify: the step's own tokens only where the ancestor bit is set
+            tm = tree[t0:t0 + ql].to(dev)[:, None]
+            rel = (key - (L - ql)).clamp(min=0, max=63)
+            ok &= (key < L - ql) | (((tm >> rel) & 1) != 0)
         s = s.masked_fill(~ok[None], float("-inf"))
         pr = torch.softmax(s, -1).nan_to_num(0.0)
         outs.append(torch.einsum("hqk,khd->qhd", pr, v))
@@ -98,10 +102,22 @@ def reference(q, cache, q_lens, H, causal, window, scale):
     return torch.cat(outs, 0)
 
 
-def build(mode, H, Hkv, D, S, causal=1, window=0, dt="bf16", config="", split=0):
+def build(mode, H, Hkv, D, S, causal=1, window=0, dt="bf16", config="", split=0, tree=0):
     spec = f"mode={mode} H={H} Hkv={Hkv} D={D} page_size={S} causal={causal} window={window} dtype={dt}"
-    return kb.Kernel("attention", spec + (" split=1" if split else ""), config or overrides.get(mode, ""),
-                     quiet=True)
+    spec += (" split=1" if split else "") + (" tree=1" if tree else "")
+    return kb.Kernel("attention", spec, config or overrides.get(mode, ""), quiet=True)
+
+
+def random_trees(q_lens):
+    """A random draft tree per sequence (parent of token j uniform in [0, j)): ancestor bit masks, i64."""
+    masks = []
+    for ql in q_lens:
+        anc = []
+        for j in range(ql):
+            par = -1 if j == 0 else int(torch.randint(0, j, (1,)))
+            anc.append((anc[par] if par >= 0 else 0) | (1 << j))
+        masks += anc
+    return torch.tensor(masks, dtype=torch.int64)
 
 
 def launch(k, q, cache, cu_q, out, max_q):
@@ -244,19 +260,25 @@ for Sq in (1024, 4096, 16384):
 
 
 # ---- 3. decode and verify ---------------------------------------------------------------------------
-def decode_case(name, B, ctx, qn, mode, H=32, Hkv=8, D=128, S=16):
+def decode_case(name, B, ctx, qn, mode, H=32, Hkv=8, D=128, S=16, tree=False):
     if not want(name):
         return None
     cache, q, cu, out = setup([qn] * B, [ctx] * B, H, Hkv, D, S)
-    n = n_splits_for(B, Hkv, H // Hkv, qn, ctx)
-    k = build(mode, H, Hkv, D, S, 1) if n == 1 else Split(mode, H, Hkv, D, S, n, B * qn)
+    n = 1 if tree else n_splits_for(B, Hkv, H // Hkv, qn, ctx)
+    trees = random_trees([qn] * B) if tree else None
+    k = build(mode, H, Hkv, D, S, 1, tree=tree) if n == 1 else Split(mode, H, Hkv, D, S, n, B * qn)
     qf = q.view(q.shape[0], -1)
+    if tree:
+        tm = trees.to(dev)
+        k0 = k
+        k = lambda *a: k0(*a, tm)  # noqa: E731  (tree_mask follows max_q)
+        k.source = k0.source
     if n == 1:
         launch(k, qf, cache, cu, out, qn)
     else:
         k(qf, cache, cu, out, qn)
     torch.cuda.synchronize()
-    ref = reference(q, cache, [qn] * B, H, 1, 0, 1.0 / math.sqrt(D)) if B * qn <= 4096 else None
+    ref = reference(q, cache, [qn] * B, H, 1, 0, 1.0 / math.sqrt(D), trees) if B * qn <= 4096 else None
     err = kb.rel_l2(out, ref) if ref is not None else float("nan")
     if n == 1:
         ms = kb.median_ms(lambda i: launch(k, qf, cache, cu, out, qn), 1, RUNS)
@@ -289,6 +311,10 @@ for kk in (4, 8):
     v = decode_case(f"verify k{kk} B32x4096", 32, 4096, kk + 1, "verify")
     if v and d32:
         print(f"  verify k{kk} / decode step: {v['ms'] / d32['ms']:.2f}x (target <= 1.5x)")
+        v["vs_decode"] = v["ms"] / d32["ms"]
+    v = decode_case(f"verify-tree k{kk} B32x4096", 32, 4096, kk + 1, "verify", tree=True)
+    if v and d32:
+        print(f"  verify-tree k{kk} / decode step: {v['ms'] / d32['ms']:.2f}x (target <= 1.5x)")
         v["vs_decode"] = v["ms"] / d32["ms"]
 
 # ---- table ------------------------------------------------------------------------------------------

@@ -213,11 +213,13 @@ char *kb_gen(const char *family, const char *spec_text, const char *config_text,
                 kir_print(k, &out);
             else if (cg_cuda_source(k, t, &out, &d) != IR_OK)
                 ir_buf_printf(&out, "%s", d.msg);
-            else if (what == 2) { /* compile too (NVRTC; KILN_PTXAS_INFO=1 shows registers and spills) */
-                CgBinary bin = {0};
-                if (cg_cuda_compile(k, t, &bin, NULL, &d) != IR_OK)
+            else if (what == 2) { /* compile too: ptxas's register / spill report after the source */
+                IrBuf rep = {0};
+                if (cg_cuda_ptxas_report(k, t, &rep, &d) != IR_OK)
                     ir_buf_printf(&out, "\n/* %s */\n", d.msg);
-                cg_binary_free(&bin);
+                else
+                    ir_buf_printf(&out, "\n/* ptxas:\n%s*/\n", rep.s ? rep.s : "");
+                ir_buf_free(&rep);
             }
         }
     }

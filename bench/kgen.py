@@ -9,7 +9,7 @@ import ctypes
 
 p = argparse.ArgumentParser()
 p.add_argument("--ir", action="store_true")
-p.add_argument("--compile", action="store_true", help="NVRTC too; with KILN_PTXAS_INFO=1 ptxas reports registers")
+p.add_argument("--compile", action="store_true", help="NVRTC too: ptxas's register/spill report follows the source")
 p.add_argument("--target", default="sm_90a")
 p.add_argument("lib")
 p.add_argument("family")

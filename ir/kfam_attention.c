@@ -23,6 +23,14 @@
  * the end out = acc / l. The [T, T] score matrix never exists: only [BLOCK_M, BLOCK_N] tiles per program.
  * Programs whose query tile starts past their sequence's q_len run zero trips and store nothing.
  *
+ * Tree verify (spec tree=1): an extra param tree_mask (i64 [T], after max_q): a key of the step's own
+ * tokens (position >= seq_lens[b] - q_len_b) is allowed to query token r only when bit (key - (seq_lens[b]
+ * - q_len_b)) of tree_mask[r] is set — speculative decoding's token tree, each draft token seeing its
+ * ancestors and itself (the bits of a chain are all j <= r: plain causal). q_len_b <= 64 for such steps.
+ * Split-KV (spec split=1): params ws_o, ws_lse (f32) and n_splits (i32) follow; grid axis 1 becomes
+ * n_splits * Hkv; split z covers the z-th of n_splits equal runs of key blocks and writes its normalized
+ * partial o and log2-sum-exp (-1e30 when it saw no key) for (token, head) row (t*H + h) at ws row
+ * (t*H + h)*n_splits + z; attention_merge (below) combines them into out, which is then not written here.
  * Spec: mode (mixed | prefill | decode | verify; all build the same kernel today, the mode only picks
  * the default config), H, Hkv (H % Hkv == 0), D (1..256), page_size, causal (0/1, default 1), window
  * (>= 0, 0: none), dtype (bf16 | f16 | f32), optional scale (float).
@@ -78,8 +86,9 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
         kfam_spec_dtype(s, &dt, d))
         return d->status;
     causal = kfam_spec_i(s, "causal", 1);
-    int64_t split = kfam_spec_i(s, "split", 0);
+    int64_t split = kfam_spec_i(s, "split", 0), tree = kfam_spec_i(s, "tree", 0);
     if (split != 0 && split != 1) return ir_diag_set(d, IR_ERR_INPUT, "attention: split must be 0 or 1");
+    if (tree != 0 && tree != 1) return ir_diag_set(d, IR_ERR_INPUT, "attention: tree must be 0 or 1");
     W = kfam_spec_i(s, "window", 0);
     const char *mode = kfam_spec_s(s, "mode", "mixed");
     if (!mode_ok(mode))
@@ -117,7 +126,8 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     KirValue *n_seqs = kir_param(&b, "n_seqs", kir_scalar(KIR_I32), 0);
     KirValue *max_pages = kir_param(&b, "max_pages", kir_scalar(KIR_I32), 0);
     KirValue *max_q = kir_param(&b, "max_q", kir_scalar(KIR_I32), 0);
-    KirValue *ws_o = NULL, *ws_lse = NULL, *n_splits = NULL;
+    KirValue *ws_o = NULL, *ws_lse = NULL, *n_splits = NULL, *tree_mask = NULL;
+    if (tree) tree_mask = kir_param(&b, "tree_mask", kir_ptr(KIR_I64), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS);
     if (split) {
         ws_o = kir_param(&b, "ws_o", kir_ptr(KIR_F32), KIR_PARAM_NOALIAS);
         ws_lse = kir_param(&b, "ws_lse", kir_ptr(KIR_F32), KIR_PARAM_NOALIAS);
@@ -197,6 +207,8 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     KirValue *page_elems = kir_const_i64(&b, S * Hkv * D);
     KirValue *dl64 = kir_cast(&b, dl, KIR_I64);
 
+    /* tree verify: row R's ancestor mask, bit j = may attend to query token j of its sequence */
+    KirValue *tm = tree ? kir_load(&b, tree_mask, kir_add(&b, q0, qi), rmask, kir_const_i64(&b, 0)) : NULL;
     KirBlock *body = kir_for_begin(&b, lo, hi, cBN, inits, 3, stages > 1 ? stages : 0);
     KirValue *kb = body->args[0], *m = body->args[1], *l = body->args[2], *acc = body->args[3];
     KirValue *kpos = kir_add(&b, kb, kir_arange(&b, bn));
@@ -218,6 +230,16 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     if (W > 0) {
         KirValue *wlo = kir_sub(&b, pos, kir_const_i32(&b, W)); /* keys > pos - W */
         valid = kir_binary(&b, KIR_OP_AND, valid, kfam_outer(&b, KIR_OP_LT, wlo, kpos));
+    }
+    if (tree) { /* keys of this step's own tokens: only the row token's ancestors (bit kpos - ctx) */
+        KirValue *rel = kir_sub(&b, kpos, ctx);
+        KirValue *amt =
+            kir_binary(&b, KIR_OP_MIN, kir_binary(&b, KIR_OP_MAX, rel, zero_i), kir_const_i32(&b, 63));
+        KirValue *bit = kfam_outer(&b, KIR_OP_SHR, tm, kir_cast(&b, amt, KIR_I64));
+        bit = kir_binary(&b, KIR_OP_NE, kir_binary(&b, KIR_OP_AND, bit, kir_const_i64(&b, 1)),
+                         kir_const_i64(&b, 0));
+        KirValue *ok = kir_binary(&b, KIR_OP_OR, kfam_cols(&b, kir_lt(&b, rel, zero_i), bm), bit);
+        valid = kir_binary(&b, KIR_OP_AND, valid, ok);
     }
     sc = kir_select(&b, valid, sc, ninf);
     KirValue *m_new = kir_binary(&b, KIR_OP_MAX, m, kir_reduce(&b, sc, KIR_RED_MAX, 1));

@@ -108,7 +108,7 @@ static IrStatus copy_out(CgBinary *b, const char *format, const char *data, size
 }
 
 static IrStatus run_nvrtc(const KirKernel *k, const CgTarget *t, const char *src, CgBinary *cubin,
-                          CgBinary *ptx, IrDiag *d)
+                          CgBinary *ptx, IrBuf *report, IrDiag *d)
 {
     char entry[256], file[300], arch[64], incs[8][512];
     const char *opts[16];
@@ -129,8 +129,7 @@ static IrStatus run_nvrtc(const KirKernel *k, const CgTarget *t, const char *src
     opts[n++] = "-default-device";
     opts[n++] = "--fmad=false";
     opts[n++] = "--disable-warnings";
-    int info = getenv("KILN_PTXAS_INFO") != NULL; /* developers: registers, spills, smem per kernel */
-    if (info) opts[n++] = "--ptxas-options=-v";
+    if (report) opts[n++] = "--ptxas-options=-v";
 
     double t0 = ir_now_ms();
     const char *hdr = cg_cuda_devlib, *hdr_name = "kiln_device.cuh";
@@ -157,13 +156,13 @@ static IrStatus run_nvrtc(const KirKernel *k, const CgTarget *t, const char *src
                         t->name, nvrtcGetErrorString(r), head[0] ? head : "no log");
         goto fail;
     }
-    if (info) {
+    if (report) {
         size_t ls = 0;
         char *il = NULL;
         if (nvrtcGetProgramLogSize(prog, &ls) == NVRTC_SUCCESS && (il = malloc(ls + 1)) &&
             nvrtcGetProgramLog(prog, il) == NVRTC_SUCCESS) {
             il[ls] = 0;
-            fprintf(stderr, "%s", il);
+            ir_buf_printf(report, "%s", il);
         }
         free(il);
     }
@@ -224,13 +223,31 @@ IrStatus cg_cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin,
 #ifdef KILN_HAVE_NVRTC
     IrBuf src = {0};
     IrStatus s = cg_cuda_source(k, t, &src, d);
-    if (s == IR_OK) s = run_nvrtc(k, t, src.s, cubin, ptx, d);
+    if (s == IR_OK) s = run_nvrtc(k, t, src.s, cubin, ptx, NULL, d);
     ir_buf_free(&src);
     return s;
 #else
     (void)cubin;
     (void)ptx;
     (void)t;
+    return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no NVRTC (CUDA backend)", k->name);
+#endif
+}
+
+IrStatus cg_cuda_ptxas_report(const KirKernel *k, const CgTarget *t, IrBuf *report, IrDiag *d)
+{
+#ifdef KILN_HAVE_NVRTC
+    IrBuf src = {0};
+    CgBinary cubin;
+    memset(&cubin, 0, sizeof cubin);
+    IrStatus s = cg_cuda_source(k, t, &src, d);
+    if (s == IR_OK) s = run_nvrtc(k, t, src.s, &cubin, NULL, report, d);
+    cg_binary_free(&cubin);
+    ir_buf_free(&src);
+    return s;
+#else
+    (void)t;
+    (void)report;
     return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no NVRTC (CUDA backend)", k->name);
 #endif
 }

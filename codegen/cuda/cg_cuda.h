@@ -47,6 +47,11 @@ IrStatus cg_cuda_launch_info(const KirKernel *k, const CgTarget *t, CgCudaLaunch
  * is a resource limit (shared memory, registers). On error both outputs are left empty. */
 IrStatus cg_cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin, CgBinary *ptx, IrDiag *d);
 
+/* Compiles k for t with ptxas in verbose mode and appends its report (registers, spill bytes, shared
+ * memory, per entry) to report. For developers and tools (bench/kgen.py --compile); errors as
+ * cg_cuda_compile. */
+IrStatus cg_cuda_ptxas_report(const KirKernel *k, const CgTarget *t, IrBuf *report, IrDiag *d);
+
 /* The entry symbol for k (k->name reduced to [A-Za-z0-9_], "k_" prefixed when it would start with a
  * digit), written into out (n bytes, truncated). */
 void cg_cuda_entry_name(const KirKernel *k, char *out, size_t n);

@@ -364,8 +364,8 @@ double kref_chi2_bound(int df)
 
 void kref_attention_paged(const void *q, const void *k_cache, const void *v_cache, KirDtype t,
                           const int32_t *block_table, const int32_t *seq_lens, const int32_t *cu_q, int B,
-                          int MP, int H, int Hkv, int D, int S, int causal, int window, double scale,
-                          double *out)
+                          int MP, int H, int Hkv, int D, int S, int causal, int window, const int64_t *tree,
+                          double scale, double *out)
 {
     int group = H / Hkv;
     for (int b = 0; b < B; b++) {
@@ -381,6 +381,11 @@ void kref_attention_paged(const void *q, const void *k_cache, const void *v_cach
                 size_t qb = ((size_t)row * H + h) * D;
                 double mx = -INFINITY, sum = 0;
                 for (int j = lo; j < hi; j++) {
+                    int start = slen - qlen;
+                    if (tree && j >= start && !((tree[row] >> (j - start)) & 1)) {
+                        p[j] = -INFINITY; /* not an ancestor in the draft tree */
+                        continue;
+                    }
                     size_t kb = (((size_t)block_table[(size_t)b * MP + j / S] * S + j % S) * Hkv + kvh) * D;
                     double dot = 0;
                     for (int d = 0; d < D; d++)
@@ -389,7 +394,7 @@ void kref_attention_paged(const void *q, const void *k_cache, const void *v_cach
                     if (p[j] > mx) mx = p[j];
                 }
                 for (int j = lo; j < hi; j++) {
-                    p[j] = exp(p[j] - mx);
+                    p[j] = p[j] == -INFINITY ? 0 : exp(p[j] - mx);
                     sum += p[j];
                 }
                 for (int d = 0; d < D; d++) {

@@ -94,10 +94,12 @@ double kref_chi2_bound(int df);
  * caches [P, S, Hkv, D], block_table [B, MP], seq_lens [B], cu_q [B+1]; query row i of sequence b has
  * position seq_lens[b] - q_len_b + (i - cu_q[b]) and attends to keys <= pos (causal) or < seq_lens[b],
  * and with window W > 0 only to keys > pos - W; head h reads kv head h / (H / Hkv); softmax(scale * q.k).
+ * tree (NULL: none): key j >= seq_lens[b] - q_len_b (a query token of the same step) is allowed to row
+ * r only when bit j - (seq_lens[b] - q_len_b) of tree[r] is set (speculative tree verify).
  * Rows with no allowed key give 0. out: [T, H*D] doubles (rows not in any sequence are left alone). */
 void kref_attention_paged(const void *q, const void *k_cache, const void *v_cache, KirDtype t,
                           const int32_t *block_table, const int32_t *seq_lens, const int32_t *cu_q, int B,
-                          int MP, int H, int Hkv, int D, int S, int causal, int window, double scale,
-                          double *out);
+                          int MP, int H, int Hkv, int D, int S, int causal, int window, const int64_t *tree,
+                          double scale, double *out);
 
 #endif

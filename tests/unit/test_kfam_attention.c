@@ -29,6 +29,7 @@ typedef struct Case {
     int q_len[MAX_SEQS], seq_len[MAX_SEQS];
     int extra_q; /* added to max_q: a grid larger than needed */
     int splits;  /* > 0: split-KV (spec split=1) with this many splits, then attention_merge */
+    int tree;    /* 1: random draft trees (spec tree=1); 2: chains given as trees */
 } Case;
 
 static KfamSpec spec_of(const Case *c)
@@ -44,6 +45,7 @@ static KfamSpec spec_of(const Case *c)
     kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
     if (c->scale > 0) kfam_spec_float(&s, "scale", c->scale);
     if (c->splits) kfam_spec_int(&s, "split", 1);
+    if (c->tree) kfam_spec_int(&s, "tree", 1);
     return s;
 }
 
@@ -105,10 +107,18 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
             set_nan(kc, dt, sl * row + e);
             set_nan(vc, dt, sl * row + e);
         }
+    /* draft trees: token j of a step's block has a parent p < j (a chain: j - 1); its mask holds its
+     * ancestors and itself */
+    int64_t *tree = c->tree ? calloc((size_t)(T > 0 ? T : 1), sizeof(int64_t)) : NULL;
+    for (int b = 0; tree && b < B; b++)
+        for (int j = 0; j < c->q_len[b]; j++) {
+            int par = j == 0 ? -1 : c->tree == 2 ? j - 1 : (int)(kref_next(g) % (uint64_t)j);
+            tree[cu_q[b] + j] = (par >= 0 ? tree[cu_q[b] + par] : 0) | ((int64_t)1 << j);
+        }
     double *want = malloc(sizeof(double) * qn);
     double scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)D);
-    kref_attention_paged(q, kc, vc, dt, bt, seq_lens, cu_q, B, MP, H, Hkv, D, S, c->causal, c->window, scale,
-                         want);
+    kref_attention_paged(q, kc, vc, dt, bt, seq_lens, cu_q, B, MP, H, Hkv, D, S, c->causal, c->window, tree,
+                         scale, want);
 
     KfamSpec s = spec_of(c);
     for (int i = 0; i < n_cfgs; i++) {
@@ -123,7 +133,7 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
                 kref_poison(ws_o, sizeof(float) * wrows * D);
                 kref_poison(ws_lse, sizeof(float) * wrows);
             }
-            KRunArg args[14] = {
+            KRunArg args[15] = {
                 {q, kref_bytes(dt, qn), 0, 0},
                 {kc, kref_bytes(dt, cn), 0, 0},
                 {vc, kref_bytes(dt, cn), 0, 0},
@@ -135,10 +145,14 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
                 {NULL, 0, B, 0},
                 {NULL, 0, MP, 0},
                 {NULL, 0, max_q + c->extra_q, 0},
-                {ws_o, sizeof(float) * wrows * D, 0, 0},
-                {ws_lse, sizeof(float) * wrows, 0, 0},
-                {NULL, 0, c->splits, 0},
             };
+            int na = 11;
+            if (tree) args[na++] = (KRunArg){tree, sizeof(int64_t) * (size_t)T, 0, 0};
+            if (c->splits) {
+                args[na++] = (KRunArg){ws_o, sizeof(float) * wrows * D, 0, 0};
+                args[na++] = (KRunArg){ws_lse, sizeof(float) * wrows, 0, 0};
+                args[na++] = (KRunArg){NULL, 0, c->splits, 0};
+            }
             int ran = ksweep_run(r, k, args) > 0;
             if (ran && c->splits) { /* the merge, on the same executor */
                 KfamSpec ms = kfam_spec("attention_merge");
@@ -180,6 +194,7 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
     free(out);
     free(used);
     free(want);
+    free(tree);
 }
 
 static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
@@ -248,6 +263,22 @@ static void sweep(const KRunner *r, KrefRng *g)
     c.splits = 17;
     c.window = 0;
     run_case(r, g, &c, cfgs, 1);
+    /* speculative verify: k + 1 query tokens per sequence over long contexts; random draft trees and
+     * chains (which must equal plain causal), GQA-packed, split or not */
+    static const int verify[][2] = {{5, 100}, {9, 41}, {1, 17}, {9, 9}, {17, 300}, {64, 90}};
+    Case v = {.dt = KIR_BF16, .H = 8, .Hkv = 2, .D = 64, .S = 16, .causal = 1, .mode = "verify", .tree = 1};
+    fill_batch(&v, verify, big ? 6 : 3);
+    run_case(r, g, &v, cfgs, big ? 2 : 1);
+    v.tree = 2;
+    v.splits = 2;
+    run_case(r, g, &v, cfgs, 1);
+    v.tree = 1;
+    v.dt = KIR_F32;
+    v.H = v.Hkv = 4;
+    v.D = 128;
+    v.splits = 0;
+    fill_batch(&v, verify, big ? 5 : 2);
+    run_case(r, g, &v, cfgs, 1);
     Case e = {.dt = KIR_F32, .H = 4, .Hkv = 4, .D = 80, .S = 8, .causal = 1, .window = 9};
     fill_batch(&e, small_batch, big ? 4 : 2);
     run_case(r, g, &e, cfgs, big ? 3 : 1);
@@ -262,6 +293,8 @@ static void cuda_compile(void)
         {.dt = KIR_BF16, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1, .mode = "decode"},
         {.dt = KIR_F16, .H = 32, .Hkv = 8, .D = 64, .S = 32, .causal = 1, .window = 4096},
         {.dt = KIR_BF16, .H = 8, .Hkv = 1, .D = 256, .S = 16, .causal = 0},
+        {.dt = KIR_BF16, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1, .mode = "decode", .splits = 1},
+        {.dt = KIR_BF16, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1, .mode = "verify", .tree = 1},
     };
     if (!t || !cg_backend_for(t, "cuda")) {
         printf("skip cuda compile: this build has no NVRTC\n");
