@@ -262,6 +262,12 @@ static IrStatus infer_attention(const Ctx *c, GirType *out)
     TRY(want_dim(c, T(c, 4)->dim[0], T(c, 3)->dim[0], "seq_lens length"));
     TRY(want_rank(c, 5, 1, "cu_q"));
     TRY(want_dtype(c, 5, GIR_I32, "cu_q"));
+    if (c->n_in == 7) { /* tree verify: one i64 ancestor mask per query token */
+        if (strcmp(mode, "verify")) return fail(c, "a tree_mask input needs mode verify (got '%s')", mode);
+        TRY(want_rank(c, 6, 1, "tree_mask"));
+        TRY(want_dtype(c, 6, GIR_I64, "tree_mask"));
+        TRY(want_dim(c, T(c, 6)->dim[0], T(c, 0)->dim[0], "tree_mask length"));
+    }
     out[0] = *T(c, 0);
     return IR_OK;
 }
@@ -310,7 +316,10 @@ static IrStatus infer_spec_verify(const Ctx *c, GirType *out)
     const char *mode = as(c, "mode", "");
     if (strcmp(mode, "greedy") && strcmp(mode, "sample"))
         return fail(c, "unknown mode '%s' (greedy, sample)", mode);
-    if (!strcmp(mode, "sample") && c->n_in != 3) return fail(c, "mode sample needs draft_probs");
+    int sampling = !strcmp(mode, "sample");
+    if (c->n_in != (sampling ? 4 : 2))
+        return fail(c, sampling ? "mode sample takes logits, draft, draft_probs and params"
+                                : "mode greedy takes logits and draft");
     int64_t k = ai(c, "k", 0);
     if (k < 1 || k > 64) return fail(c, "k must be in 1..64");
     TRY(want_rank(c, 0, 2, "logits"));
@@ -318,7 +327,13 @@ static IrStatus infer_spec_verify(const Ctx *c, GirType *out)
     TRY(want_rank(c, 1, 2, "draft"));
     TRY(want_dtype(c, 1, GIR_I32, "draft"));
     TRY(want_dim(c, T(c, 1)->dim[1], gir_dim_const(k), "draft length"));
-    if (c->n_in == 3 && !gir_type_eq(T(c, 2), T(c, 0))) return fail(c, "draft_probs must match logits");
+    if (sampling) {
+        if (!gir_type_eq(T(c, 2), T(c, 0))) return fail(c, "draft_probs must match logits");
+        TRY(want_rank(c, 3, 2, "params"));
+        TRY(want_dtype(c, 3, GIR_F32, "params"));
+        TRY(want_dim(c, T(c, 3)->dim[0], T(c, 1)->dim[0], "params rows"));
+        TRY(want_dim(c, T(c, 3)->dim[1], gir_dim_const(4), "params columns"));
+    }
     out[0] = gir_type(GIR_I32, 1, (GirDim[]){T(c, 1)->dim[0]});
     out[1] = out[0];
     return IR_OK;

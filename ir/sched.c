@@ -20,7 +20,7 @@ enum { SCHED_ALIGN = 256 };
 
 SchedOptions sched_options_default(void)
 {
-    return (SchedOptions){.max_tokens = 8192, .max_seqs = 256, .max_rows = 256};
+    return (SchedOptions){.max_tokens = 8192, .max_seqs = 256, .max_rows = 256, .max_split_rows = 65536};
 }
 
 typedef struct Lower {
@@ -89,6 +89,28 @@ static int act_buf(Lower *L, const GirValue *v)
     return name ? new_buf(L, v, SCHED_BUF_ACT, name) : -1;
 }
 
+/* A workspace activation that no graph value names ("%<what>.<node id>"): f32 [rows, cols]. */
+static int ws_buf(Lower *L, const char *what, int node, int64_t rows, int64_t cols)
+{
+    Schedule *s = L->s;
+    char name[48];
+    snprintf(name, sizeof name, "%%%s.%d", what, node);
+    const char *nm = ir_arena_strdup(L->a, name);
+    if (!nm || !grow(L->a, (void **)&s->bufs, &L->cap_bufs, s->n_bufs, sizeof(SchedBuf))) return -1;
+    SchedBuf *b = &s->bufs[s->n_bufs];
+    memset(b, 0, sizeof *b);
+    b->name = nm;
+    b->kind = SCHED_BUF_ACT;
+    b->type.dtype = GIR_F32;
+    b->type.rank = 2;
+    b->type.dim[0] = (GirDim){.n = rows, .sym = -1};
+    b->type.dim[1] = (GirDim){.n = cols, .sym = -1};
+    b->bytes = rows * cols * 4;
+    b->offset = -1;
+    b->first = b->last = -1;
+    return s->n_bufs++;
+}
+
 /* The kernel for spec (deduplicated by its printed form). */
 static int kernel_for(Lower *L, const KfamSpec *spec)
 {
@@ -143,8 +165,8 @@ static const char *dtype_of(const GirValue *v)
     return gir_dtype_name(v->type.dtype);
 }
 
-/* Fills the spec and arguments for node n (whose output buffers already exist). Returns 0 for nodes that
- * launch nothing. */
+/* Fills the specs and arguments of node n's launches (its output buffers already exist) into sp[0..1],
+ * x[0..1]. Returns the number of launches (0 for nodes that launch nothing), -1 when out of memory. */
 static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
 {
     int in[GIR_MAX_IN], out[GIR_MAX_OUT];
@@ -216,7 +238,13 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
             arg_buf(x, in[i]);
         arg_sym(x, t0->dim[0]);
         return 1;
-    case GIR_OP_ATTENTION:
+    case GIR_OP_ATTENTION: {
+        /* split-KV capable (flash-decoding): the runtime picks n_splits per step; with 1 the kernel writes
+         * out itself and the merge launch has 0 rows */
+        int64_t H = gir_attr_i(n, "heads", 0), D = gir_attr_i(n, "head_dim", 0),
+                rows = L->s->opt.max_split_rows;
+        int ws_o = ws_buf(L, "ws_o", n->id, rows, D), ws_lse = ws_buf(L, "ws_lse", n->id, rows, 1);
+        if (ws_o < 0 || ws_lse < 0) return -1;
         *sp = kfam_spec("attention");
         kfam_spec_str(sp, "mode", gir_attr_s(n, "mode", "mixed"));
         kfam_spec_int(sp, "H", gir_attr_i(n, "heads", 0));
@@ -227,11 +255,22 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
         kfam_spec_int(sp, "window", gir_attr_i(n, "window", 0));
         if (gir_node_attr(n, "scale")) kfam_spec_float(sp, "scale", gir_attr_f(n, "scale", 0));
         kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
+        kfam_spec_int(sp, "split", 1);
+        if (n->n_in == 7) kfam_spec_int(sp, "tree", 1);
         for (int i = 0; i < 6; i++)
             arg_buf(x, in[i]);
         arg_buf(x, out[0]), arg_sym(x, t0->dim[0]), arg_sym(x, n->in[4]->type.dim[0]);
         arg_sym(x, n->in[3]->type.dim[1]), arg_runtime(x, "max_q");
-        return 1;
+        if (n->n_in == 7) arg_buf(x, in[6]);
+        arg_buf(x, ws_o), arg_buf(x, ws_lse), arg_runtime(x, "n_splits");
+        sp[1] = kfam_spec("attention_merge");
+        kfam_spec_int(&sp[1], "H", H);
+        kfam_spec_int(&sp[1], "D", D);
+        kfam_spec_str(&sp[1], "dtype", dtype_of(n->out[0]));
+        arg_buf(&x[1], ws_o), arg_buf(&x[1], ws_lse), arg_buf(&x[1], out[0]);
+        arg_runtime(&x[1], "split_tokens"), arg_runtime(&x[1], "n_splits");
+        return 2;
+    }
     case GIR_OP_LOGITS:
         *sp = kfam_spec("matmul");
         kfam_spec_int(sp, "N", n->in[1]->type.dim[0].n);
@@ -352,25 +391,29 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
                 return oom(&L);
             }
         }
-        KfamSpec spec;
-        Args x = {0};
-        if (!lower_node(&L, n, &spec, &x)) continue;
-        int kern = kernel_for(&L, &spec);
-        if (kern < 0 || !grow(a, (void **)&s->launches, &L.cap_launches, s->n_launches, sizeof(SchedLaunch)))
-            return oom(&L);
-        SchedLaunch *l = &s->launches[s->n_launches];
-        l->kernel = kern;
-        l->node = n->id;
-        l->n_args = x.n;
-        memcpy(l->args, x.a, sizeof(SchedArg) * (size_t)x.n);
-        for (int k = 0; k < x.n; k++) {
-            if (x.a[k].kind != SCHED_ARG_BUF) continue;
-            SchedBuf *b = &s->bufs[x.a[k].buf];
-            if (b->kind != SCHED_BUF_ACT) continue;
-            if (b->first < 0) b->first = s->n_launches;
-            if (b->last < s->n_launches) b->last = s->n_launches;
+        KfamSpec spec[2];
+        Args x[2] = {{0}, {0}};
+        int nl = lower_node(&L, n, spec, x);
+        if (nl < 0) return oom(&L);
+        for (int li = 0; li < nl; li++) {
+            int kern = kernel_for(&L, &spec[li]);
+            if (kern < 0 ||
+                !grow(a, (void **)&s->launches, &L.cap_launches, s->n_launches, sizeof(SchedLaunch)))
+                return oom(&L);
+            SchedLaunch *l = &s->launches[s->n_launches];
+            l->kernel = kern;
+            l->node = n->id;
+            l->n_args = x[li].n;
+            memcpy(l->args, x[li].a, sizeof(SchedArg) * (size_t)x[li].n);
+            for (int k = 0; k < x[li].n; k++) {
+                if (x[li].a[k].kind != SCHED_ARG_BUF) continue;
+                SchedBuf *b = &s->bufs[x[li].a[k].buf];
+                if (b->kind != SCHED_BUF_ACT) continue;
+                if (b->first < 0) b->first = s->n_launches;
+                if (b->last < s->n_launches) b->last = s->n_launches;
+            }
+            s->n_launches++;
         }
-        s->n_launches++;
     }
     if (L.bad_sym)
         return ir_diag_set(

@@ -33,8 +33,12 @@ typedef struct SchedBuf {
 } SchedBuf;
 
 /* SCHED_ARG_RUNTIME: a per-step value the runtime computes from the step's batch, named by `rt`:
- *   "max_q"  the longest query count of one sequence in this step (max over b of cu_q[b+1] - cu_q[b]);
- *            sizes the attention grid.
+ *   "max_q"        the longest query count of one sequence in this step (max over b of cu_q[b+1] - cu_q[b]);
+ *                  sizes the attention grid.
+ *   "n_splits"     attention's split-KV count for this step (>= 1; flash-decoding: > 1 when few sequences
+ *                  with long contexts leave SMs idle), with T * heads * n_splits <= max_split_rows.
+ *   "split_tokens" T when n_splits > 1, else 0: the attention_merge grid (0 rows: the launch is skipped,
+ *                  attention wrote its output itself).
  * Printed as "rt:<name>" by sched_launch_args. */
 typedef enum SchedArgKind { SCHED_ARG_BUF, SCHED_ARG_SYM, SCHED_ARG_RUNTIME } SchedArgKind;
 
@@ -62,9 +66,10 @@ typedef struct SchedKernel {
 } SchedKernel;
 
 typedef struct SchedOptions {
-    int64_t max_tokens; /* T: tokens in one step */
-    int64_t max_seqs;   /* B: sequences in one step */
-    int64_t max_rows;   /* R: rows that need logits */
+    int64_t max_tokens;     /* T: tokens in one step */
+    int64_t max_seqs;       /* B: sequences in one step */
+    int64_t max_rows;       /* R: rows that need logits */
+    int64_t max_split_rows; /* attention split-KV workspace rows (token x head x split) */
 } SchedOptions;
 
 typedef struct Schedule {
@@ -77,7 +82,7 @@ typedef struct Schedule {
     int64_t act_bytes; /* activation arena size */
 } Schedule;
 
-SchedOptions sched_options_default(void); /* 8192 tokens, 256 sequences, 256 rows */
+SchedOptions sched_options_default(void); /* 8192 tokens, 256 sequences, 256 rows, 65536 split rows */
 
 /* Lowers a verified graph (after gir_run_passes). IR_ERR_UNSUPPORTED for an op no family can serve. */
 IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Schedule **out, IrDiag *d);

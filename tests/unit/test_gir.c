@@ -190,6 +190,32 @@ static void test_inference_errors(void)
     gir_graph_destroy(g);
 }
 
+/* Tree verify: attention's optional 7th input, an i64 ancestor mask per query token, in mode verify only. */
+static void test_tree_attention(void)
+{
+    Mini m = mini(2, 8);
+    GirGraph *g = m.g;
+    IrDiag d = {0};
+    GirValue *q = leaf(g, GIR_OP_INPUT, "q", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(32)});
+    GirValue *tree = leaf(g, GIR_OP_INPUT, "tree_mask", GIR_I64, 1, (GirDim[]){S(g, "T")});
+    GirValue *bad = leaf(g, GIR_OP_INPUT, "tree32", GIR_I32, 1, (GirDim[]){S(g, "T")});
+    GirAttr aa[] = {gir_attr_str("mode", "verify"), gir_attr_int("causal", 1),
+                    gir_attr_int("heads", 4),       gir_attr_int("kv_heads", 2),
+                    gir_attr_int("head_dim", 8),    gir_attr_int("page_size", 16)};
+    GirValue *in[7] = {q, m.kc, m.vc, m.bt, m.lens, m.cuq, tree};
+    KT_CHECK(op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) != NULL, "tree verify: %s", d.msg);
+    in[6] = bad;
+    ir_diag_clear(&d);
+    KT_CHECK(!op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) && strstr(d.msg, "tree_mask"), "i32 tree: %s",
+             d.msg);
+    in[6] = tree;
+    aa[0] = gir_attr_str("mode", "mixed");
+    ir_diag_clear(&d);
+    KT_CHECK(!op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) && strstr(d.msg, "needs mode verify"),
+             "tree outside verify: %s", d.msg);
+    gir_graph_destroy(g);
+}
+
 static void test_verifier_catches_corruption(void)
 {
     Mini m = mini(2, 8);
@@ -259,7 +285,8 @@ static void test_fuse_silu_mul(void)
     KT_CHECK(gir_run_passes(g, NULL, &d) == IR_OK, "%s", d.msg);
     IrBuf p = {0};
     gir_print(g, 0, &p);
-    KT_CHECK(strstr(p.s, "matmul %0, %1, %2 {epilogue=\"silu_mul\"} : bf16[T,160]") && !strstr(p.s, "silu_mul %"),
+    KT_CHECK(strstr(p.s, "matmul %0, %1, %2 {epilogue=\"silu_mul\"} : bf16[T,160]") &&
+                 !strstr(p.s, "silu_mul %"),
              "fused:\n%s", p.s);
     KT_CHECK(g->n_nodes == 7, "x, 3 weights, fused matmul, down matmul, output: %d", g->n_nodes);
     ir_buf_free(&p);
@@ -271,6 +298,7 @@ int main(void)
     test_fuse_silu_mul();
     test_build_print_passes();
     test_inference_errors();
+    test_tree_attention();
     test_verifier_catches_corruption();
     test_alloc_failures();
     return kt_done("test_gir");

@@ -54,25 +54,35 @@ static void test_model(const char *model, const char *set, int layers)
     IrDiag d = {0};
     KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "%s: %s", model, d.msg);
     if (s) {
-        /* per layer: norm, q, k, v, rope x2, kv_write, attention, o, add+norm, gate/up, down = 12
-         * plus embedding, final norm, logits, sample */
-        KT_CHECK(s->n_launches == 12 * layers + 4, "%s: %d launches", model, s->n_launches);
-        KT_CHECK(s->n_kernels <= 14, "%s: %d distinct kernels (specs shared across layers)", model, s->n_kernels);
+        /* per layer: norm, q, k, v, rope x2, kv_write, attention + its split-KV merge, o, add+norm, gate/up,
+         * down = 13 plus embedding, final norm, logits, sample */
+        KT_CHECK(s->n_launches == 13 * layers + 4, "%s: %d launches", model, s->n_launches);
+        KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
+                 s->n_kernels);
         for (int i = 0; i < s->n_launches; i++) {
             const SchedKernel *k = &s->kernels[s->launches[i].kernel];
-            KT_CHECK(s->launches[i].n_args >= 3, "launch %d of %s has %d args", i, k->name, s->launches[i].n_args);
+            KT_CHECK(s->launches[i].n_args >= 3, "launch %d of %s has %d args", i, k->name,
+                     s->launches[i].n_args);
         }
-        /* attention: the family's 11 params, ending with the block table's stride and the step's max_q */
+        /* attention: the split-KV kernel's 14 params, ending with the step's max_q, the workspace and
+         * the run-time split count; then the merge of that workspace into the attention's output */
         for (int i = 0; i < s->n_launches; i++) {
             const SchedKernel *k = &s->kernels[s->launches[i].kernel];
-            if (strcmp(k->spec.family, "attention")) continue;
+            if (strcmp(k->spec.family, "attention") && strcmp(k->spec.family, "attention_merge")) continue;
+            int merge = !strcmp(k->spec.family, "attention_merge");
             IrBuf args = {0};
             sched_launch_args(s, &s->launches[i], &args);
-            const char *tail = "sym:B sym:MP rt:max_q";
+            const char *tail = merge ? "rt:split_tokens rt:n_splits" : "sym:B sym:MP rt:max_q";
+            const char *mid = merge ? "act:%ws_o." : " act:%ws_o.";
             size_t n = args.s ? strlen(args.s) : 0;
-            KT_CHECK(s->launches[i].n_args == 11 && n > strlen(tail) &&
-                         !strcmp(args.s + n - strlen(tail), tail),
-                     "%s: attention args %s", model, args.s ? args.s : "");
+            KT_CHECK(
+                s->launches[i].n_args == (merge ? 5 : 14) && args.s && strstr(args.s, tail) &&
+                    strstr(args.s, mid) &&
+                    !strcmp(args.s + n - strlen(merge ? tail : "rt:n_splits"), merge ? tail : "rt:n_splits"),
+                "%s: attention args %s", model, args.s ? args.s : "");
+            KT_CHECK(merge || (i + 1 < s->n_launches &&
+                               !strcmp(s->kernels[s->launches[i + 1].kernel].spec.family, "attention_merge")),
+                     "%s: attention launch %d is followed by its merge", model, i);
             IrArena *ka = ir_arena_create();
             KirKernel *kk = NULL;
             IrDiag kd = {0};
@@ -84,7 +94,8 @@ static void test_model(const char *model, const char *set, int layers)
             ir_buf_free(&args);
         }
         int outputs = 0;
-        for (int i = 0; i < s->n_bufs; i++) outputs += s->bufs[i].output != NULL;
+        for (int i = 0; i < s->n_bufs; i++)
+            outputs += s->bufs[i].output != NULL;
         KT_CHECK(outputs == 2, "logits and next_tokens are outputs (%d)", outputs);
         check_plan(s);
         /* reuse: the arena is far smaller than all activations together */
