@@ -149,7 +149,8 @@ class Split:
     def __call__(self, q, cache, cu_q, out, max_q):
         self.k(q, cache.k, cache.v, cache.bt, cache.seq_lens, cu_q, out, self.T, cache.B, cache.max_pages, max_q,
                self.ws_o, self.ws_lse, self.n)
-        self.m(self.ws_o, self.ws_lse, out, self.T, self.n)
+        if self.n > 1:  # one split writes out itself
+            self.m(self.ws_o, self.ws_lse, out, self.T, self.n)
 
     def source(self):
         return self.k.source()

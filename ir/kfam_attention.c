@@ -30,7 +30,8 @@
  * Split-KV (spec split=1): params ws_o, ws_lse (f32) and n_splits (i32) follow; grid axis 1 becomes
  * n_splits * Hkv; split z covers the z-th of n_splits equal runs of key blocks and writes its normalized
  * partial o and log2-sum-exp (-1e30 when it saw no key) for (token, head) row (t*H + h) at ws row
- * (t*H + h)*n_splits + z; attention_merge (below) combines them into out, which is then not written here.
+ * (t*H + h)*n_splits + z; attention_merge (below) combines them into out. With n_splits = 1 the kernel
+ * writes out itself and leaves the workspace alone (the merge is not needed: its grid is 0 rows then).
  * Spec: mode (mixed | prefill | decode | verify; all build the same kernel today, the mode only picks
  * the default config), H, Hkv (H % Hkv == 0), D (1..256), page_size, causal (0/1, default 1), window
  * (>= 0, 0: none), dtype (bf16 | f16 | f32), optional scale (float).
@@ -267,8 +268,13 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
         kir_add(&b, loop->res[0],
                 kir_mul(&b, kir_unary(&b, KIR_OP_LOG, lf), kir_const_f(&b, KIR_F32, 1.4426950408889634)));
     lse = kir_select(&b, has, lse, kir_const_f(&b, KIR_F32, -1e30));
-    kir_store(&b, ws_o, kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, wrow, kir_const_i32(&b, D)), dl), o, q_mask);
-    kir_store(&b, ws_lse, wrow, lse, rmask);
+    /* one split (the runtime's choice for steps that fill the GPU anyway): the output itself, no merge */
+    KirValue *direct = kir_binary(&b, KIR_OP_EQ, n_splits, one),
+             *partial = kir_binary(&b, KIR_OP_NE, n_splits, one);
+    kir_store(&b, dst, q_offs, kir_cast(&b, o, dt), kir_binary(&b, KIR_OP_AND, q_mask, direct));
+    kir_store(&b, ws_o, kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, wrow, kir_const_i32(&b, D)), dl), o,
+              kir_binary(&b, KIR_OP_AND, q_mask, partial));
+    kir_store(&b, ws_lse, wrow, lse, kir_binary(&b, KIR_OP_AND, rmask, partial));
     return kfam_kernel_end(&b, out);
 }
 

@@ -154,7 +154,8 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
                 args[na++] = (KRunArg){NULL, 0, c->splits, 0};
             }
             int ran = ksweep_run(r, k, args) > 0;
-            if (ran && c->splits) { /* the merge, on the same executor */
+            if (ran &&
+                c->splits > 1) { /* the merge, on the same executor (1 split: out is written directly) */
                 KfamSpec ms = kfam_spec("attention_merge");
                 kfam_spec_int(&ms, "H", H);
                 kfam_spec_int(&ms, "D", D);
