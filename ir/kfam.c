@@ -18,10 +18,11 @@ extern const KfamFamily kfam_sample;
 extern const KfamFamily kfam_attention;
 extern const KfamFamily kfam_attention_merge;
 extern const KfamFamily kfam_kv_write;
+extern const KfamFamily kfam_spec_verify;
 
 static const KfamFamily *const families[] = {
     &kfam_embedding, &kfam_rmsnorm,  &kfam_rope,      &kfam_matmul,          &kfam_matmul_splitk_epilogue,
-    &kfam_sample,    &kfam_kv_write, &kfam_attention, &kfam_attention_merge,
+    &kfam_sample,    &kfam_kv_write, &kfam_attention, &kfam_attention_merge, &kfam_spec_verify,
 };
 
 const KfamFamily *kfam_find(const char *name)
@@ -284,7 +285,8 @@ int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimi
     int64_t total = 1;
     for (int i = 0; i < f->n_space; i++)
         total *= f->space[i].n > 0 ? f->space[i].n : 1;
-    if (total > 4096) total = 4096;
+    if (total > (1 << 16))
+        total = 1 << 16; /* every config of today's spaces (matmul: 6000); a bound on memory */
     Cand *c = calloc((size_t)total, sizeof *c);
     IrArena *a = ir_arena_create();
     int n = 0, found = 0;

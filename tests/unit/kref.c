@@ -411,3 +411,110 @@ void kref_attention_paged(const void *q, const void *k_cache, const void *v_cach
         free(p);
     }
 }
+
+/* ---- spec_verify ---- */
+
+void kref_spec_verify_greedy(const float *logits, const int32_t *draft, int B, int k, int V,
+                             int32_t *accepted, int32_t *bonus)
+{
+    for (int b = 0; b < B; b++) {
+        const float *rows = logits + (size_t)b * (k + 1) * V;
+        int n = 0;
+        while (n < k && kref_argmax(rows + (size_t)n * V, V) == draft[(size_t)b * k + n])
+            n++;
+        accepted[b] = n;
+        bonus[b] = kref_argmax(rows + (size_t)n * V, V);
+    }
+}
+
+double kref_gumbel(int64_t seed, int32_t counter)
+{
+    double u = fmax((double)kir_rand_ref(seed, counter), 0x1p-25);
+    return -log(-log(u));
+}
+
+/* Draws from row j of a sequence (x logits, qr its q row or NULL for p itself) by Gumbel-max as the
+ * family does; p holds softmax(x / T), m = max x. The kernel's p may be off by a relative `margin`: sets
+ * *amb when that (or 1e-5 on the key terms) could make it pick another token or change whether the
+ * residual max(0, p - q) is empty. */
+static int spec_draw(const float *x, const float *qr, const double *p, int V, double m, double T,
+                     int64_t seed, int j, double margin, int *amb)
+{
+    double best = -INFINITY, best_lo = -INFINITY;
+    int w = 0, sure = 0, maybe = 0, use_r = 0;
+    for (int t = 0; qr && t < V; t++) {
+        sure |= p[t] * (1 - margin) > qr[t];
+        maybe |= p[t] * (1 + margin) > qr[t];
+        use_r |= p[t] > qr[t];
+    }
+    if (sure != maybe) *amb = 1; /* the kernel's residual may or may not be empty */
+    double *lo = malloc(sizeof(double) * (size_t)V), *hi = malloc(sizeof(double) * (size_t)V);
+    if (!lo || !hi) abort();
+    for (int t = 0; t < V; t++) {
+        double g = kref_gumbel(seed, (int32_t)((int64_t)(j + 1) * V + t)), c;
+        if (use_r) {
+            double r = p[t] - qr[t], rl = p[t] * (1 - margin) - qr[t], rh = p[t] * (1 + margin) - qr[t];
+            double s = 1e-5 * (1 + fabs(g));
+            c = r > 0 ? log(r) + g : -INFINITY;
+            lo[t] = rl > 0 ? log(rl) + g - s : -INFINITY;
+            hi[t] = rh > 0 ? log(rh) + g + s : -INFINITY;
+        } else {
+            double lx = (x[t] - m) / T, s = 1e-5 * (1 + fabs(lx) + fabs(g));
+            c = lx + g;
+            lo[t] = x[t] > -INFINITY ? c - s : -INFINITY;
+            hi[t] = x[t] > -INFINITY ? c + s : -INFINITY;
+        }
+        if (c > best) best = c, best_lo = lo[t], w = t;
+    }
+    for (int t = 0; t < V; t++)
+        if (t != w && hi[t] > -INFINITY && hi[t] >= best_lo) *amb = 1;
+    free(lo);
+    free(hi);
+    return w;
+}
+
+int kref_spec_verify_sample(const float *logits, const int32_t *draft, const float *q, const float *params,
+                            int B, int k, int V, double margin, int32_t *accepted, int32_t *bonus,
+                            unsigned char *ambiguous)
+{
+    double *p = malloc(sizeof(double) * (size_t)V);
+    if (!p) abort();
+    int n_amb = 0;
+    for (int b = 0; b < B; b++) {
+        double T = params[(size_t)b * 4];
+        int64_t seed = (int64_t)params[(size_t)b * 4 + 3];
+        int amb = 0, n = k, tok = 0;
+        for (int j = 0; j <= k; j++) {
+            size_t row = ((size_t)b * (k + 1) + j) * V;
+            const float *x = logits + row;
+            int d = j < k ? draft[(size_t)b * k + j] : -1;
+            double m = -INFINITY, z = 0;
+            for (int t = 0; t < V; t++)
+                m = fmax(m, x[t]);
+            if (!(T > 0) || m == -INFINITY) { /* greedy position */
+                int a = kref_argmax(x, V);
+                if (j < k && a == d) continue;
+                n = j, tok = a;
+                break;
+            }
+            for (int t = 0; t < V; t++)
+                z += (p[t] = exp((x[t] - m) / T));
+            for (int t = 0; t < V; t++)
+                p[t] /= z;
+            if (d >= 0 && d < V) {
+                double lhs = (double)kir_rand_ref(seed, -1 - j) * q[row + d], rhs = p[d];
+                if (fabs(lhs - rhs) < margin * fmax(lhs, rhs)) amb = 1;
+                if (lhs < rhs) continue;
+            }
+            n = j;
+            tok = spec_draw(x, j < k ? q + row : NULL, p, V, m, T, seed, j, margin, &amb);
+            break;
+        }
+        accepted[b] = n;
+        bonus[b] = tok;
+        ambiguous[b] = (unsigned char)amb;
+        n_amb += amb;
+    }
+    free(p);
+    return n_amb;
+}

@@ -102,4 +102,22 @@ void kref_attention_paged(const void *q, const void *k_cache, const void *v_cach
                           int MP, int H, int Hkv, int D, int S, int causal, int window, const int64_t *tree,
                           double scale, double *out);
 
+/* spec_verify (docs/KERNELS.md), sequences b < B with k draft tokens over a vocabulary of V: logits and q
+ * [B*(k+1), V] (row b*(k+1) + j is position j; q's row j = k is not read), draft [B, k].
+ * Greedy: accepted[b] = longest prefix with kref_argmax(row j) == draft[j], bonus[b] = argmax of row n.
+ * Exact. */
+void kref_spec_verify_greedy(const float *logits, const int32_t *draft, int B, int k, int V,
+                             int32_t *accepted, int32_t *bonus);
+/* Rejection sampling with the family's noise (kir_rand_ref counters) in float64: params [B, 4] =
+ * (T, top_k, top_p, seed) as the family reads them; T <= 0 or an all -inf row: that position greedy.
+ * Decisions the float32 kernel may take otherwise are flagged in ambiguous[b] (1: do not compare that
+ * sequence): with the kernel's p off by a relative `margin` and its key terms (log-probability, Gumbel
+ * noise) by 1e-5 * (1 + |term|), an acceptance u*q < p, the emptiness of the residual max(0, p - q) or
+ * the Gumbel-max winner could change. Returns the number of ambiguous sequences. */
+int kref_spec_verify_sample(const float *logits, const int32_t *draft, const float *q, const float *params,
+                            int B, int k, int V, double margin, int32_t *accepted, int32_t *bonus,
+                            unsigned char *ambiguous);
+/* The family's Gumbel noise -log(-log(max(rand(seed, counter), 2^-25))) in float64. */
+double kref_gumbel(int64_t seed, int32_t counter);
+
 #endif

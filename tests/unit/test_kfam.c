@@ -65,7 +65,7 @@ static void test_registry(void)
 {
     int n;
     const KfamFamily *const *all = kfam_all(&n);
-    KT_CHECK(n == 9, "%d families", n);
+    KT_CHECK(n == 10, "%d families", n);
     for (int i = 0; i < n; i++) {
         KT_CHECK(kfam_find(all[i]->name) == all[i], "find %s", all[i]->name);
         KT_CHECK(all[i]->n_space >= 1 && all[i]->n_space <= KFAM_MAX_SPACE, "%s space", all[i]->name);
@@ -112,6 +112,9 @@ static const struct {
     {"attention", "mode=decode H=32 Hkv=8 D=128 page_size=16 dtype=bf16 split=1"},
     {"attention_merge", "H=32 D=128 dtype=bf16"},
     {"attention_merge", "H=7 D=80 dtype=f32"},
+    {"spec_verify", "V=128256 k=4 mode=sample"},
+    {"spec_verify", "V=32000 k=8 mode=greedy"},
+    {"spec_verify", "V=7 k=1 mode=sample"},
 };
 
 static void test_defaults(void)
@@ -202,6 +205,10 @@ static void test_bad_specs(void)
         {"kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16 rope=2"},
         {"attention", "mode=decode H=32 Hkv=8 D=128 page_size=16 dtype=bf16 split=2"},
         {"attention_merge", "H=32 D=300 dtype=bf16"},
+        {"spec_verify", "V=100 k=0 mode=greedy"},
+        {"spec_verify", "V=100 k=65 mode=sample"},
+        {"spec_verify", "V=100 k=4 mode=beam"},
+        {"spec_verify", "k=4 mode=greedy"},
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         IrArena *a = ir_arena_create();
@@ -224,6 +231,9 @@ static void test_bad_specs(void)
     kir_config_set(&cfg, "BM", 48);
     ir_diag_clear(&d);
     KT_CHECK(build(a, &s, &cfg, &k, &d) == IR_ERR_UNSUPPORTED, "BM=48: %s", d.msg);
+    s = spec_of("spec_verify", "V=100000000 k=64 mode=sample"); /* rand counters past i32 */
+    ir_diag_clear(&d);
+    KT_CHECK(build(a, &s, NULL, &k, &d) == IR_ERR_UNSUPPORTED, "spec_verify (k+2)*V: %s", d.msg);
     ir_arena_destroy(a);
 }
 
@@ -278,6 +288,7 @@ int main(void)
     walk_space("kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16");
     walk_space("kv_write", "Hkv=8 D=256 page_size=16 dtype=bf16 rope=1 theta=10000.0");
     walk_space("attention_merge", "H=32 D=128 dtype=bf16");
+    walk_space("spec_verify", "V=128256 k=4 mode=sample");
     test_bad_specs();
     test_matmul_shape();
     return kt_done("test_kfam");
