@@ -337,10 +337,15 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
     st->build_ms = ir_now_ms() - t0;
     if (check_launch_args(s, kk)) goto done;
     build_salt(salt, sizeof salt);
-    CgDriverOptions o = {.threads = a->jobs, .cache_dir = a->cache_dir, .salt = salt};
+    IrDiag cache_warn = {0};
+    CgDriverOptions o = {.threads = a->jobs, .cache_dir = a->cache_dir, .salt = salt, .warn = &cache_warn};
     t0 = ir_now_ms();
     cg_compile_jobs(jobs, st->jobs, &o);
     st->compile_ms = ir_now_ms() - t0;
+    if (cache_warn.status != IR_OK) {
+        fprintf(stderr, "kiln: warning: %s\n", cache_warn.msg);
+        o.cache_dir = NULL; /* the retries below would only be refused again */
+    }
     for (int j = 0; j < st->jobs; j++)
         if (jobs[j].status == IR_ERR_LIMIT || jobs[j].status == IR_ERR_UNSUPPORTED)
             retry_config(&jobs[j], s, kk, nk, arena, &o, a->verbose);

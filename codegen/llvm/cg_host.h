@@ -23,6 +23,11 @@
 
 typedef struct CgHostKernel CgHostKernel;
 
+/* The machine that "host-obj" code is built for: "<triple> <CPU name> <CPU features>" as LLVM reports this
+ * host (e.g. "x86_64-unknown-linux-gnu znver4 +64bit,+adx,..."), a static string. The compile cache keys
+ * host-target binaries by it. NULL without LLVM in this build (or out of memory at initialization). */
+const char *cg_host_cpu(void);
+
 /* 1 when this build can JIT host code. */
 int cg_host_jit_available(void);
 

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static char *host_triple, *host_cpu, *host_features;
+static char *host_triple, *host_cpu, *host_features, *host_id;
 
 static void init_targets(void)
 {
@@ -46,6 +46,14 @@ static void init_targets(void)
     LLVMDisposeMessage(t);
     host_cpu = LLVMGetHostCPUName();
     host_features = LLVMGetHostCPUFeatures();
+    size_t n = strlen(host_triple) + strlen(host_cpu) + strlen(host_features) + 3;
+    if ((host_id = malloc(n))) snprintf(host_id, n, "%s %s %s", host_triple, host_cpu, host_features);
+}
+
+const char *cg_host_cpu(void)
+{
+    pthread_once(&init_once, init_targets);
+    return host_id;
 }
 
 void cg_llvm_host_info(const char **triple, const char **cpu, const char **features)
@@ -240,6 +248,11 @@ IrStatus cg_llvm_dump_ir(const KirKernel *k, const CgTarget *t, int optimized, C
 }
 
 #else /* !KILN_HAVE_LLVM */
+
+const char *cg_host_cpu(void)
+{
+    return NULL;
+}
 
 static int llvm_supports(const CgTarget *t)
 {

@@ -31,6 +31,19 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-d
   [ "$(sqlite3 "$d/host.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" = \
     "$(sqlite3 "$d/host2.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" ] &&
     ok "cached binaries identical" || bad "cached binaries differ"
+  [ "$(stat -c %a "$cache")" = 700 ] && [ "$(stat -c %a "$cache/tmp")" = 700 ] &&
+    ok "cache directory created 0700" || bad "cache directory mode $(stat -c %a "$cache")"
+  # a cache that others may write is refused with one warning line; the compile goes on without it
+  open="$d/opencache"; mkdir -p "$open"; chmod 777 "$open"
+  if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$open" -o "$d/host3.kiln" 2> "$d/err3" &&
+     [ "$(wc -l < "$d/err3")" = 1 ] && grep -q "^kiln: warning: kernel cache $open: writable by group or others" "$d/err3" &&
+     [ -z "$(ls -A "$open")" ] &&
+     [ "$(sqlite3 "$d/host.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" = \
+       "$(sqlite3 "$d/host3.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" ]; then
+    ok "world-writable cache refused: $(cat "$d/err3")"
+  else
+    bad "world-writable cache: $(cat "$d/err3")"
+  fi
 elif grep -q "no backend in this build" "$d/err"; then
   echo "skip host kernels: $(cat "$d/err")"
 else

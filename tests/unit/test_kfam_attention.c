@@ -113,7 +113,7 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
     for (int b = 0; tree && b < B; b++)
         for (int j = 0; j < c->q_len[b]; j++) {
             int par = j == 0 ? -1 : c->tree == 2 ? j - 1 : (int)(kref_next(g) % (uint64_t)j);
-            tree[cu_q[b] + j] = (par >= 0 ? tree[cu_q[b] + par] : 0) | ((int64_t)1 << j);
+            tree[cu_q[b] + j] = (par >= 0 ? tree[cu_q[b] + par] : 0) | (int64_t)((uint64_t)1 << j);
         }
     double *want = malloc(sizeof(double) * qn);
     double scale = c->scale > 0 ? c->scale : 1.0 / sqrt((double)D);
