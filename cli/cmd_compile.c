@@ -9,6 +9,7 @@
 
 #include "cg_driver.h"
 #include "cli.h"
+#include "cuda/cg_cuda.h"
 #include "ir/sched.h"
 #include "rt_package.h"
 
@@ -278,6 +279,19 @@ static void retry_config(CgJob *job, const Schedule *s, KirKernel *const *kk, in
     }
 }
 
+/* Launch geometry of a compiled binary, stored with it (the runtime cannot recompute it): the CUDA
+ * backend's block size and dynamic shared memory; the LLVM GPU lowering runs a program on one thread of
+ * a block of any size, so 1 (docs/BACKENDS.md); host code: 1, no shared memory. */
+static void launch_geometry(const CgJob *job, int *block, int *smem)
+{
+    *block = 1, *smem = 0;
+    if (strcmp(job->backend, "cuda")) return;
+    CgCudaLaunch li;
+    IrDiag d = {0};
+    if (cg_cuda_launch_info(job->k, job->target, &li, &d) == IR_OK)
+        *block = li.threads, *smem = li.smem_bytes;
+}
+
 /* Builds every kernel of the schedule at its default config, writes the kernel rows, compiles them for
  * every target (parallel, cached) and writes the binaries. Returns 0, or 1 after printing the error. */
 static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, const CgTarget **targets,
@@ -356,13 +370,14 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
             goto done;
         }
         st->cached += job->cached;
-        int kid = job->kernel_row;
+        int kid = job->kernel_row, block = 1, smem = 0;
+        launch_geometry(job, &block, &smem);
         IrBuf conf = {0}, grid = {0};
         kir_config_print(&job->k->cfg, &conf);
         kernel_grid_text(job->k, &grid);
         rt_pkgw_binary(w, kid, job->target->name, conf.oom ? "" : conf.s, grid.oom ? "" : grid.s,
-                       job->bin.format, job->bin.entry ? job->bin.entry : job->k->name, job->bin.data,
-                       job->bin.size, job->bin.compile_ms);
+                       job->bin.format, job->bin.entry ? job->bin.entry : job->k->name, block, smem,
+                       job->bin.data, job->bin.size, job->bin.compile_ms);
         ir_buf_free(&conf);
         ir_buf_free(&grid);
     }

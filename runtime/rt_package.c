@@ -33,7 +33,7 @@
 #define RT_VERSION_STRING                                                                                    \
     RT_STR(KILN_VERSION_MAJOR) "." RT_STR(KILN_VERSION_MINOR) "." RT_STR(KILN_VERSION_PATCH)
 
-/* Format 2. Changing any table or column means bumping RT_PKG_FORMAT_VERSION. */
+/* Format 3. Changing any table or column means bumping RT_PKG_FORMAT_VERSION. */
 const char rt_pkg_schema_sql[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
@@ -46,6 +46,8 @@ const char rt_pkg_schema_sql[] =
     "CREATE TABLE binaries(kernel_id INTEGER NOT NULL REFERENCES kernels(id), target TEXT NOT NULL,\n"
     "                      config TEXT NOT NULL, grid TEXT NOT NULL, format TEXT NOT NULL,\n"
     "                      entry TEXT NOT NULL,\n"
+    "                      block INTEGER NOT NULL CHECK (block BETWEEN 1 AND 1024),\n"
+    "                      smem INTEGER NOT NULL CHECK (smem BETWEEN 0 AND 1048576),\n"
     "                      data BLOB NOT NULL, hash TEXT NOT NULL, compile_ms REAL,\n"
     "                      PRIMARY KEY(kernel_id, target, config));\n"
     "CREATE TABLE launch_plan(step INTEGER PRIMARY KEY, kernel_id INTEGER NOT NULL, args TEXT NOT NULL);\n"
@@ -124,8 +126,9 @@ static const char *const rt_ins_sql[RT_INS_COUNT] = {
     "INSERT INTO weights(name, dtype, shape, nbytes) VALUES (?1, ?2, ?3, ?4)",
     "INSERT INTO kernels(id, name, family, spec, config, params, grid, ir_hash, ir_text)"
     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    "INSERT INTO binaries(kernel_id, target, config, grid, format, entry, data, hash, compile_ms)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    "INSERT INTO binaries(kernel_id, target, config, grid, format, entry, data, hash, compile_ms, block, "
+    "smem)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     "INSERT INTO launch_plan(step, kernel_id, args) VALUES (?1, ?2, ?3)",
     "INSERT INTO buffers(name, kind, dtype, shape, offset, bytes, output) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
     "?7)",
@@ -417,13 +420,15 @@ KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k)
 }
 
 KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
-                          const char *grid, const char *format, const char *entry, const void *data,
-                          size_t size, double compile_ms)
+                          const char *grid, const char *format, const char *entry, int block, int smem,
+                          const void *data, size_t size, double compile_ms)
 {
     if (!w) return KILN_ERR_ARG;
     if (w->status) return w->status;
     if (!target || !config || !grid || !format || !entry || !data || !size || size > 0x7fffffff)
         return rt_pkgw_fail(w, KILN_ERR_ARG, "binary: missing field or bad size");
+    if (block < 1 || block > 1024 || smem < 0 || smem > (1 << 20))
+        return rt_pkgw_fail(w, KILN_ERR_ARG, "binary: block size or shared memory out of range");
     char hash[17];
     snprintf(hash, sizeof hash, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
     sqlite3_stmt *st = w->ins[RT_INS_BINARY];
@@ -436,6 +441,8 @@ KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target,
     sqlite3_bind_blob(st, 7, data, (int)size, SQLITE_STATIC);
     rt_bind_text(st, 8, hash);
     sqlite3_bind_double(st, 9, compile_ms);
+    sqlite3_bind_int(st, 10, block);
+    sqlite3_bind_int(st, 11, smem);
     return rt_pkgw_step(w, st, "binary for", entry);
 }
 

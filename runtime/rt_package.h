@@ -19,7 +19,7 @@
 #include "kiln.h"
 
 #define RT_PKG_APPLICATION_ID 0x4b494c4e /* 'KILN', PRAGMA application_id */
-#define RT_PKG_FORMAT_VERSION 2          /* PRAGMA user_version */
+#define RT_PKG_FORMAT_VERSION 3          /* PRAGMA user_version */
 
 typedef struct RtPkgWriter RtPkgWriter;
 
@@ -50,10 +50,12 @@ typedef struct RtPkgKernel {
 KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k);
 /* A compiled binary of kernel_id for target at config (text "BM=64 BN=128 ...") with the grid that config
  * launches (the kernel row's grid text format; it differs from the row's when a target got another
- * config); the writer stores its FNV-1a 64 hash, which readers check before loading it. */
+ * config) and its launch geometry: `block` threads per block / workgroup (1..1024) and `smem` bytes of
+ * dynamic shared memory (0..1 MiB), which only the compiler knows; the writer stores the data's FNV-1a
+ * 64 hash, which readers check before loading it. */
 KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
-                          const char *grid, const char *format, const char *entry, const void *data,
-                          size_t size, double compile_ms);
+                          const char *grid, const char *format, const char *entry, int block, int smem,
+                          const void *data, size_t size, double compile_ms);
 /* One step of the launch plan: kernel_id with args text (ir/sched.h: sched_launch_args). */
 KilnStatus rt_pkgw_launch(RtPkgWriter *w, int64_t step, int64_t kernel_id, const char *args);
 /* One buffer of the plan: kind input/weight/act, shape text "[T,4096]", arena offset (-1 if none),

@@ -583,9 +583,10 @@ KilnStatus rt_pkg_print_kernels(KilnPackage *pkg, FILE *f)
     sqlite3_stmt *st = NULL;
     char b1[32];
     int rc;
-    if (rt_query(pkg, &st,
-                 "SELECT k.id, k.name, k.config, (SELECT count(*) FROM launch_plan l WHERE l.kernel_id = k.id),"
-                 " k.spec FROM kernels k ORDER BY k.id") != SQLITE_OK)
+    if (rt_query(
+            pkg, &st,
+            "SELECT k.id, k.name, k.config, (SELECT count(*) FROM launch_plan l WHERE l.kernel_id = k.id),"
+            " k.spec FROM kernels k ORDER BY k.id") != SQLITE_OK)
         goto fail;
     fprintf(f, "%-4s %-44s %-6s %s\n", "id", "kernel", "uses", "default config");
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -593,24 +594,28 @@ KilnStatus rt_pkg_print_kernels(KilnPackage *pkg, FILE *f)
                 sqlite3_column_int64(st, 3), rt_col(st, 2));
     if (rc != SQLITE_DONE) goto fail;
     if (rt_query(pkg, &st,
-                 "SELECT b.kernel_id, k.name, b.target, b.format, length(b.data), b.compile_ms, b.config"
-                 " FROM binaries b JOIN kernels k ON k.id = b.kernel_id ORDER BY b.target, b.kernel_id, b.config") !=
-        SQLITE_OK)
+                 "SELECT b.kernel_id, k.name, b.target, b.format, length(b.data), b.compile_ms, b.config,"
+                 " b.block, b.smem"
+                 " FROM binaries b JOIN kernels k ON k.id = b.kernel_id ORDER BY b.target, b.kernel_id, "
+                 "b.config") != SQLITE_OK)
         goto fail;
     int header = 0;
     double total_ms = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (!header++)
-            fprintf(f, "\n%-4s %-44s %-8s %-8s %10s %10s  %s\n", "id", "binary", "target", "format", "size",
-                    "compile", "config");
+            fprintf(f, "\n%-4s %-44s %-8s %-8s %10s %10s %5s %8s  %s\n", "id", "binary", "target", "format",
+                    "size", "compile", "block", "smem", "config");
         double ms = sqlite3_column_double(st, 5);
         total_ms += ms;
-        fprintf(f, "%-4lld %-44s %-8s %-8s %10s %8.1fms  %s\n", sqlite3_column_int64(st, 0), rt_col(st, 1),
-                rt_col(st, 2), rt_col(st, 3), rt_fmt_bytes(b1, sqlite3_column_double(st, 4)), ms, rt_col(st, 6));
+        fprintf(f, "%-4lld %-44s %-8s %-8s %10s %8.1fms %5lld %8lld  %s\n", sqlite3_column_int64(st, 0),
+                rt_col(st, 1), rt_col(st, 2), rt_col(st, 3), rt_fmt_bytes(b1, sqlite3_column_double(st, 4)),
+                ms, sqlite3_column_int64(st, 7), sqlite3_column_int64(st, 8), rt_col(st, 6));
     }
     if (rc != SQLITE_DONE) goto fail;
-    if (header) fprintf(f, "%d binaries, %.1f ms of compile time in all\n", header, total_ms);
-    else fprintf(f, "\nno binaries (compile with --target)\n");
+    if (header)
+        fprintf(f, "%d binaries, %.1f ms of compile time in all\n", header, total_ms);
+    else
+        fprintf(f, "\nno binaries (compile with --target)\n");
     sqlite3_finalize(st);
     return ferror(f) ? KILN_ERR_IO : KILN_OK;
 fail:;
