@@ -19,10 +19,12 @@ extern const KfamFamily kfam_attention;
 extern const KfamFamily kfam_attention_merge;
 extern const KfamFamily kfam_kv_write;
 extern const KfamFamily kfam_spec_verify;
+extern const KfamFamily kfam_qmatmul;
 
 static const KfamFamily *const families[] = {
     &kfam_embedding, &kfam_rmsnorm,  &kfam_rope,      &kfam_matmul,          &kfam_matmul_splitk_epilogue,
     &kfam_sample,    &kfam_kv_write, &kfam_attention, &kfam_attention_merge, &kfam_spec_verify,
+    &kfam_qmatmul,
 };
 
 const KfamFamily *kfam_find(const char *name)

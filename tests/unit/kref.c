@@ -518,3 +518,74 @@ int kref_spec_verify_sample(const float *logits, const int32_t *draft, const flo
     free(p);
     return n_amb;
 }
+
+/* ---- quantized weights ---- */
+
+static float kref_le_half(const unsigned char *p)
+{
+    return kref_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+void kref_qdequant(const char *wfmt, const void *w, const void *scales, const uint8_t *zeros, KirDtype t,
+                   int N, int K, int group, float *out)
+{
+    const unsigned char *p = w;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            float *o = &out[(size_t)n * K + k];
+            if (!strcmp(wfmt, "w4a16")) {
+                uint32_t word = ((const uint32_t *)w)[(size_t)n * (K / 8) + k / 8];
+                int q = (int)((word >> (4 * (k % 8))) & 15);
+                size_t g = (size_t)n * (K / group) + k / group;
+                int z = zeros ? zeros[g] : 8;
+                *o = (float)(q - z) * (float)kref_get(scales, t, g);
+            } else if (!strcmp(wfmt, "w8a16")) {
+                *o = (float)((const int8_t *)w)[(size_t)n * K + k];
+            } else {
+                int q4_1 = !strcmp(wfmt, "q4_1"), q8 = !strcmp(wfmt, "q8_0");
+                size_t bytes = q8 ? 34 : q4_1 ? 20 : 18;
+                const unsigned char *blk = p + ((size_t)n * (K / 32) + k / 32) * bytes;
+                int j = k % 32;
+                float d = kref_le_half(blk);
+                if (q8) {
+                    *o = (float)(int8_t)blk[2 + j] * d;
+                } else {
+                    const unsigned char *qs = blk + (q4_1 ? 4 : 2);
+                    int q = j < 16 ? qs[j] & 15 : qs[j - 16] >> 4;
+                    *o = q4_1 ? (float)q * d + kref_le_half(blk + 2) : (float)(q - 8) * d;
+                }
+            }
+        }
+}
+
+void kref_qmatmul(const void *x, const float *w, const float *w2, const void *chan, const void *chan2,
+                  const void *bias, const void *r, KirDtype t, int M, int N, int K, const char *epilogue,
+                  double *out)
+{
+    double *xd = kref_to_double(x, t, (size_t)M * K);
+    double *wd = malloc(sizeof(double) * (size_t)N * K), *w2d = malloc(sizeof(double) * (size_t)N * K);
+    if (!wd || !w2d) abort();
+    for (size_t i = 0; i < (size_t)N * K; i++) {
+        wd[i] = kref_round(w[i], t);
+        w2d[i] = w2 ? kref_round(w2[i], t) : 0;
+    }
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            const double *a = xd + (size_t)m * K, *b = wd + (size_t)n * K, *b2 = w2d + (size_t)n * K;
+            double acc = 0, acc2 = 0;
+            for (int k = 0; k < K; k++)
+                acc += a[k] * b[k];
+            for (int k = 0; w2 && k < K; k++)
+                acc2 += a[k] * b2[k];
+            if (chan) acc *= kref_get(chan, t, (size_t)n);
+            if (chan2) acc2 *= kref_get(chan2, t, (size_t)n);
+            size_t o = (size_t)m * N + n;
+            if (!strcmp(epilogue, "bias")) acc += kref_get(bias, t, (size_t)n);
+            if (!strcmp(epilogue, "residual")) acc = kref_round(acc, t) + kref_get(r, t, o);
+            if (!strcmp(epilogue, "silu_mul")) acc = acc / (1 + exp(-acc)) * acc2;
+            out[o] = acc;
+        }
+    free(xd);
+    free(wd);
+    free(w2d);
+}

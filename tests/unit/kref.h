@@ -120,4 +120,19 @@ int kref_spec_verify_sample(const float *logits, const int32_t *draft, const flo
 /* The family's Gumbel noise -log(-log(max(rand(seed, counter), 2^-25))) in float64. */
 double kref_gumbel(int64_t seed, int32_t counter);
 
+/* ---- quantized weights (the qmatmul family, docs/KERNELS.md) ---- */
+/* Dequantized weights [N, K] as f32, from the qmatmul family's layouts: "w4a16": w i32 [N, K/8] (little
+ * nibble first), scales of dtype t [N, K/group], zeros u8 [N, K/group] or NULL (z = 8), value
+ * f32(q - z) * f32(s); "w8a16": w i8 [N, K], value q (the per-channel scale is kref_qmatmul's chan);
+ * "q4_0", "q4_1", "q8_0": w the GGUF blocks (rows of K/32 blocks), values bit-identical to
+ * rt_gguf_dequant (NaN halves give NaN). */
+void kref_qdequant(const char *wfmt, const void *w, const void *scales, const uint8_t *zeros, KirDtype t,
+                   int N, int K, int group, float *out);
+/* out = x[M,K] @ w[N,K]^T with kref_matmul's epilogues, each weight rounded to t first (the family's B
+ * tile is dtype); chan (w8a16: per-channel scales of dtype t, [N]; NULL: none) multiplies the sum of row
+ * n before the epilogue, chan2 the sum with w2. Float64 accumulation. */
+void kref_qmatmul(const void *x, const float *w, const float *w2, const void *chan, const void *chan2,
+                  const void *bias, const void *r, KirDtype t, int M, int N, int K, const char *epilogue,
+                  double *out);
+
 #endif

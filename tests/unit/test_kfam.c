@@ -65,7 +65,7 @@ static void test_registry(void)
 {
     int n;
     const KfamFamily *const *all = kfam_all(&n);
-    KT_CHECK(n == 10, "%d families", n);
+    KT_CHECK(n == 11, "%d families", n);
     for (int i = 0; i < n; i++) {
         KT_CHECK(kfam_find(all[i]->name) == all[i], "find %s", all[i]->name);
         KT_CHECK(all[i]->n_space >= 1 && all[i]->n_space <= KFAM_MAX_SPACE, "%s space", all[i]->name);
@@ -115,6 +115,13 @@ static const struct {
     {"spec_verify", "V=128256 k=4 mode=sample"},
     {"spec_verify", "V=32000 k=8 mode=greedy"},
     {"spec_verify", "V=7 k=1 mode=sample"},
+    {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=w4a16 group=128 epilogue=none m_hint=1"},
+    {"qmatmul", "N=14336 K=4096 dtype=bf16 wfmt=w4a16 group=128 zeros=1 epilogue=silu_mul"},
+    {"qmatmul", "N=4096 K=14336 dtype=f16 wfmt=w4a16 group=32 epilogue=residual m_hint=8"},
+    {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=w8a16 epilogue=bias m_hint=512"},
+    {"qmatmul", "N=576 K=1536 dtype=bf16 wfmt=q4_1 epilogue=residual m_hint=1"},
+    {"qmatmul", "N=1536 K=576 dtype=bf16 wfmt=q4_0 epilogue=silu_mul m_hint=1"},
+    {"qmatmul", "N=49152 K=576 dtype=f16 wfmt=q8_0 epilogue=none"},
 };
 
 static void test_defaults(void)
@@ -209,6 +216,15 @@ static void test_bad_specs(void)
         {"spec_verify", "V=100 k=65 mode=sample"},
         {"spec_verify", "V=100 k=4 mode=beam"},
         {"spec_verify", "k=4 mode=greedy"},
+        {"qmatmul", "N=64 K=64 dtype=bf16 epilogue=none"},
+        {"qmatmul", "N=64 K=64 dtype=f32 wfmt=q4_0"},
+        {"qmatmul", "N=64 K=64 dtype=bf16 wfmt=q5_0"},
+        {"qmatmul", "N=64 K=96 dtype=bf16 wfmt=w4a16 group=64"},
+        {"qmatmul", "N=64 K=128 dtype=bf16 wfmt=w4a16 group=16"},
+        {"qmatmul", "N=64 K=128 dtype=bf16 wfmt=q8_0 group=64"},
+        {"qmatmul", "N=64 K=128 dtype=bf16 wfmt=q4_1 zeros=1"},
+        {"qmatmul", "N=64 K=80 dtype=bf16 wfmt=q4_0"},
+        {"qmatmul", "N=64 K=64 dtype=bf16 wfmt=w8a16 epilogue=gelu"},
     };
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         IrArena *a = ir_arena_create();
@@ -289,6 +305,8 @@ int main(void)
     walk_space("kv_write", "Hkv=8 D=256 page_size=16 dtype=bf16 rope=1 theta=10000.0");
     walk_space("attention_merge", "H=32 D=128 dtype=bf16");
     walk_space("spec_verify", "V=128256 k=4 mode=sample");
+    walk_space("qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=w4a16 group=128 zeros=1 epilogue=residual");
+    walk_space("qmatmul", "N=1536 K=576 dtype=bf16 wfmt=q4_1 epilogue=silu_mul");
     test_bad_specs();
     test_matmul_shape();
     return kt_done("test_kfam");

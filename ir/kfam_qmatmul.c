@@ -1,0 +1,420 @@
+/* kfam_qmatmul.c — weight-only quantized matmul: out[M,N] = x[M,K] @ dequant(w)[N,K]^T with an epilogue.
+ * The weights are dequantized inside the K loop, tile by tile, into the activation dtype and fed to `dot`
+ * (f32 accumulation); dequantized weights never go to memory.
+ *
+ * Formats (spec `wfmt`), each as kiln keeps it in GPU memory; q is the stored integer of element (n, k):
+ *   "w4a16"  GPTQ/AWQ-style INT4 in groups of G = `group` (32, 64, 128) along K. The loader repacks
+ *            checkpoints into this layout:
+ *              w       ptr<i32> [N, K/8]   eight nibbles per word, little nibble first:
+ *                                         q = (w[n, k/8] >> 4*(k%8)) & 15
+ *              scales  ptr<dtype> [N, K/G]  s = scales[n, k/G]
+ *              zeros   ptr<u8> [N, K/G]     (spec zeros=1, asymmetric) z = zeros[n, k/G]; zeros=0: z = 8
+ *            value dtype(f32(q - z) * f32(s))
+ *   "w8a16"  int8 with one scale per output channel:
+ *              w       ptr<i8> [N, K]       q = w[n, k]
+ *              scales  ptr<dtype> [N]       s = scales[n]
+ *            the B tile is dtype(q) (exact) and the scale multiplies the f32 sum: acc_n * f32(s[n]), before
+ *            the epilogue (the same product, without rounding q * s to dtype)
+ *   "q4_0", "q4_1", "q8_0"  GGUF blocks of 32 along K exactly as stored in the file, row n at byte
+ *            n * (K/32) * B (B = 18, 20, 34 bytes per block), in one param w ptr<u8>; block b of row n holds
+ *            f16 d (little-endian) [, f16 m for q4_1], then the quants; j = k % 32:
+ *              q4_0  bytes d, qs[16]:    q = j < 16 ? qs[j] & 15 : qs[j-16] >> 4,  value (q - 8) * d
+ *              q4_1  bytes d, m, qs[16]: q as q4_0,                                value q * d + m
+ *              q8_0  bytes d, qs[32] i8: q = qs[j],                               value q * d
+ *            computed in f32 (q * d is exact, q4_1 adds m with one f32 rounding): bit-identical to
+ *            rt_gguf_dequant / llama.cpp, then rounded once to dtype for the dot. The halves are read
+ *            as two u8 loads and decoded with integer ops, casts and exact products:
+ *            (-1)^s * (m + 1024 [e > 0]) * 2^(max(e, 1) - 25) for sign s, exponent e, mantissa m;
+ *            non-finite halves (e = 31) decode to unspecified finite values.
+ * Epilogues (the dense matmul family's, docs/KERNELS.md): none, bias, residual, silu_mul (two quantized
+ * weights of the same format, gate w and up w2, each with its own scales and zeros).
+ *
+ * Spec: N, K, dtype (bf16 | f16), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
+ * accept group=32), zeros (w4a16 only, 0 or 1, default 0), epilogue (default none), optional m_hint
+ * (typical M; only the default config reads it). K must be a multiple of the group (32 for GGUF formats);
+ * w8a16 takes any K. M is a runtime parameter.
+ * Params, in order, SPLIT_K = 1 (bracketed ones only with their format, epilogue or option):
+ *   x        ptr<dtype> [M, K]   rdonly
+ *   w        ptr<i32 | i8 | u8>  rdonly   the format's quantized data (above)
+ *   [scales  ptr<dtype>          rdonly]  w4a16, w8a16
+ *   [zeros   ptr<u8>             rdonly]  w4a16 with zeros=1
+ *   [w2, scales2, zeros2]                 silu_mul: the up projection, same formats
+ *   [bias    ptr<dtype> [N]      rdonly]  bias
+ *   [r       ptr<dtype> [M, N]]           residual; out may alias r
+ *   out      ptr<dtype> [M, N]
+ *   M        i32
+ * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul is INVALID): params x, w, [scales], [zeros], ws,
+ * M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial product over K slice
+ * [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add, and the dense
+ * family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 scales the partial first.
+ * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
+ * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
+ * (32 for GGUF formats), else the config is INVALID.
+ *
+ * The K loop keeps the dense family's canonical shape: `for k in [lo, hi) step BK` carrying acc (and acc2);
+ * the body loads the A tile [BM,BK] at rows*K + k + cols and builds the B tile [BK,BN] from loads at
+ * loop-invariant offset tiles plus a per-trip scalar (k/8 words, k/G groups, k/32 blocks * B bytes), the
+ * integer unpacking (shr, and, xor), casts and f32 scale math, then a cast to dtype and `dot`. The scale
+ * (and GGUF's f16 halves) is gathered per element of the B tile: a group's lanes read the same address.
+ * Offsets are i32: the weight bytes (N*K/2, N*K, N*(K/32)*B) and M*max(N, K) must stay below 2^31.
+ *
+ * Backends: the interpreter and the LLVM host lowering run this as written. The CUDA lowering compiles it
+ * through its generic path today; a fast one needs a 'dequantize between cp.async and mma' path: stage
+ * the packed bytes (and one scale per group, not per lane) in shared memory with cp.async, unpack into
+ * registers in the mma fragment layout (or into a dtype smem tile for wgmma) and never round-trip the
+ * dequantized tile through global memory. Recognising this loop (a B operand computed from integer loads
+ * with a group-periodic scale gather) is that path's job; the IR stays as is.
+ */
+#include "kfam_impl.h"
+
+#include <string.h>
+
+extern const KfamFamily kfam_qmatmul;
+
+enum { EPI_NONE, EPI_BIAS, EPI_RESIDUAL, EPI_SILU_MUL };
+enum { QF_W4A16, QF_W8A16, QF_Q4_0, QF_Q4_1, QF_Q8_0 };
+
+static const struct {
+    const char *name;
+    int block_bytes; /* GGUF: bytes per block of 32 */
+    int quant_at;    /* GGUF: offset of the quants in a block */
+} formats[] = {
+    [QF_W4A16] = {"w4a16", 0, 0}, [QF_W8A16] = {"w8a16", 0, 0}, [QF_Q4_0] = {"q4_0", 18, 2},
+    [QF_Q4_1] = {"q4_1", 20, 4},  [QF_Q8_0] = {"q8_0", 34, 2},
+};
+
+static int epilogue_of(const KfamSpec *s)
+{
+    const char *e = kfam_spec_s(s, "epilogue", "none");
+    if (!strcmp(e, "none")) return EPI_NONE;
+    if (!strcmp(e, "bias")) return EPI_BIAS;
+    if (!strcmp(e, "residual")) return EPI_RESIDUAL;
+    if (!strcmp(e, "silu_mul")) return EPI_SILU_MUL;
+    return -1;
+}
+
+static int format_of(const KfamSpec *s)
+{
+    const char *f = kfam_spec_s(s, "wfmt", "");
+    for (int i = 0; i < (int)(sizeof formats / sizeof formats[0]); i++)
+        if (!strcmp(f, formats[i].name)) return i;
+    return -1;
+}
+
+/* Elements along K that share one scale: the group (w4a16), a GGUF block, or 1 (w8a16). */
+static int64_t group_of(const KfamSpec *s, int fmt)
+{
+    if (fmt == QF_W4A16) return kfam_spec_i(s, "group", 128);
+    return fmt == QF_W8A16 ? 1 : 32;
+}
+
+/* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
+ * enough for about one program per SM and 128-long K steps (a few groups or blocks per trip: more bytes in
+ * flight), 4 warps, 4 stages. Large or unknown M: 128x128 tiles (64 wide for silu_mul's two accumulators and
+ * dequantized tiles), 8 warps, 3 stages. BK is at least the group and at most pow2(K); stages drop until the
+ * dot operands' pipeline fits 200 KiB of shared memory. */
+static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
+{
+    int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
+    int fmt = format_of(s), silu = epilogue_of(s) == EPI_SILU_MUL;
+    int small_m = m > 0 && m <= 64;
+    int64_t g = fmt >= 0 ? group_of(s, fmt) : 32;
+    int64_t bm = small_m ? kfam_clamp(kfam_pow2_ceil(m), 16, 64) : 128;
+    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !silu ? 128 : 64);
+    while (small_m && bn > 32 && N / bn < 120)
+        bn /= 2; /* decode streams weights: fill ~132 SMs */
+    int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m ? 128 : 64);
+    if (bk < g) bk = kfam_pow2_ceil(g);
+    kir_config_set(cfg, "BM", bm);
+    kir_config_set(cfg, "BN", bn);
+    kir_config_set(cfg, "BK", bk);
+    int64_t stage_bytes = (silu ? 2 : 1) * (bm * bk + bk * bn) * 2, stages = small_m ? 4 : 3;
+    while (stages > 1 && stages * stage_bytes > 200 * 1024)
+        stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
+    kir_config_set(cfg, "WARPS", small_m ? 4 : 8);
+    kir_config_set(cfg, "STAGES", stages);
+    kir_config_set(cfg, "SPLIT_K", 1);
+}
+
+/* One quantized weight's params. */
+typedef struct QWeight {
+    KirValue *w, *scales, *zeros;
+} QWeight;
+
+/* What the B tile's dequantization needs, loop-invariant: offset tiles [BK,BN] at k = 0 and shifts. */
+typedef struct QTile {
+    int fmt;
+    KirDtype dt;
+    int64_t group, block_bytes;
+    KirValue *q_offs; /* element (w8a16), word (w4a16) or quant byte (GGUF) of (k0 + kk, n) */
+    KirValue *s_offs; /* scale (w4a16) or block start (GGUF) of (k0 + kk, n) */
+    KirValue *shift;  /* nibble shift [BK,BN] (w4a16, q4_0, q4_1) */
+    KirValue *mask;   /* [BK,BN] or NULL */
+} QTile;
+
+/* The f32 value of IEEE half bits (an i32 tile of values in [0, 65535]): see the design note. */
+static KirValue *half_to_f32(KirBuilder *b, KirValue *bits)
+{
+    KirValue *c1 = kir_const_i32(b, 1);
+    KirValue *e = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, bits, kir_const_i32(b, 10)),
+                             kir_const_i32(b, 31));
+    KirValue *man =
+        kir_binary(b, KIR_OP_OR, kir_binary(b, KIR_OP_AND, bits, kir_const_i32(b, 1023)),
+                   kir_binary(b, KIR_OP_SHL, kir_binary(b, KIR_OP_MIN, e, c1), kir_const_i32(b, 10)));
+    KirValue *sign =
+        kir_sub(b, c1, kir_binary(b, KIR_OP_SHL, kir_binary(b, KIR_OP_SHR, bits, kir_const_i32(b, 15)), c1));
+    KirValue *ee = kir_binary(b, KIR_OP_MIN, kir_binary(b, KIR_OP_MAX, e, c1), kir_const_i32(b, 30));
+    KirValue *p2 = kir_cast(b, kir_binary(b, KIR_OP_SHL, c1, ee), KIR_F32);
+    KirValue *v = kir_mul(b, kir_cast(b, kir_mul(b, man, sign), KIR_F32), p2);
+    return kir_mul(b, v, kir_const_f(b, KIR_F32, 1.0 / 33554432.0)); /* 2^-25 */
+}
+
+/* Half at byte offsets offs (an i32 [BK,BN] tile) of u8 buffer w, little-endian, as f32. */
+static KirValue *load_half(KirBuilder *b, KirValue *w, KirValue *offs, KirValue *mask)
+{
+    KirValue *lo = kir_cast(b, kir_load(b, w, offs, mask, NULL), KIR_I32);
+    KirValue *hi = kir_cast(b, kir_load(b, w, kir_add(b, offs, kir_const_i32(b, 1)), mask, NULL), KIR_I32);
+    return half_to_f32(b, kir_binary(b, KIR_OP_OR, lo, kir_binary(b, KIR_OP_SHL, hi, kir_const_i32(b, 8))));
+}
+
+/* The dtype B tile [BK,BN] of weight qw for the K step starting at k (a multiple of BK). */
+static KirValue *dequant_tile(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *k)
+{
+    KirValue *m = t->mask, *v;
+    if (t->fmt == QF_W8A16) return kir_cast(b, kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL), t->dt);
+    if (t->fmt == QF_W4A16) {
+        KirValue *word =
+            kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
+        KirValue *q =
+            kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, word, t->shift), kir_const_i32(b, 15));
+        KirValue *g_offs = kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group)));
+        KirValue *z =
+            qw->zeros ? kir_cast(b, kir_load(b, qw->zeros, g_offs, m, NULL), KIR_I32) : kir_const_i32(b, 8);
+        KirValue *qf = kir_cast(b, kir_sub(b, q, z), KIR_F32);
+        v = kir_mul(b, qf, kir_cast(b, kir_load(b, qw->scales, g_offs, m, NULL), KIR_F32));
+        return kir_cast(b, v, t->dt);
+    }
+    KirValue *step = kir_mul(b, kir_div(b, k, kir_const_i32(b, 32)), kir_const_i32(b, t->block_bytes));
+    KirValue *q = kir_cast(b, kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL), KIR_I32);
+    if (t->fmt == QF_Q8_0)
+        q = kir_sub(b, kir_binary(b, KIR_OP_XOR, q, kir_const_i32(b, 128)), kir_const_i32(b, 128));
+    else
+        q = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, q, t->shift), kir_const_i32(b, 15));
+    if (t->fmt == QF_Q4_0) q = kir_sub(b, q, kir_const_i32(b, 8));
+    KirValue *blk = kir_add(b, t->s_offs, step);
+    v = kir_mul(b, kir_cast(b, q, KIR_F32), load_half(b, qw->w, blk, m));
+    if (t->fmt == QF_Q4_1) v = kir_add(b, v, load_half(b, qw->w, kir_add(b, blk, kir_const_i32(b, 2)), m));
+    return kir_cast(b, v, t->dt);
+}
+
+/* Loop-invariant offsets of the B tile for rows rk [BK] (k0 = 0) and columns rn [BN]. */
+static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValue *rn)
+{
+    int bn = rn->type.shape[0];
+    t->shift = NULL;
+    if (t->fmt == QF_W8A16) {
+        t->q_offs = kfam_outer(b, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
+        t->s_offs = NULL;
+        return;
+    }
+    if (t->fmt == QF_W4A16) {
+        KirValue *c8 = kir_const_i32(b, 8);
+        t->q_offs = kfam_outer(b, KIR_OP_ADD, kir_div(b, rk, c8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
+        t->s_offs = kfam_outer(b, KIR_OP_ADD, kir_div(b, rk, kir_const_i32(b, t->group)),
+                               kir_mul(b, rn, kir_const_i32(b, K / t->group)));
+        t->shift = kfam_rows(b, kir_mul(b, kir_binary(b, KIR_OP_REM, rk, c8), kir_const_i32(b, 4)), bn);
+        return;
+    }
+    KirValue *c32 = kir_const_i32(b, 32), *cb = kir_const_i32(b, t->block_bytes);
+    KirValue *row = kir_mul(b, rn, kir_const_i32(b, K / 32 * t->block_bytes)); /* [BN] */
+    KirValue *blk = kir_mul(b, kir_div(b, rk, c32), cb);                       /* [BK] */
+    KirValue *j = kir_binary(b, KIR_OP_REM, rk, c32);                          /* [BK] */
+    KirValue *byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_REM, j, kir_const_i32(b, 16));
+    t->q_offs = kfam_outer(
+        b, KIR_OP_ADD, kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
+    t->s_offs = kfam_outer(b, KIR_OP_ADD, blk, row);
+    if (t->fmt != QF_Q8_0)
+        t->shift = kfam_rows(b, kir_mul(b, kir_div(b, j, kir_const_i32(b, 16)), kir_const_i32(b, 4)), bn);
+}
+
+/* out = epilogue(acc) for one [rows, cols] tile, as the dense family: offs/mask address out (and r),
+ * cols/nmask the bias. */
+static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirValue *acc, KirValue *acc2, KirValue *bias,
+                          KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask, KirValue *offs,
+                          KirValue *mask)
+{
+    int rows = acc->type.shape[0];
+    KirValue *zero = kir_const_f(b, dt, 0);
+    KirValue *y = acc;
+    if (epi == EPI_SILU_MUL) {
+        KirValue *one = kir_const_f(b, KIR_F32, 1.0);
+        KirValue *den = kir_add(b, one, kir_unary(b, KIR_OP_EXP, kir_unary(b, KIR_OP_NEG, acc)));
+        y = kir_mul(b, kir_div(b, acc, den), acc2);
+    }
+    if (epi == EPI_BIAS) {
+        KirValue *bv = kir_cast(b, kir_load(b, bias, cols, nmask, nmask ? zero : NULL), KIR_F32);
+        y = kir_add(b, y, kfam_cols(b, bv, rows));
+    }
+    KirValue *o = kir_cast(b, y, dt);
+    if (epi == EPI_RESIDUAL) {
+        KirValue *rv = kir_cast(b, kir_load(b, r, offs, mask, mask ? zero : NULL), KIR_F32);
+        o = kir_cast(b, kir_add(b, kir_cast(b, o, KIR_F32), rv), dt);
+    }
+    kir_store(b, dst, offs, o, mask);
+}
+
+/* acc * f32(scales[n]) for w8a16's per-channel scale. */
+static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, KirValue *rn, KirValue *nmask)
+{
+    KirValue *s = kir_cast(b, kir_load(b, scales, rn, nmask, NULL), KIR_F32);
+    return kir_mul(b, acc, kfam_cols(b, s, acc->type.shape[0]));
+}
+
+static void qweight_params(KirBuilder *b, int fmt, KirDtype dt, int zeros, const char *const names[3],
+                           QWeight *qw)
+{
+    KirDtype wt = fmt == QF_W4A16 ? KIR_I32 : fmt == QF_W8A16 ? KIR_I8 : KIR_U8;
+    qw->w = kir_param(b, names[0], kir_ptr(wt), KIR_PARAM_RDONLY);
+    qw->scales =
+        fmt == QF_W4A16 || fmt == QF_W8A16 ? kir_param(b, names[1], kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
+    qw->zeros = zeros ? kir_param(b, names[2], kir_ptr(KIR_U8), KIR_PARAM_RDONLY) : NULL;
+}
+
+static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
+                              IrDiag *d)
+{
+    int64_t N, K;
+    KirDtype dt;
+    KirConfig cfg;
+    if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_need(s, "K", 1, 1 << 24, &K, d) ||
+        kfam_spec_dtype(s, &dt, d))
+        return d->status;
+    if (dt == KIR_F32) return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: dtype must be bf16 or f16");
+    int epi = epilogue_of(s), fmt = format_of(s);
+    if (epi < 0)
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: epilogue must be none, bias, residual or silu_mul");
+    if (fmt < 0)
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: wfmt must be w4a16, w8a16, q4_0, q4_1 or q8_0 (got %s)",
+                           kfam_spec_s(s, "wfmt", "none"));
+    int64_t g = group_of(s, fmt), zeros = kfam_spec_i(s, "zeros", 0), given_g = kfam_spec_i(s, "group", -1);
+    if (fmt == QF_W4A16 && g != 32 && g != 64 && g != 128)
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: w4a16 group must be 32, 64 or 128 (got %lld)",
+                           (long long)g);
+    if (fmt != QF_W4A16 && given_g != -1 && given_g != g)
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: %s has no group=%lld", formats[fmt].name,
+                           (long long)given_g);
+    if (zeros != 0 && (zeros != 1 || fmt != QF_W4A16))
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: zeros=%lld (0 or 1, w4a16 only)", (long long)zeros);
+    if (K % g)
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: K=%lld is not a multiple of %s's group %lld",
+                           (long long)K, formats[fmt].name, (long long)g);
+    int64_t wbytes = fmt == QF_W4A16   ? N * K / 2
+                     : fmt == QF_W8A16 ? N * K
+                                       : N * (K / 32) * formats[fmt].block_bytes;
+    if (wbytes > KFAM_MAX_I32_OFFSET)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: %lld weight bytes need 64-bit offsets",
+                           (long long)wbytes);
+    kfam_config_merge(&kfam_qmatmul, s, given, &cfg);
+    if (kfam_config_pow2(s, &cfg, "BM", 512, d) || kfam_config_pow2(s, &cfg, "BN", 512, d) ||
+        kfam_config_pow2(s, &cfg, "BK", 512, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d) ||
+        kfam_config_pow2(s, &cfg, "SPLIT_K", 64, d))
+        return d->status;
+    int bm = (int)kir_config_get(&cfg, "BM", 0), bn = (int)kir_config_get(&cfg, "BN", 0);
+    int bk = (int)kir_config_get(&cfg, "BK", 0), split = (int)kir_config_get(&cfg, "SPLIT_K", 1);
+    int stages = (int)kir_config_get(&cfg, "STAGES", 1);
+    if (stages < 1 || stages > 8)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: STAGES=%d is outside [1, 8]", stages);
+    if (bk % g)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
+                           (long long)g);
+    if (split > 1 && epi == EPI_SILU_MUL)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul has no split-K form");
+    if (split > kfam_cdiv(K, bk))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
+                           (long long)kfam_cdiv(K, bk));
+    int64_t ks = kfam_cdiv(kfam_cdiv(K, split), bk) * bk;
+
+    KirKernel *k;
+    KirBuilder b;
+    if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
+    static const char *const names1[3] = {"w", "scales", "zeros"}, *const names2[3] = {"w2", "scales2",
+                                                                                       "zeros2"};
+    QWeight qw = {0}, qw2 = {0};
+    KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
+    qweight_params(&b, fmt, dt, (int)zeros, names1, &qw);
+    KirValue *bias = NULL, *r = NULL, *dst = NULL, *ws = NULL;
+    if (split > 1) {
+        ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
+    } else {
+        if (epi == EPI_SILU_MUL) qweight_params(&b, fmt, dt, (int)zeros, names2, &qw2);
+        if (epi == EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (epi == EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
+        dst = kir_param(&b, "out", kir_ptr(dt), 0);
+    }
+    KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
+    kir_grid(&b, 0, M, 1, bm);
+    kir_grid_const(&b, 1, kfam_cdiv(N, bn));
+    kir_grid_const(&b, 2, split);
+
+    KirValue *cK = kir_const_i32(&b, K), *cN = kir_const_i32(&b, N);
+    KirValue *rm = kir_add(&b, kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, bm)), kir_arange(&b, bm));
+    KirValue *rn = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bn)), kir_arange(&b, bn));
+    KirValue *rk = kir_arange(&b, bk);
+    KirValue *mmask = kir_lt(&b, rm, M);
+    KirValue *nmask = N % bn ? kir_lt(&b, rn, cN) : NULL;
+    KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
+    KirValue *a_mask = kfam_rows(&b, mmask, bk);                            /* [BM,BK] */
+    KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;             /* [BK,BN] */
+    QTile t = {.fmt = fmt, .dt = dt, .group = g, .block_bytes = formats[fmt].block_bytes};
+    KirValue *lo = kir_const_i32(&b, 0), *hi = cK;
+    if (split > 1) {
+        lo = kir_mul(&b, kir_pid(&b, 2), kir_const_i32(&b, ks));
+        hi = kir_binary(&b, KIR_OP_MIN, kir_add(&b, lo, kir_const_i32(&b, ks)), cK);
+    }
+    int shape[2] = {bm, bn};
+    KirValue *zero = kir_const_f(&b, dt, 0);
+    KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape), NULL};
+    int n_acc = qw2.w ? 2 : 1;
+    if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape);
+    qtile_init(&b, &t, K, rk, rn);
+    t.mask = b_mask;
+
+    KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
+    KirValue *kk = body->args[0];
+    KirValue *am = a_mask;
+    if (K % bk) {
+        KirValue *kmask = kir_lt(&b, kir_add(&b, rk, kk), cK);
+        am = kir_binary(&b, KIR_OP_AND, a_mask, kfam_cols(&b, kmask, bm));
+        t.mask = kfam_and(&b, kfam_rows(&b, kmask, bn), b_mask);
+    }
+    KirValue *at = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
+    KirValue *yields[2] = {kir_dot(&b, at, dequant_tile(&b, &t, &qw, kk), body->args[1]), NULL};
+    if (qw2.w) yields[1] = kir_dot(&b, at, dequant_tile(&b, &t, &qw2, kk), body->args[2]);
+    KirInst *loop = kir_for_end(&b, yields, n_acc);
+
+    KirValue *acc = loop->res[0], *acc2 = qw2.w ? loop->res[1] : NULL;
+    if (fmt == QF_W8A16) {
+        acc = channel_scale(&b, acc, qw.scales, rn, nmask);
+        if (acc2) acc2 = channel_scale(&b, acc2, qw2.scales, rn, nmask);
+    }
+    KirValue *c_offs = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
+    KirValue *c_mask = kfam_outer_mask(&b, mmask, nmask, bm, bn);
+    if (split > 1)
+        kir_atomic_add(&b, ws, c_offs, acc, c_mask);
+    else
+        emit_epilogue(&b, epi, dt, acc, acc2, bias, r, dst, rn, nmask, c_offs, c_mask);
+    return kfam_kernel_end(&b, out);
+}
+
+const KfamFamily kfam_qmatmul = {
+    .name = "qmatmul",
+    .n_space = 6,
+    .space = {{"BM", 5, {16, 32, 64, 128, 256}},
+              {"BN", 5, {16, 32, 64, 128, 256}},
+              {"BK", 4, {32, 64, 128, 256}},
+              {"WARPS", 3, {2, 4, 8}},
+              {"STAGES", 4, {1, 2, 3, 4}},
+              {"SPLIT_K", 4, {1, 2, 4, 8}}},
+    .defaults = qmatmul_defaults,
+    .build = qmatmul_build,
+};

@@ -1,0 +1,454 @@
+/* test_kfam_qmatmul.c — the weight-only quantized matmul (qmatmul) on every executor against a float64
+ * reference that dequantizes the same bytes (kref_qdequant) and then multiplies (kref_qmatmul):
+ *   - the reference's GGUF dequantization is bit-identical to rt_gguf_dequant on random blocks (every byte
+ *     random: any half, NaN only where rt_gguf_dequant gives NaN);
+ *   - the kernels' dequantization is exact: with x the identity (M = K) and epilogue none, out[m, n] is
+ *     dtype(w[n, m]), compared bit for bit, with scales over the whole finite half range (subnormal,
+ *     zero, negative, large) and configs whose BK spans several groups and K tails;
+ *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, q4_0, q4_1,
+ *     q8_0), bf16 and f16, every epilogue, M and N no tile divides, K a multiple of the group (w8a16: odd
+ *     K), configs across tile sizes, warps, stages and split-K (then matmul_splitk_epilogue), with outputs
+ *     poisoned; relative L2 within kref_tol;
+ *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/cg.h"
+#include "codegen/cg_target.h"
+#include "codegen/cuda/cg_cuda.h"
+#include "kref.h"
+#include "ksweep.h"
+#include "kt.h"
+#include "runtime/rt_gguf.h"
+
+typedef struct Fmt {
+    const char *wfmt;
+    int group, zeros; /* w4a16 only */
+} Fmt;
+
+static const Fmt fmts[] = {
+    {"w4a16", 32, 0}, {"w4a16", 64, 1}, {"w4a16", 128, 0}, {"w4a16", 128, 1},
+    {"w8a16", 0, 0},  {"q4_0", 0, 0},   {"q4_1", 0, 0},    {"q8_0", 0, 0},
+};
+static const KirDtype dtypes[] = {KIR_BF16, KIR_F16};
+static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul"};
+
+/* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16. */
+static int group_of(const Fmt *f)
+{
+    return f->group ? f->group : 32;
+}
+
+static int gguf_bytes(const Fmt *f)
+{
+    return !strcmp(f->wfmt, "q8_0") ? 34 : !strcmp(f->wfmt, "q4_1") ? 20 : 18;
+}
+
+/* One quantized weight: its buffers as the kernel takes them and its dequantized f32 values [N, K]. */
+typedef struct QW {
+    void *w, *scales;
+    uint8_t *zeros;
+    size_t w_bytes, s_bytes, z_bytes;
+    float *deq;
+} QW;
+
+/* A random half: |v| in [lo, hi) with a random sign, or (wild) any finite half below 512 (subnormals and
+ * zeros included; q * d then stays finite in f16). */
+static uint16_t rand_half(KrefRng *g, double lo, double hi, int wild)
+{
+    if (wild) {
+        uint16_t h;
+        do
+            h = (uint16_t)kref_next(g);
+        while (((h >> 10) & 31) > 23);
+        return h;
+    }
+    double v = kref_uniform(g, lo, hi);
+    return kref_f32_to_f16((float)(kref_next(g) & 1 ? -v : v));
+}
+
+/* Fills qw for format f, dtype dt and [N, K] with random quants and scales that keep |w| around 1
+ * (wild: scales over the whole finite half range, for the exactness test). */
+static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K, int wild)
+{
+    memset(qw, 0, sizeof *qw);
+    size_t nk = (size_t)N * K;
+    if (!strcmp(f->wfmt, "w4a16")) {
+        size_t ng = (size_t)N * (K / f->group);
+        qw->w_bytes = nk / 2;
+        qw->s_bytes = kref_bytes(dt, ng);
+        qw->w = malloc(qw->w_bytes);
+        qw->scales = kref_alloc(dt, ng);
+        for (size_t i = 0; i < nk / 8; i++)
+            ((uint32_t *)qw->w)[i] = (uint32_t)kref_next(g);
+        for (size_t i = 0; i < ng; i++) {
+            double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % 40) - 30)
+                            : kref_uniform(g, 0.02, 0.15);
+            kref_set(qw->scales, dt, i, kref_next(g) & 1 ? -s : s);
+        }
+        if (f->zeros) {
+            qw->z_bytes = ng;
+            qw->zeros = malloc(ng);
+            for (size_t i = 0; i < ng; i++)
+                qw->zeros[i] = (uint8_t)(kref_next(g) % 16);
+        }
+    } else if (!strcmp(f->wfmt, "w8a16")) {
+        qw->w_bytes = nk;
+        qw->s_bytes = kref_bytes(dt, (size_t)N);
+        qw->w = malloc(nk);
+        qw->scales = kref_alloc(dt, (size_t)N);
+        for (size_t i = 0; i < nk; i++)
+            ((uint8_t *)qw->w)[i] = (uint8_t)kref_next(g);
+        for (int i = 0; i < N; i++) {
+            double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % 26) - 20)
+                            : kref_uniform(g, 0.002, 0.015);
+            kref_set(qw->scales, dt, (size_t)i, kref_next(g) & 1 ? -s : s);
+        }
+    } else {
+        int bytes = gguf_bytes(f), q4_1 = !strcmp(f->wfmt, "q4_1");
+        size_t nb = nk / 32;
+        qw->w_bytes = nb * (size_t)bytes;
+        qw->w = malloc(qw->w_bytes);
+        unsigned char *p = qw->w;
+        for (size_t i = 0; i < qw->w_bytes; i++)
+            p[i] = (unsigned char)kref_next(g);
+        for (size_t b = 0; b < nb; b++) {
+            unsigned char *blk = p + b * (size_t)bytes;
+            uint16_t d = rand_half(g, bytes == 34 ? 0.002 : 0.02, bytes == 34 ? 0.015 : 0.15, wild);
+            blk[0] = (unsigned char)d;
+            blk[1] = (unsigned char)(d >> 8);
+            if (q4_1) {
+                uint16_t m = rand_half(g, 0, 1, wild);
+                blk[2] = (unsigned char)m;
+                blk[3] = (unsigned char)(m >> 8);
+            }
+        }
+    }
+    if (!qw->w) abort();
+    qw->deq = malloc(sizeof(float) * nk);
+    if (!qw->deq) abort();
+    kref_qdequant(f->wfmt, qw->w, qw->scales, qw->zeros, dt, N, K, f->group, qw->deq);
+}
+
+static void qw_free(QW *qw)
+{
+    free(qw->w);
+    free(qw->scales);
+    free(qw->zeros);
+    free(qw->deq);
+}
+
+/* Appends qw's kernel arguments (w, [scales], [zeros]). */
+static int qw_args(const QW *qw, KRunArg *args, int n)
+{
+    args[n++] = (KRunArg){qw->w, qw->w_bytes, 0, 0};
+    if (qw->scales) args[n++] = (KRunArg){qw->scales, qw->s_bytes, 0, 0};
+    if (qw->zeros) args[n++] = (KRunArg){qw->zeros, qw->z_bytes, 0, 0};
+    return n;
+}
+
+static KfamSpec spec_of(const Fmt *f, KirDtype dt, int N, int K, const char *epi)
+{
+    KfamSpec s = kfam_spec("qmatmul");
+    kfam_spec_int(&s, "N", N);
+    kfam_spec_int(&s, "K", K);
+    kfam_spec_str(&s, "dtype", kir_dtype_name(dt));
+    kfam_spec_str(&s, "wfmt", f->wfmt);
+    if (f->group) kfam_spec_int(&s, "group", f->group);
+    if (f->zeros) kfam_spec_int(&s, "zeros", 1);
+    kfam_spec_str(&s, "epilogue", epi);
+    return s;
+}
+
+/* ---- the reference's GGUF dequantization vs the runtime's ---- */
+
+static void gguf_reference(KrefRng *g)
+{
+    static const struct {
+        const char *wfmt;
+        RtGgufType type;
+        int bytes;
+    } types[] = {
+        {"q4_0", RT_GGUF_TYPE_Q4_0, 18}, {"q4_1", RT_GGUF_TYPE_Q4_1, 20}, {"q8_0", RT_GGUF_TYPE_Q8_0, 34}};
+    enum { N = 7, K = 32 * 37 };
+    for (unsigned t = 0; t < sizeof types / sizeof types[0]; t++) {
+        size_t bytes = (size_t)N * (K / 32) * types[t].bytes;
+        unsigned char *w = malloc(bytes);
+        float *want = malloc(sizeof(float) * N * K), *got = malloc(sizeof(float) * N * K);
+        if (!w || !want || !got) abort();
+        int bad = 0, nans = 0;
+        for (int rep = 0; rep < 20; rep++) {
+            for (size_t i = 0; i < bytes; i++)
+                w[i] = (unsigned char)kref_next(g);
+            KT_CHECK(rt_gguf_dequant(types[t].type, w, (int64_t)N * K, want) == KILN_OK, "rt_gguf_dequant");
+            kref_qdequant(types[t].wfmt, w, NULL, NULL, KIR_BF16, N, K, 0, got);
+            for (int i = 0; i < N * K; i++) {
+                nans += isnan(want[i]);
+                bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&want[i], &got[i], sizeof(float)) != 0;
+            }
+        }
+        KT_CHECK(bad == 0 && nans > 0, "kref_qdequant %s vs rt_gguf_dequant: %d of %d differ (%d NaN)",
+                 types[t].wfmt, bad, 20 * N * K, nans);
+        free(w);
+        free(want);
+        free(got);
+    }
+}
+
+/* ---- exact dequantization: x = I ---- */
+
+static void exact(const KRunner *r, KrefRng *g)
+{
+    for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
+        for (int di = 0; di < 2; di++) {
+            const Fmt *f = &fmts[fi];
+            KirDtype dt = dtypes[di];
+            int G = group_of(f), K = G == 128 ? 2 * G : 3 * G, N = 37;
+            if (!strcmp(f->wfmt, "w8a16")) K = 80;
+            QW qw;
+            qw_make(g, &qw, f, dt, N, K, 1);
+            void *x = kref_alloc(dt, (size_t)K * K), *out = kref_alloc(dt, (size_t)K * N);
+            for (int i = 0; i < K * K; i++)
+                kref_set(x, dt, (size_t)i, i % (K + 1) == 0);
+            KirConfig cfgs[2] = {ksweep_cfg(0), ksweep_cfg(6, "BM", 16, "BN", 32, "BK", G == 128 ? 256 : 128,
+                                                           "WARPS", 4, "STAGES", 2, "SPLIT_K", 1)};
+            for (int c = 0; c < 2; c++) {
+                IrArena *a = ir_arena_create();
+                KfamSpec s = spec_of(f, dt, N, K, "none");
+                KirKernel *k = ksweep_build(r, a, &s, &cfgs[c]);
+                KRunArg args[8];
+                int n = 0;
+                args[n++] = (KRunArg){x, kref_bytes(dt, (size_t)K * K), 0, 0};
+                n = qw_args(&qw, args, n);
+                args[n++] = (KRunArg){out, kref_bytes(dt, (size_t)K * N), 0, 0};
+                args[n++] = (KRunArg){NULL, 0, K, 0};
+                kref_poison(out, kref_bytes(dt, (size_t)K * N));
+                if (k && ksweep_run(r, k, args) > 0) {
+                    int bad = 0;
+                    for (int m = 0; m < K; m++)
+                        for (int nn = 0; nn < N; nn++) {
+                            double w = qw.deq[(size_t)nn * K + m];
+                            if (!strcmp(f->wfmt, "w8a16")) w *= kref_get(qw.scales, dt, (size_t)nn);
+                            double got = kref_get(out, dt, (size_t)m * N + nn), want = kref_round(w, dt);
+                            if (!(got == want) && bad++ < 3)
+                                fprintf(stderr, "  w[%d,%d]: got %.9g want %.9g\n", nn, m, got, want);
+                        }
+                    ksweep_check(r, k, bad == 0,
+                                 "qmatmul %s g%d z%d %s identity (exact dequant): %d of %d differ", f->wfmt,
+                                 f->group, f->zeros, kir_dtype_name(dt), bad, K * N);
+                }
+                ir_arena_destroy(a);
+            }
+            free(x);
+            free(out);
+            qw_free(&qw);
+        }
+}
+
+/* ---- the sweep ---- */
+
+typedef struct Case {
+    const Fmt *f;
+    KirDtype dt;
+    int M, N, K;
+    const char *epi;
+    QW w, w2;
+    void *x, *bias, *res, *out;
+    float *ws;
+    double *want;
+} Case;
+
+static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
+{
+    IrArena *a = ir_arena_create();
+    KirDtype dt = c->dt;
+    KfamSpec s = spec_of(c->f, dt, c->N, c->K, c->epi);
+    KirKernel *k = ksweep_build(r, a, &s, cfg), *ek = NULL;
+    int split = (int)kir_config_get(cfg, "SPLIT_K", 1), silu = !strcmp(c->epi, "silu_mul");
+    int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
+    size_t mk = (size_t)c->M * c->K, mn = (size_t)c->M * c->N;
+    ksweep_check(r, k, !(silu && split > 1 && k), "qmatmul silu_mul SPLIT_K=%d built", split);
+    if (k && split > 1) {
+        KfamSpec es = kfam_spec("matmul_splitk_epilogue");
+        kfam_spec_int(&es, "N", c->N);
+        kfam_spec_str(&es, "dtype", kir_dtype_name(dt));
+        kfam_spec_str(&es, "epilogue", c->epi);
+        ek = ksweep_build(r, a, &es, NULL);
+    }
+    if (!k || (split > 1 && !ek)) goto done;
+    kref_poison(c->out, kref_bytes(dt, mn));
+    memset(c->ws, 0, sizeof(float) * mn);
+    KRunArg args[12];
+    int n = 0, ran;
+    args[n++] = (KRunArg){c->x, kref_bytes(dt, mk), 0, 0};
+    n = qw_args(&c->w, args, n);
+    if (split > 1) {
+        args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
+    } else {
+        if (silu) n = qw_args(&c->w2, args, n);
+        if (bias) args[n++] = (KRunArg){c->bias, kref_bytes(dt, (size_t)c->N), 0, 0};
+        if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
+        args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
+    }
+    args[n++] = (KRunArg){NULL, 0, c->M, 0};
+    ran = ksweep_run(r, k, args);
+    if (ran > 0 && ek) {
+        n = 0;
+        args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
+        if (bias) args[n++] = (KRunArg){c->bias, kref_bytes(dt, (size_t)c->N), 0, 0};
+        if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
+        args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
+        args[n++] = (KRunArg){NULL, 0, c->M, 0};
+        ran = ksweep_run(r, ek, args);
+    }
+    if (ran > 0) {
+        double *got = kref_to_double(c->out, dt, mn);
+        double err = kref_rel_l2(got, c->want, mn);
+        ksweep_margin(r, err / kref_tol(dt));
+        ksweep_check(r, k, err < kref_tol(dt),
+                     "qmatmul %s g%d z%d %s M=%d N=%d K=%d epilogue=%s: rel-L2 %.3g", c->f->wfmt, c->f->group,
+                     c->f->zeros, kir_dtype_name(dt), c->M, c->N, c->K, c->epi, err);
+        free(got);
+    }
+done:
+    ir_arena_destroy(a);
+}
+
+/* Runs c with configs cfgs[pick[i]], i < n_cfgs. */
+static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs, const int *pick, int n_cfgs)
+{
+    KirDtype dt = c.dt;
+    size_t mk = (size_t)c.M * c.K, mn = (size_t)c.M * c.N;
+    int silu = !strcmp(c.epi, "silu_mul"), w8 = !strcmp(c.f->wfmt, "w8a16");
+    qw_make(g, &c.w, c.f, dt, c.N, c.K, 0);
+    if (silu) qw_make(g, &c.w2, c.f, dt, c.N, c.K, 0);
+    c.x = kref_alloc(dt, mk);
+    c.bias = kref_alloc(dt, (size_t)c.N);
+    c.res = kref_alloc(dt, mn);
+    c.out = kref_alloc(dt, mn);
+    c.ws = kref_alloc(KIR_F32, mn);
+    c.want = malloc(sizeof(double) * mn);
+    kref_fill(g, c.x, dt, mk, -1, 1);
+    kref_fill(g, c.bias, dt, (size_t)c.N, -1, 1);
+    kref_fill(g, c.res, dt, mn, -2, 2);
+    kref_qmatmul(c.x, c.w.deq, silu ? c.w2.deq : NULL, w8 ? c.w.scales : NULL,
+                 w8 && silu ? c.w2.scales : NULL, c.bias, c.res, dt, c.M, c.N, c.K, c.epi, c.want);
+    for (int i = 0; i < n_cfgs; i++)
+        run_config(r, &c, &cfgs[pick[i]]);
+    qw_free(&c.w);
+    if (silu) qw_free(&c.w2);
+    free(c.x);
+    free(c.bias);
+    free(c.res);
+    free(c.out);
+    free(c.ws);
+    free(c.want);
+}
+
+static void sweep(const KRunner *r, KrefRng *g)
+{
+    /* M, N, K in groups (w8a16: K = groups * 32 + 15) */
+    static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}};
+    static const int large[][3] = {{1, 1000, 8}, {130, 257, 4}};
+    KirConfig cfgs[6];
+    cfgs[0] = ksweep_cfg(0);
+    cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 32, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1);
+    cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 64, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
+    cfgs[3] = ksweep_cfg(6, "BM", 64, "BN", 16, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1);
+    cfgs[4] = ksweep_cfg(6, "BM", 16, "BN", 128, "BK", 256, "WARPS", 8, "STAGES", 2, "SPLIT_K", 4);
+    cfgs[5] = ksweep_cfg(6, "BM", 128, "BN", 64, "BK", 128, "WARPS", 8, "STAGES", 4, "SPLIT_K", 1);
+    /* the interpreter runs every config; compiled executors (compile-bound; NVRTC on a GPU machine) the
+     * default and one other, rotating with the case */
+    static const int all[6] = {0, 1, 2, 3, 4, 5};
+    int big = ksweep_big(r), n_case = 0;
+    for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
+        for (int d = 0; d < 2; d++) {
+            const Fmt *f = &fmts[fi];
+            int G = group_of(f), w8 = !strcmp(f->wfmt, "w8a16");
+            for (int i = 0; i < 4; i++, n_case++) {
+                /* every epilogue once per (format, dtype) */
+                const char *epi = epilogues[(i + d * 2 + (int)fi) % 4];
+                Case c = {.f = f, .dt = dtypes[d], .M = small[i][0], .N = small[i][1], .epi = epi};
+                int pick[2] = {0, 1 + n_case % 5};
+                c.K = small[i][2] * G + (w8 ? 15 : 0);
+                run_case(r, g, c, cfgs, big ? pick : all, big ? 2 : 6);
+            }
+            for (int i = 0; big && i < 2; i++)
+                if ((i + (int)fi) % 2 == d) {
+                    Case c = {
+                        .f = f, .dt = dtypes[d], .M = large[i][0], .N = large[i][1], .epi = epilogues[i]};
+                    int pick[2] = {0, 1 + (n_case + 2 * i) % 5};
+                    c.K = large[i][2] * (G < 64 ? 64 : G) + (w8 ? 15 : 0);
+                    run_case(r, g, c, cfgs, pick, 2);
+                }
+        }
+}
+
+/* The default kernels of model shapes build, fit sm_90a and host budgets and compile with NVRTC. */
+static void cuda_compile(void)
+{
+    static const struct {
+        Fmt f;
+        KirDtype dt;
+        int N, K;
+        const char *epi;
+        int m_hint;
+    } specs[] = {
+        {{"w4a16", 128, 0}, KIR_BF16, 4096, 4096, "none", 1},
+        {{"w4a16", 128, 1}, KIR_BF16, 14336, 4096, "silu_mul", 512},
+        {{"w4a16", 32, 0}, KIR_F16, 4096, 14336, "residual", 0},
+        {{"w8a16", 0, 0}, KIR_F16, 4096, 4096, "residual", 1},
+        {{"q4_0", 0, 0}, KIR_BF16, 4096, 4096, "residual", 1},
+        {{"q4_1", 0, 0}, KIR_BF16, 1536, 576, "silu_mul", 1},
+        {{"q8_0", 0, 0}, KIR_BF16, 4096, 4096, "none", 0},
+    };
+    const CgTarget *t = cg_target_find("sm_90a");
+    int nvrtc = t && cg_backend_for(t, "cuda");
+    if (!nvrtc) printf("skip cuda compile: this build has no NVRTC\n");
+    for (unsigned i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        KfamSpec s = spec_of(&specs[i].f, specs[i].dt, specs[i].N, specs[i].K, specs[i].epi);
+        if (specs[i].m_hint) kfam_spec_int(&s, "m_hint", specs[i].m_hint);
+        IrArena *a = ir_arena_create();
+        KirKernel *k = NULL;
+        IrDiag d = {0};
+        KirConfig none = {0};
+        KT_CHECK(kfam_find("qmatmul")->build(a, &s, &none, &k, &d) == IR_OK, "qmatmul %s N=%d K=%d: %s",
+                 specs[i].f.wfmt, specs[i].N, specs[i].K, d.msg);
+        if (k) {
+            KT_CHECK(kir_verify(k, cg_target_limits(cg_target_find("host")), &d) == IR_OK, "%s: host: %s",
+                     k->name, d.msg);
+            KT_CHECK(!t || kir_verify(k, cg_target_limits(t), &d) == IR_OK, "%s: sm_90a: %s", k->name, d.msg);
+        }
+        if (k && nvrtc) {
+            CgBinary cubin, ptx;
+            double t0 = ir_now_ms();
+            IrStatus st = cg_cuda_compile(k, t, &cubin, &ptx, &d);
+            KT_CHECK(st == IR_OK, "qmatmul %s: sm_90a: %s: %s", k->name, ir_status_name(st), d.msg);
+            if (st == IR_OK) {
+                printf("cuda sm_90a: %s compiled (%zu bytes cubin, %.1f s)\n", k->name, cubin.size,
+                       (ir_now_ms() - t0) / 1000);
+                cg_binary_free(&cubin);
+                cg_binary_free(&ptx);
+            }
+        }
+        ir_arena_destroy(a);
+    }
+}
+
+int main(void)
+{
+    const KRunner *rs[3];
+    int n = ksweep_runners(rs, 3);
+    KrefRng g = kref_rng(kref_seed());
+    gguf_reference(&g);
+    for (int i = 0; i < n; i++) {
+        exact(rs[i], &g);
+        sweep(rs[i], &g);
+    }
+    cuda_compile();
+    ksweep_summary("kfam_qmatmul");
+    return kt_done("test_kfam_qmatmul");
+}
