@@ -38,6 +38,17 @@ KirValue *kfam_outer_mask(KirBuilder *b, KirValue *mrow, KirValue *mcol, int m, 
 /* Mask conjunction where NULL means "all lanes": NULL when both are NULL. Shapes must combine. */
 KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2);
 
+/* ---- linear-layer epilogues, shared by matmul, its split-K epilogue and qmatmul (kfam_matmul.c) ---- */
+enum { KFAM_EPI_NONE, KFAM_EPI_BIAS, KFAM_EPI_RESIDUAL, KFAM_EPI_SILU_MUL };
+/* The spec's `epilogue` (none | bias | residual | silu_mul; default none) as KFAM_EPI_*, -1 if unknown. */
+int kfam_epilogue_of(const KfamSpec *s);
+/* Stores epilogue(acc) for one [rows, cols] f32 tile, rounding to odt (dtype dt for the residual's
+ * re-rounding, as HF does): acc2 the up projection (silu_mul), bias [N] read at cols/nmask, r and dst
+ * addressed by offs/mask. The math is in kfam_matmul.c's note. */
+void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
+                          KirValue *bias, KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask,
+                          KirValue *offs, KirValue *mask);
+
 /* ---- RoPE (HF rotate_half), shared by rope and kv_write: the math is in kfam_rope.c's note ---- */
 /* Checks the spec's rope keys (theta, scaling none|linear|llama3, factor, low_freq_factor,
  * high_freq_factor, original_max_pos) for head dim D; IR_ERR_INPUT with a message otherwise. */

@@ -43,15 +43,13 @@
 extern const KfamFamily kfam_matmul;
 extern const KfamFamily kfam_matmul_splitk_epilogue;
 
-enum { EPI_NONE, EPI_BIAS, EPI_RESIDUAL, EPI_SILU_MUL };
-
-static int epilogue_of(const KfamSpec *s)
+int kfam_epilogue_of(const KfamSpec *s)
 {
     const char *e = kfam_spec_s(s, "epilogue", "none");
-    if (!strcmp(e, "none")) return EPI_NONE;
-    if (!strcmp(e, "bias")) return EPI_BIAS;
-    if (!strcmp(e, "residual")) return EPI_RESIDUAL;
-    if (!strcmp(e, "silu_mul")) return EPI_SILU_MUL;
+    if (!strcmp(e, "none")) return KFAM_EPI_NONE;
+    if (!strcmp(e, "bias")) return KFAM_EPI_BIAS;
+    if (!strcmp(e, "residual")) return KFAM_EPI_RESIDUAL;
+    if (!strcmp(e, "silu_mul")) return KFAM_EPI_SILU_MUL;
     return -1;
 }
 
@@ -63,7 +61,7 @@ static int epilogue_of(const KfamSpec *s)
 static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
-    int silu = epilogue_of(s) == EPI_SILU_MUL;
+    int silu = kfam_epilogue_of(s) == KFAM_EPI_SILU_MUL;
     int small_m = m > 0 && m <= 64;
     int64_t bm = small_m ? 64 : 128, warps = small_m ? 4 : 8;
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || silu ? 128 : 256);
@@ -84,24 +82,24 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 }
 
 /* out = epilogue(acc) for one [rows, cols] tile; offs/mask address it in out (and r), cols/nmask in bias. */
-static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
+void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
                           KirValue *bias, KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask,
                           KirValue *offs, KirValue *mask)
 {
     int rows = acc->type.shape[0];
     KirValue *zero = kir_const_f(b, dt, 0);
     KirValue *y = acc;
-    if (epi == EPI_SILU_MUL) {
+    if (epi == KFAM_EPI_SILU_MUL) {
         KirValue *one = kir_const_f(b, KIR_F32, 1.0);
         KirValue *den = kir_add(b, one, kir_unary(b, KIR_OP_EXP, kir_unary(b, KIR_OP_NEG, acc)));
         y = kir_mul(b, kir_div(b, acc, den), acc2);
     }
-    if (epi == EPI_BIAS) {
+    if (epi == KFAM_EPI_BIAS) {
         KirValue *bv = kir_cast(b, kir_load(b, bias, cols, nmask, nmask ? zero : NULL), KIR_F32);
         y = kir_add(b, y, kfam_cols(b, bv, rows));
     }
     KirValue *o = kir_cast(b, y, odt);
-    if (epi == EPI_RESIDUAL) {
+    if (epi == KFAM_EPI_RESIDUAL) {
         KirValue *rv = kir_cast(b, kir_load(b, r, offs, mask, mask ? zero : NULL), KIR_F32);
         o = kir_cast(b, kir_add(b, kir_cast(b, o, KIR_F32), rv), dt);
     }
@@ -117,7 +115,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_need(s, "K", 1, 1 << 24, &K, d) ||
         kfam_spec_dtype(s, &dt, d))
         return d->status;
-    int epi = epilogue_of(s);
+    int epi = kfam_epilogue_of(s);
     if (epi < 0)
         return ir_diag_set(d, IR_ERR_INPUT, "matmul: epilogue must be none, bias, residual or silu_mul");
     int gather = (int)kfam_spec_i(s, "gather", 0);
@@ -130,9 +128,9 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (ws_ && strcmp(ws_, kir_dtype_name(dt)))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
                            "matmul: %s weights need the quantized matmul (not built yet)", ws_);
-    if (gather && epi != EPI_NONE)
+    if (gather && epi != KFAM_EPI_NONE)
         return ir_diag_set(d, IR_ERR_INPUT, "matmul: gathered rows take epilogue none");
-    if (odt != dt && epi == EPI_RESIDUAL)
+    if (odt != dt && epi == KFAM_EPI_RESIDUAL)
         return ir_diag_set(d, IR_ERR_INPUT, "matmul: a residual epilogue writes the dtype");
     if (N * K > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: N*K = %lld needs 64-bit offsets",
@@ -147,7 +145,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int stages = (int)kir_config_get(&cfg, "STAGES", 1);
     if (stages < 1 || stages > 8)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: STAGES=%d is outside [1, 8]", stages);
-    if (split > 1 && (epi == EPI_SILU_MUL || gather || odt != dt))
+    if (split > 1 && (epi == KFAM_EPI_SILU_MUL || gather || odt != dt))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
                            "matmul: silu_mul, gathered rows and f32 output have no split-K form");
     if (split > kfam_cdiv(K, bk))
@@ -164,10 +162,10 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
-        if (epi == EPI_SILU_MUL) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
-        if (epi == EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (epi == KFAM_EPI_SILU_MUL) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (epi == KFAM_EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (gather) rows = kir_param(&b, "rows", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
-        if (epi == EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
+        if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(odt), 0);
     }
     KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
@@ -218,8 +216,8 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (split > 1)
         kir_atomic_add(&b, ws, c_offs, loop->res[0], c_mask);
     else
-        emit_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn, nmask,
-                      c_offs, c_mask);
+        kfam_matmul_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn,
+                             nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
 
@@ -252,8 +250,8 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirDtype dt;
     KirConfig cfg;
     if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_dtype(s, &dt, d)) return d->status;
-    int epi = epilogue_of(s);
-    if (epi < 0 || epi == EPI_SILU_MUL)
+    int epi = kfam_epilogue_of(s);
+    if (epi < 0 || epi == KFAM_EPI_SILU_MUL)
         return ir_diag_set(d, IR_ERR_INPUT,
                            "matmul_splitk_epilogue: epilogue must be none, bias or residual");
     kfam_config_merge(&kfam_matmul_splitk_epilogue, s, given, &cfg);
@@ -265,8 +263,8 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirBuilder b;
     if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
     KirValue *ws = kir_param(&b, "ws", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
-    KirValue *bias = epi == EPI_BIAS ? kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
-    KirValue *r = epi == EPI_RESIDUAL ? kir_param(&b, "r", kir_ptr(dt), 0) : NULL;
+    KirValue *bias = epi == KFAM_EPI_BIAS ? kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
+    KirValue *r = epi == KFAM_EPI_RESIDUAL ? kir_param(&b, "r", kir_ptr(dt), 0) : NULL;
     KirValue *dst = kir_param(&b, "out", kir_ptr(dt), 0);
     KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
     kir_grid(&b, 0, M, 1, 1);
@@ -280,7 +278,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirValue *offs = kir_expand(&b, kir_add(&b, kir_mul(&b, kir_pid(&b, 0), cN), cols), 0);
     KirValue *mask = nmask ? kir_expand(&b, nmask, 0) : NULL;
     KirValue *acc = kir_load(&b, ws, offs, mask, mask ? kir_const_f(&b, KIR_F32, 0) : NULL);
-    emit_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, cols, nmask, offs, mask);
+    kfam_matmul_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, cols, nmask, offs, mask);
     return kfam_kernel_end(&b, out);
 }
 

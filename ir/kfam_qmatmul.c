@@ -71,7 +71,6 @@
 
 extern const KfamFamily kfam_qmatmul;
 
-enum { EPI_NONE, EPI_BIAS, EPI_RESIDUAL, EPI_SILU_MUL };
 enum { QF_W4A16, QF_W8A16, QF_Q4_0, QF_Q4_1, QF_Q8_0 };
 
 static const struct {
@@ -82,16 +81,6 @@ static const struct {
     [QF_W4A16] = {"w4a16", 0, 0}, [QF_W8A16] = {"w8a16", 0, 0}, [QF_Q4_0] = {"q4_0", 18, 2},
     [QF_Q4_1] = {"q4_1", 20, 4},  [QF_Q8_0] = {"q8_0", 34, 2},
 };
-
-static int epilogue_of(const KfamSpec *s)
-{
-    const char *e = kfam_spec_s(s, "epilogue", "none");
-    if (!strcmp(e, "none")) return EPI_NONE;
-    if (!strcmp(e, "bias")) return EPI_BIAS;
-    if (!strcmp(e, "residual")) return EPI_RESIDUAL;
-    if (!strcmp(e, "silu_mul")) return EPI_SILU_MUL;
-    return -1;
-}
 
 static int format_of(const KfamSpec *s)
 {
@@ -116,7 +105,7 @@ static int64_t group_of(const KfamSpec *s, int fmt)
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
-    int fmt = format_of(s), silu = epilogue_of(s) == EPI_SILU_MUL;
+    int fmt = format_of(s), silu = kfam_epilogue_of(s) == KFAM_EPI_SILU_MUL;
     int small_m = m > 0 && m <= 64;
     int64_t g = fmt >= 0 ? group_of(s, fmt) : 32;
     int64_t bm = small_m ? kfam_clamp(kfam_pow2_ceil(m), 16, 64) : 128;
@@ -237,32 +226,6 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
         t->shift = kfam_rows(b, kir_mul(b, kir_div(b, j, kir_const_i32(b, 16)), kir_const_i32(b, 4)), bn);
 }
 
-/* out = epilogue(acc) for one [rows, cols] tile, as the dense family: offs/mask address out (and r),
- * cols/nmask the bias. */
-static void emit_epilogue(KirBuilder *b, int epi, KirDtype dt, KirValue *acc, KirValue *acc2, KirValue *bias,
-                          KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask, KirValue *offs,
-                          KirValue *mask)
-{
-    int rows = acc->type.shape[0];
-    KirValue *zero = kir_const_f(b, dt, 0);
-    KirValue *y = acc;
-    if (epi == EPI_SILU_MUL) {
-        KirValue *one = kir_const_f(b, KIR_F32, 1.0);
-        KirValue *den = kir_add(b, one, kir_unary(b, KIR_OP_EXP, kir_unary(b, KIR_OP_NEG, acc)));
-        y = kir_mul(b, kir_div(b, acc, den), acc2);
-    }
-    if (epi == EPI_BIAS) {
-        KirValue *bv = kir_cast(b, kir_load(b, bias, cols, nmask, nmask ? zero : NULL), KIR_F32);
-        y = kir_add(b, y, kfam_cols(b, bv, rows));
-    }
-    KirValue *o = kir_cast(b, y, dt);
-    if (epi == EPI_RESIDUAL) {
-        KirValue *rv = kir_cast(b, kir_load(b, r, offs, mask, mask ? zero : NULL), KIR_F32);
-        o = kir_cast(b, kir_add(b, kir_cast(b, o, KIR_F32), rv), dt);
-    }
-    kir_store(b, dst, offs, o, mask);
-}
-
 /* acc * f32(scales[n]) for w8a16's per-channel scale. */
 static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, KirValue *rn, KirValue *nmask)
 {
@@ -290,7 +253,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         kfam_spec_dtype(s, &dt, d))
         return d->status;
     if (dt == KIR_F32) return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: dtype must be bf16 or f16");
-    int epi = epilogue_of(s), fmt = format_of(s);
+    int epi = kfam_epilogue_of(s), fmt = format_of(s);
     if (epi < 0)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: epilogue must be none, bias, residual or silu_mul");
     if (fmt < 0)
@@ -327,7 +290,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
                            (long long)g);
-    if (split > 1 && epi == EPI_SILU_MUL)
+    if (split > 1 && epi == KFAM_EPI_SILU_MUL)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul has no split-K form");
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
@@ -346,9 +309,9 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
-        if (epi == EPI_SILU_MUL) qweight_params(&b, fmt, dt, (int)zeros, names2, &qw2);
-        if (epi == EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
-        if (epi == EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
+        if (epi == KFAM_EPI_SILU_MUL) qweight_params(&b, fmt, dt, (int)zeros, names2, &qw2);
+        if (epi == KFAM_EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(dt), 0);
     }
     KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
@@ -402,7 +365,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (split > 1)
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
     else
-        emit_epilogue(&b, epi, dt, acc, acc2, bias, r, dst, rn, nmask, c_offs, c_mask);
+        kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, rn, nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
 
