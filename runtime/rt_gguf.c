@@ -22,6 +22,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rt_gguf.h"
+#include "rt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,26 +126,6 @@ const char *rt_gguf_val_name(RtGgufVal type)
 
 /* ---- messages and bytes ------------------------------------------------------------------------------ */
 
-static KilnStatus rt_gguf_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* Writes a one-line message (newlines become spaces) and returns s. */
-static KilnStatus rt_gguf_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errlen, fmt, ap);
-        va_end(ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
-    }
-    return s;
-}
-
 /* A key or name from the file, quoted for a message: control characters shown as '?', cut at ~100 bytes. */
 typedef struct RtGgufQuoted {
     char s[112];
@@ -195,7 +176,7 @@ typedef struct RtGgufReader {
 static KilnStatus rt_gguf_need(RtGgufReader *r, uint64_t n)
 {
     if (n <= r->size - r->pos) return KILN_OK;
-    return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+    return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                         "%s: truncated in %s: %llu bytes needed at offset %llu, the file has %llu", r->path,
                         r->where, (unsigned long long)n, (unsigned long long)r->pos,
                         (unsigned long long)r->size);
@@ -224,14 +205,14 @@ static KilnStatus rt_gguf_name(RtGgufReader *r, const char *what, char **out)
     KilnStatus s = rt_gguf_u64(r, &len);
     if (s) return s;
     if (len > RT_GGUF_MAX_NAME)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: %s: a %s of %llu bytes (at most %d)",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: %s: a %s of %llu bytes (at most %d)",
                             r->path, r->where, what, (unsigned long long)len, RT_GGUF_MAX_NAME);
     if ((s = rt_gguf_need(r, len))) return s;
     if (memchr(r->p + r->pos, 0, (size_t)len))
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: %s: the %s contains a NUL byte",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: %s: the %s contains a NUL byte",
                             r->path, r->where, what);
     if (!(*out = malloc((size_t)len + 1)))
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_NOMEM, "%s: out of memory", r->path);
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_NOMEM, "%s: out of memory", r->path);
     memcpy(*out, r->p + r->pos, (size_t)len);
     (*out)[len] = 0;
     r->pos += len;
@@ -262,17 +243,17 @@ static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
         if ((s = rt_gguf_need(r, n))) return s;
         kv->data = r->p + r->pos, kv->len = n, r->pos += n;
         if (kv->type == RT_GGUF_VAL_BOOL && kv->data[0] > 1)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: key %s: bool value %u (must be 0 or 1)", r->path,
                                 rt_gguf_quote(&q, kv->key), kv->data[0]);
         return KILN_OK;
     }
     if ((s = rt_gguf_u32(r, &elem))) return s;
     if (elem >= RT_GGUF_VAL_COUNT)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s: unknown array element type %u",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s: unknown array element type %u",
                             r->path, rt_gguf_quote(&q, kv->key), elem);
     if (elem == RT_GGUF_VAL_ARRAY)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED,
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED,
                             "%s: key %s: arrays of arrays are not supported", r->path,
                             rt_gguf_quote(&q, kv->key));
     kv->elem = (RtGgufVal)elem;
@@ -281,7 +262,7 @@ static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
     uint64_t least =
         elem == RT_GGUF_VAL_STRING ? 8 : (uint64_t)rt_gguf_vals[elem].size; /* bytes per element */
     if (kv->count > left / least)
-        return rt_gguf_errf(
+        return rt_file_errf(
             r->err, r->errlen, KILN_ERR_CORRUPT,
             "%s: key %s: an array of %llu %s elements cannot fit in the %llu bytes left in the file", r->path,
             rt_gguf_quote(&q, kv->key), (unsigned long long)kv->count, rt_gguf_vals[elem].name,
@@ -290,14 +271,14 @@ static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
         kv->data = r->p + r->pos, kv->len = kv->count * least, r->pos += kv->len;
         for (uint64_t i = 0; elem == RT_GGUF_VAL_BOOL && i < kv->count; i++)
             if (kv->data[i] > 1)
-                return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+                return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                     "%s: key %s: element %llu is bool value %u (must be 0 or 1)", r->path,
                                     rt_gguf_quote(&q, kv->key), (unsigned long long)i, kv->data[i]);
         return KILN_OK;
     }
     /* count <= bytes left / 8, so this table is at most as large as the file */
     const unsigned char **str = malloc(sizeof *str * (size_t)(kv->count ? kv->count : 1));
-    if (!str) return rt_gguf_errf(r->err, r->errlen, KILN_ERR_NOMEM, "%s: out of memory", r->path);
+    if (!str) return rt_file_errf(r->err, r->errlen, KILN_ERR_NOMEM, "%s: out of memory", r->path);
     kv->str = str;
     uint64_t start = r->pos;
     for (uint64_t i = 0; i < kv->count; i++) {
@@ -340,12 +321,12 @@ static KilnStatus rt_gguf_read_kvs(RtGgufFile *g, RtGgufReader *r)
         if ((s = rt_gguf_name(r, "key", &key))) return s;
         kv->key = key;
         if (!kv->key[0])
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key/value %d has an empty key",
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key/value %d has an empty key",
                                 g->path, i);
         snprintf(r->where, sizeof r->where, "key/value %d (%s)", i, rt_gguf_quote(&q, kv->key));
         if ((s = rt_gguf_u32(r, &type))) return s;
         if (type >= RT_GGUF_VAL_COUNT)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s: unknown value type %u",
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s: unknown value type %u",
                                 g->path, rt_gguf_quote(&q, kv->key), type);
         kv->type = (RtGgufVal)type;
         if ((s = rt_gguf_value(r, kv))) return s;
@@ -354,19 +335,19 @@ static KilnStatus rt_gguf_read_kvs(RtGgufFile *g, RtGgufReader *r)
     qsort(g->kv_by_key, (size_t)g->n_kv, sizeof *g->kv_by_key, rt_gguf_cmp_kv);
     for (int i = 1; i < g->n_kv; i++)
         if (!strcmp(g->kv_by_key[i]->key, g->kv_by_key[i - 1]->key))
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s appears twice", g->path,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s appears twice", g->path,
                                 rt_gguf_quote(&q, g->kv_by_key[i]->key));
 
     const RtGgufKv *al = rt_gguf_kv_find(g, "general.alignment");
     g->alignment = RT_GGUF_DEFAULT_ALIGNMENT;
     if (al) {
         if (al->type != RT_GGUF_VAL_U32)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: general.alignment is a %s, it must be u32", g->path,
                                 rt_gguf_val_name(al->type));
         g->alignment = rt_gguf_le32(al->data);
         if (g->alignment == 0 || (g->alignment & (g->alignment - 1)))
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: general.alignment is %u, not a power of two", g->path, g->alignment);
     }
     return KILN_OK;
@@ -388,7 +369,7 @@ static KilnStatus rt_gguf_read_tensor(RtGgufFile *g, RtGgufReader *r, int i)
     snprintf(r->where, sizeof r->where, "tensor info %d (%s)", i, q.s);
     if ((s = rt_gguf_u32(r, &n_dims))) return s;
     if (n_dims > RT_GGUF_MAX_DIMS)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s has %u dimensions (GGUF allows at most %d)", g->path, q.s, n_dims,
                             RT_GGUF_MAX_DIMS);
     t->n_dims = (int)n_dims;
@@ -398,7 +379,7 @@ static KilnStatus rt_gguf_read_tensor(RtGgufFile *g, RtGgufReader *r, int i)
         uint64_t ne = 1;
         if (d < t->n_dims && (s = rt_gguf_u64(r, &ne))) return s;
         if (ne > (uint64_t)INT64_MAX)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: tensor %s: ne[%d] is %llu, not below 2^63", g->path, q.s, d,
                                 (unsigned long long)ne);
         t->ne[d] = (int64_t)ne;
@@ -410,18 +391,18 @@ static KilnStatus rt_gguf_read_tensor(RtGgufFile *g, RtGgufReader *r, int i)
     if ((s = rt_gguf_u32(r, &type)) || (s = rt_gguf_u64(r, &t->offset))) return s;
     if (t->ne[0] == 0 || t->ne[1] == 0 || t->ne[2] == 0 || t->ne[3] == 0) overflow = 0, nel = 0;
     if (overflow)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s: [%lld, %lld, %lld, %lld] has more than 2^63 elements", g->path,
                             q.s, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                             (long long)t->ne[3]);
     t->n_elements = nel;
     int block, bytes;
     if (!rt_gguf_type_block((RtGgufType)type, &block, &bytes))
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s: unknown ggml type %u",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s: unknown ggml type %u",
                             g->path, q.s, type);
     t->type = (RtGgufType)type;
     if (t->ne[0] % block)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s: ne[0] = %lld is not a multiple of the %s block (%d elements)",
                             g->path, q.s, (long long)t->ne[0], rt_gguf_type_name(t->type), block);
     /* bytes = ne[0] / block * bytes per block * ne[1] * ne[2] * ne[3], each step checked */
@@ -434,11 +415,11 @@ static KilnStatus rt_gguf_read_tensor(RtGgufFile *g, RtGgufReader *r, int i)
         nb *= ne;
     }
     if (too_big && nel != 0)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: tensor %s: more than 2^64 bytes",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: tensor %s: more than 2^64 bytes",
                             g->path, q.s);
     t->nbytes = nel == 0 ? 0 : nb;
     if (t->offset % g->alignment)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s: data offset %llu is not a multiple of the alignment (%u)",
                             g->path, q.s, (unsigned long long)t->offset, g->alignment);
     g->by_name[i] = t;
@@ -453,7 +434,7 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
     g->data_offset = start;
     if (g->n_tensors == 0) return KILN_OK; /* the padding may be missing when nothing follows */
     if (start > g->size)
-        return rt_gguf_errf(
+        return rt_file_errf(
             r->err, r->errlen, KILN_ERR_CORRUPT,
             "%s: truncated: the data section would start at offset %llu, past the end of the file "
             "(%llu bytes)",
@@ -462,7 +443,7 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
     for (int i = 0; i < g->n_tensors; i++) {
         RtGgufTensor *t = &g->tensors[i];
         if (t->offset > data_size || t->nbytes > data_size - t->offset)
-            return rt_gguf_errf(
+            return rt_file_errf(
                 r->err, r->errlen, KILN_ERR_CORRUPT,
                 "%s: tensor %s (%s, %llu bytes at data offset %llu) runs past the end of the file "
                 "(the data section has %llu bytes): truncated?",
@@ -475,7 +456,7 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
     for (int i = 1; i < g->n_tensors; i++) {
         const RtGgufTensor *a = g->by_name[i - 1], *b = g->by_name[i];
         if (b->offset < a->offset + a->nbytes)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) overlap in the data section",
                                 g->path, rt_gguf_quote(&q, a->name), (unsigned long long)a->offset,
                                 (unsigned long long)(a->offset + a->nbytes), rt_gguf_quote(&q2, b->name),
@@ -484,7 +465,7 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
     qsort(g->by_name, (size_t)g->n_tensors, sizeof *g->by_name, rt_gguf_cmp_name);
     for (int i = 1; i < g->n_tensors; i++)
         if (!strcmp(g->by_name[i]->name, g->by_name[i - 1]->name))
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: tensor %s appears twice", g->path,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: tensor %s appears twice", g->path,
                                 rt_gguf_quote(&q, g->by_name[i]->name));
     return KILN_OK;
 }
@@ -495,31 +476,10 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
 /* Maps the file (an empty one is KILN_OK with g->map NULL: the caller says why that is wrong). */
 static KilnStatus rt_gguf_map(RtGgufFile *g, char *err, int errlen)
 {
-    struct stat st;
-    KilnStatus s = KILN_OK;
-    const char *path = g->path;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); /* O_NONBLOCK: a FIFO must not hang */
-    if (fd < 0) {
-        if (errno == ENOENT) return rt_gguf_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
-        return rt_gguf_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    if (fstat(fd, &st) != 0)
-        s = rt_gguf_errf(err, errlen, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        s = rt_gguf_errf(err, errlen, KILN_ERR_IO, "%s: is a directory, not a GGUF file", path);
-    else if (!S_ISREG(st.st_mode))
-        s = rt_gguf_errf(err, errlen, KILN_ERR_IO, "%s: not a regular file", path);
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        s = rt_gguf_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: too large to map", path);
-    else if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED)
-            s = rt_gguf_errf(err, errlen, errno == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO,
-                             "%s: cannot map: %s", path, strerror(errno));
-        else
-            g->map = p, g->size = (uint64_t)st.st_size;
-    }
-    close(fd);
+    unsigned char *map;
+    size_t size;
+    KilnStatus s = rt_file_map(g->path, "GGUF file", &map, &size, err, errlen);
+    if (s == KILN_OK) g->map = map, g->size = (uint64_t)size;
     return s;
 }
 
@@ -530,10 +490,10 @@ static KilnStatus rt_gguf_read_header(RtGgufFile *g, RtGgufReader *r)
     KilnStatus s;
     uint64_t n_tensors, n_kv;
     if (g->size == 0)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_FORMAT, "%s: empty file (0 bytes), not a GGUF file",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_FORMAT, "%s: empty file (0 bytes), not a GGUF file",
                             g->path);
     if (memcmp(g->map, magic, g->size < 4 ? (size_t)g->size : 4) != 0)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_FORMAT, "%s: not a GGUF file (no \"GGUF\" magic)",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_FORMAT, "%s: not a GGUF file (no \"GGUF\" magic)",
                             g->path);
     snprintf(r->where, sizeof r->where, "the header");
     if ((s = rt_gguf_need(r, 4))) return s;
@@ -541,14 +501,14 @@ static KilnStatus rt_gguf_read_header(RtGgufFile *g, RtGgufReader *r)
     if ((s = rt_gguf_u32(r, &g->version))) return s;
     if (g->version != 2 && g->version != 3) {
         if (g->version == 1)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_FORMAT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_FORMAT,
                                 "%s: GGUF version 1 is not supported (only 2 and 3): convert the model again",
                                 g->path);
         if (g->version != 0 && (g->version & 0xffff) == 0)
-            return rt_gguf_errf(r->err, r->errlen, KILN_ERR_FORMAT,
+            return rt_file_errf(r->err, r->errlen, KILN_ERR_FORMAT,
                                 "%s: a big-endian GGUF file (version field 0x%08x), not supported", g->path,
                                 g->version);
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_FORMAT,
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_FORMAT,
                             g->version > 3 ? "%s: GGUF version %u is newer than this build reads (2 and 3)"
                                            : "%s: GGUF version %u is not valid",
                             g->path, g->version);
@@ -557,13 +517,13 @@ static KilnStatus rt_gguf_read_header(RtGgufFile *g, RtGgufReader *r)
     /* the smallest key/value is 14 bytes (8 + a 1-byte key + 4 + a 1-byte value); a tensor info 24 */
     uint64_t left = g->size - r->pos;
     if (n_kv > left / 14 || n_tensors > left / 24 || n_kv * 14 + n_tensors * 24 > left)
-        return rt_gguf_errf(
+        return rt_file_errf(
             r->err, r->errlen, KILN_ERR_CORRUPT,
             "%s: the header claims %llu key/values and %llu tensors, more than the %llu bytes after "
             "it can hold: truncated?",
             g->path, (unsigned long long)n_kv, (unsigned long long)n_tensors, (unsigned long long)left);
     if (n_kv > RT_GGUF_MAX_COUNT || n_tensors > RT_GGUF_MAX_COUNT)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED, "%s: more than %d key/values or tensors",
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED, "%s: more than %d key/values or tensors",
                             g->path, RT_GGUF_MAX_COUNT);
     g->n_kv = (int)n_kv, g->n_tensors = (int)n_tensors;
     g->kv = calloc((size_t)n_kv + 1, sizeof *g->kv);
@@ -571,7 +531,7 @@ static KilnStatus rt_gguf_read_header(RtGgufFile *g, RtGgufReader *r)
     g->tensors = calloc((size_t)n_tensors + 1, sizeof *g->tensors);
     g->by_name = calloc((size_t)n_tensors + 1, sizeof *g->by_name);
     if (!g->kv || !g->kv_by_key || !g->tensors || !g->by_name)
-        return rt_gguf_errf(r->err, r->errlen, KILN_ERR_NOMEM, "%s: out of memory", g->path);
+        return rt_file_errf(r->err, r->errlen, KILN_ERR_NOMEM, "%s: out of memory", g->path);
     return KILN_OK;
 }
 
@@ -584,7 +544,7 @@ void rt_gguf_close(RtGgufFile *g)
     }
     for (int i = 0; g->tensors && i < g->n_tensors; i++)
         free((char *)g->tensors[i].name);
-    if (g->map) munmap(g->map, (size_t)g->size);
+    if (g->map) rt_file_unmap(g->map, (size_t)g->size);
     free(g->kv);
     free(g->kv_by_key);
     free(g->tensors);
@@ -598,11 +558,11 @@ KilnStatus rt_gguf_open(const char *path, RtGgufFile **out, char *err, int errle
     KilnStatus s;
     if (out) *out = NULL;
     if (!path || !out)
-        return rt_gguf_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_open: NULL %s", path ? "out" : "path");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_open: NULL %s", path ? "out" : "path");
     RtGgufFile *g = calloc(1, sizeof *g);
     if (!g || !(g->path = strdup(path))) {
         free(g);
-        return rt_gguf_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
     }
     RtGgufReader r = {.path = g->path, .err = err, .errlen = errlen};
     if ((s = rt_gguf_map(g, err, errlen))) goto fail;
@@ -724,12 +684,12 @@ static KilnStatus rt_gguf_scalar(const RtGgufFile *g, const char *key, const cha
 {
     RtGgufQuoted q;
     if (!g || !key)
-        return rt_gguf_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_get: NULL %s", g ? "key" : "file");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_get: NULL %s", g ? "key" : "file");
     *kv = rt_gguf_kv_find(g, key);
     if (!*kv)
-        return rt_gguf_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_gguf_quote(&q, key));
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_gguf_quote(&q, key));
     if ((*kv)->type == RT_GGUF_VAL_ARRAY)
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is an array of %s, not %s", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is an array of %s, not %s", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name((*kv)->elem), want);
     return KILN_OK;
 }
@@ -744,13 +704,13 @@ static KilnStatus rt_gguf_get_int(const RtGgufFile *g, const char *key, const ch
     KilnStatus s = rt_gguf_scalar(g, key, want, &kv, err, errlen);
     if (s) return s;
     if (!rt_gguf_int_at(kv->data, kv->type, is_signed, sv, uv))
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not %s", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not %s", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type), want);
     if (!rt_gguf_int_fits(*is_signed, *sv, *uv, lo, hi)) {
         if (*is_signed)
-            return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is %lld, out of range for %s",
+            return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is %lld, out of range for %s",
                                 g->path, rt_gguf_quote(&q, key), (long long)*sv, want);
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is %llu, out of range for %s", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is %llu, out of range for %s", g->path,
                             rt_gguf_quote(&q, key), (unsigned long long)*uv, want);
     }
     return KILN_OK;
@@ -793,7 +753,7 @@ KilnStatus rt_gguf_get_f32(const RtGgufFile *g, const char *key, float *out, cha
     KilnStatus s = rt_gguf_scalar(g, key, "f32", &kv, err, errlen);
     if (s) return s;
     if (kv->type != RT_GGUF_VAL_F32 && kv->type != RT_GGUF_VAL_F64)
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not f32", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not f32", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type));
     if (out) *out = kv->type == RT_GGUF_VAL_F32 ? rt_gguf_f32_at(kv->data) : (float)rt_gguf_f64_at(kv->data);
     return KILN_OK;
@@ -806,7 +766,7 @@ KilnStatus rt_gguf_get_bool(const RtGgufFile *g, const char *key, int *out, char
     KilnStatus s = rt_gguf_scalar(g, key, "bool", &kv, err, errlen);
     if (s) return s;
     if (kv->type != RT_GGUF_VAL_BOOL)
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not bool", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not bool", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type));
     if (out) *out = kv->data[0];
     return KILN_OK;
@@ -820,7 +780,7 @@ KilnStatus rt_gguf_get_str(const RtGgufFile *g, const char *key, const char **st
     KilnStatus s = rt_gguf_scalar(g, key, "string", &kv, err, errlen);
     if (s) return s;
     if (kv->type != RT_GGUF_VAL_STRING)
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not string", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not string", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type));
     if (str) *str = (const char *)kv->data;
     if (len) *len = kv->len;
@@ -833,14 +793,14 @@ KilnStatus rt_gguf_get_arr(const RtGgufFile *g, const char *key, RtGgufVal elem,
     RtGgufQuoted q;
     if (out) *out = NULL;
     if (!g || !key)
-        return rt_gguf_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_get_arr: NULL %s", g ? "key" : "file");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_get_arr: NULL %s", g ? "key" : "file");
     const RtGgufKv *kv = rt_gguf_kv_find(g, key);
-    if (!kv) return rt_gguf_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_gguf_quote(&q, key));
+    if (!kv) return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_gguf_quote(&q, key));
     if (kv->type != RT_GGUF_VAL_ARRAY)
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not an array of %s", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not an array of %s", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type), rt_gguf_val_name(elem));
     if (kv->elem != elem)
-        return rt_gguf_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is an array of %s, not of %s", g->path,
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is an array of %s, not of %s", g->path,
                             rt_gguf_quote(&q, key), rt_gguf_val_name(kv->elem), rt_gguf_val_name(elem));
     if (out) *out = kv;
     return KILN_OK;

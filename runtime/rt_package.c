@@ -16,6 +16,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rt_package.h"
+#include "rt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -66,14 +67,10 @@ uint64_t rt_pkg_fnv1a64(const void *data, size_t n)
 
 KilnStatus rt_pkg_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
 {
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errlen, fmt, ap);
-        va_end(ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    rt_file_verrf(err, errlen, s, fmt, ap);
+    va_end(ap);
     return s;
 }
 

@@ -19,6 +19,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rt_safetensors.h"
+#include "rt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,26 +33,6 @@
 #include <unistd.h>
 
 /* ---- messages ------------------------------------------------------------------------------------- */
-
-static KilnStatus rt_st_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* Writes a one-line message (newlines become spaces) and returns s. */
-static KilnStatus rt_st_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errlen, fmt, ap);
-        va_end(ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
-    }
-    return s;
-}
 
 /* A name from the file, quoted for a message: control characters shown as '?', cut at ~120 bytes. */
 typedef struct RtStQuoted {
@@ -123,39 +104,6 @@ int rt_st_dtype_from_name(const char *name)
 
 /* ---- files -------------------------------------------------------------------------------------------- */
 
-/* Maps path read-only. An empty file is KILN_OK with *map NULL and *size 0 (the caller says why that is
- * wrong). `kind` names what the file should be, for messages ("safetensors file"). */
-static KilnStatus rt_st_map(const char *path, const char *kind, unsigned char **map, size_t *size, char *err,
-                            int errlen)
-{
-    struct stat st;
-    KilnStatus s = KILN_OK;
-    *map = NULL, *size = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC); /* O_NONBLOCK: a FIFO must not hang */
-    if (fd < 0) {
-        if (errno == ENOENT) return rt_st_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
-        return rt_st_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    if (fstat(fd, &st) != 0)
-        s = rt_st_errf(err, errlen, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        s = rt_st_errf(err, errlen, KILN_ERR_IO, "%s: is a directory, not a %s", path, kind);
-    else if (!S_ISREG(st.st_mode))
-        s = rt_st_errf(err, errlen, KILN_ERR_IO, "%s: not a regular file", path);
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
-        s = rt_st_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: too large to map", path);
-    else if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED)
-            s = rt_st_errf(err, errlen, errno == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO, "%s: cannot map: %s",
-                           path, strerror(errno));
-        else
-            *map = p, *size = (size_t)st.st_size;
-    }
-    close(fd);
-    return s;
-}
-
 /* ---- a strict JSON parser ----------------------------------------------------------------------------
  * The document becomes a flat array of nodes linked by index (first child, next sibling); in an object the
  * children alternate key, value. Decoded strings go to one buffer of the document's length + 1, which is
@@ -224,7 +172,7 @@ static int rt_st_jfail(RtStParser *p, size_t at, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     p->status =
-        rt_st_errf(p->err, p->errlen, KILN_ERR_CORRUPT, "%s: %s, byte %zu: %s", p->path, p->what, at, msg);
+        rt_file_errf(p->err, p->errlen, KILN_ERR_CORRUPT, "%s: %s, byte %zu: %s", p->path, p->what, at, msg);
     return -1;
 }
 
@@ -255,7 +203,7 @@ static int rt_st_jnode(RtStParser *p, int type)
     return d->n++;
 nomem:
     p->status =
-        rt_st_errf(p->err, p->errlen, KILN_ERR_NOMEM, "%s: out of memory parsing the %s", p->path, p->what);
+        rt_file_errf(p->err, p->errlen, KILN_ERR_NOMEM, "%s: out of memory parsing the %s", p->path, p->what);
     return -1;
 }
 
@@ -514,7 +462,7 @@ static KilnStatus rt_st_json_parse(const char *src, size_t len, RtStJsonDoc *doc
         .src = src, .len = len, .doc = doc, .path = path, .what = what, .err = err, .errlen = errlen};
     doc->strings = malloc(len + 1);
     if (!doc->strings)
-        return rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory parsing the %s", path, what);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory parsing the %s", path, what);
     if (rt_st_jvalue(&p, 0) < 0) return p.status;
     rt_st_jws(&p);
     if (p.pos < len) {
@@ -608,53 +556,53 @@ static KilnStatus rt_st_tensor_parse(const RtStShard *sh, const RtStJsonDoc *d, 
     const char *path = sh->path;
     rt_st_quote(&q, name);
     if (d->nodes[v].type != RT_JSON_OBJECT)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: its entry is %s, not an object",
-                          path, q.s, rt_st_jdescribe(d, v, buf, sizeof buf));
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: its entry is %s, not an object",
+                            path, q.s, rt_st_jdescribe(d, v, buf, sizeof buf));
     static const char *keys[] = {"dtype", "shape", "data_offsets"};
     int val[3];
     for (int i = 0; i < 3; i++) {
         val[i] = rt_st_jget(d, v, keys[i], &twice);
         if (val[i] < 0)
-            return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: no %s", path, q.s, keys[i]);
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: no %s", path, q.s, keys[i]);
         if (twice)
-            return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: %s is given twice", path, q.s,
-                              keys[i]);
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: %s is given twice", path, q.s,
+                                keys[i]);
     }
     dt = val[0], sh_node = val[1], off_node = val[2];
 
     memset(t, 0, sizeof *t);
     t->name = name;
     if (d->nodes[dt].type != RT_JSON_STRING)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: dtype is %s, not a string", path,
-                          q.s, rt_st_jdescribe(d, dt, buf, sizeof buf));
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: dtype is %s, not a string", path,
+                            q.s, rt_st_jdescribe(d, dt, buf, sizeof buf));
     int dtype = rt_st_dtype_from_name(d->nodes[dt].s);
     if (dtype < 0) {
         RtStQuoted qd;
         const char *s = d->nodes[dt].s;
         int subbyte = !strcmp(s, "F4") || !strcmp(s, "F6_E2M3") || !strcmp(s, "F6_E3M2");
-        return rt_st_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                          subbyte ? "%s: tensor %s: dtype %s (smaller than a byte) is not supported"
-                                  : "%s: tensor %s: unknown dtype %s",
-                          path, q.s, rt_st_quote(&qd, s));
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                            subbyte ? "%s: tensor %s: dtype %s (smaller than a byte) is not supported"
+                                    : "%s: tensor %s: unknown dtype %s",
+                            path, q.s, rt_st_quote(&qd, s));
     }
     t->dtype = (RtStDtype)dtype;
 
     const RtStJson *shp = &d->nodes[sh_node];
     if (shp->type != RT_JSON_ARRAY)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: shape is %s, not an array", path,
-                          q.s, rt_st_jdescribe(d, sh_node, buf, sizeof buf));
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: shape is %s, not an array", path,
+                            q.s, rt_st_jdescribe(d, sh_node, buf, sizeof buf));
     if (shp->n > RT_ST_MAX_DIMS)
-        return rt_st_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                          "%s: tensor %s: shape has %d dimensions (at most %d)", path, q.s, shp->n,
-                          RT_ST_MAX_DIMS);
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                            "%s: tensor %s: shape has %d dimensions (at most %d)", path, q.s, shp->n,
+                            RT_ST_MAX_DIMS);
     int64_t nel = 1;
     int overflow = 0;
     for (int e = shp->first; e >= 0; e = d->nodes[e].next) {
         const RtStJson *j = &d->nodes[e];
         if (j->type != RT_JSON_NUMBER || !j->is_uint || j->u > (uint64_t)INT64_MAX)
-            return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                              "%s: tensor %s: shape dimension %d is %s, not an integer in [0, 2^63)", path,
-                              q.s, t->n_dims, rt_st_jdescribe(d, e, buf, sizeof buf));
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                                "%s: tensor %s: shape dimension %d is %s, not an integer in [0, 2^63)", path,
+                                q.s, t->n_dims, rt_st_jdescribe(d, e, buf, sizeof buf));
         int64_t dim = (int64_t)j->u;
         t->shape[t->n_dims++] = dim;
         if (dim != 0 && nel > INT64_MAX / dim)
@@ -666,38 +614,38 @@ static KilnStatus rt_st_tensor_parse(const RtStShard *sh, const RtStJsonDoc *d, 
         if (t->shape[i] == 0) overflow = 0, nel = 0;
     rt_st_shape_text(t->shape, t->n_dims, sbuf, sizeof sbuf);
     if (overflow)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                          "%s: tensor %s: shape %s has more than 2^63 elements", path, q.s, sbuf);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: tensor %s: shape %s has more than 2^63 elements", path, q.s, sbuf);
     t->n_elements = nel;
     int esize = rt_st_dtype_size(t->dtype);
     if ((uint64_t)nel > UINT64_MAX / (uint64_t)esize)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: %s %s is more than 2^64 bytes", path,
-                          q.s, rt_st_dtype_name(t->dtype), sbuf);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: %s %s is more than 2^64 bytes",
+                            path, q.s, rt_st_dtype_name(t->dtype), sbuf);
     t->nbytes = (uint64_t)nel * (uint64_t)esize;
 
     const RtStJson *off = &d->nodes[off_node];
     int b = off->type == RT_JSON_ARRAY && off->n == 2 ? off->first : -1, e = b >= 0 ? d->nodes[b].next : -1;
     if (b < 0 || d->nodes[b].type != RT_JSON_NUMBER || !d->nodes[b].is_uint ||
         d->nodes[e].type != RT_JSON_NUMBER || !d->nodes[e].is_uint)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                          "%s: tensor %s: data_offsets is not a pair of integers in [0, 2^64)", path, q.s);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: tensor %s: data_offsets is not a pair of integers in [0, 2^64)", path, q.s);
     uint64_t begin = d->nodes[b].u, end = d->nodes[e].u;
     if (begin > end)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                          "%s: tensor %s: data_offsets [%llu, %llu] are out of order", path, q.s,
-                          (unsigned long long)begin, (unsigned long long)end);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: tensor %s: data_offsets [%llu, %llu] are out of order", path, q.s,
+                            (unsigned long long)begin, (unsigned long long)end);
     if (end > data_size)
-        return rt_st_errf(
+        return rt_file_errf(
             err, errlen, KILN_ERR_CORRUPT,
             "%s: tensor %s: data_offsets [%llu, %llu] run past the end of the data section (%llu "
             "bytes): truncated?",
             path, q.s, (unsigned long long)begin, (unsigned long long)end, (unsigned long long)data_size);
     if (end - begin != t->nbytes)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                          "%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes, but %s %s needs %llu",
-                          path, q.s, (unsigned long long)begin, (unsigned long long)end,
-                          (unsigned long long)(end - begin), rt_st_dtype_name(t->dtype), sbuf,
-                          (unsigned long long)t->nbytes);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: tensor %s: data_offsets [%llu, %llu] hold %llu bytes, but %s %s needs %llu",
+                            path, q.s, (unsigned long long)begin, (unsigned long long)end,
+                            (unsigned long long)(end - begin), rt_st_dtype_name(t->dtype), sbuf,
+                            (unsigned long long)t->nbytes);
     t->file_offset = data_start + begin;
     t->data = sh->map + t->file_offset;
     return KILN_OK;
@@ -710,24 +658,24 @@ static KilnStatus rt_st_meta_parse(RtStShard *sh, const RtStJsonDoc *d, int v, c
     RtStQuoted q;
     if (d->nodes[v].type == RT_JSON_NULL) return KILN_OK;
     if (d->nodes[v].type != RT_JSON_OBJECT)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ is %s, not an object", sh->path,
-                          rt_st_jdescribe(d, v, buf, sizeof buf));
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ is %s, not an object", sh->path,
+                            rt_st_jdescribe(d, v, buf, sizeof buf));
     sh->meta = malloc(sizeof *sh->meta * 2 * (size_t)(d->nodes[v].n + 1));
-    if (!sh->meta) return rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", sh->path);
+    if (!sh->meta) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", sh->path);
     for (int k = d->nodes[v].first; k >= 0; k = d->nodes[d->nodes[k].next].next) {
         int val = d->nodes[k].next;
         if (d->nodes[val].type != RT_JSON_STRING)
-            return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ %s is %s, not a string",
-                              sh->path, rt_st_quote(&q, d->nodes[k].s),
-                              rt_st_jdescribe(d, val, buf, sizeof buf));
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ %s is %s, not a string",
+                                sh->path, rt_st_quote(&q, d->nodes[k].s),
+                                rt_st_jdescribe(d, val, buf, sizeof buf));
         sh->meta[2 * sh->n_meta] = d->nodes[k].s, sh->meta[2 * sh->n_meta + 1] = d->nodes[val].s;
         sh->n_meta++;
     }
     qsort(sh->meta, (size_t)sh->n_meta, 2 * sizeof *sh->meta, rt_st_cmp_pair);
     for (int i = 1; i < sh->n_meta; i++)
         if (!strcmp(sh->meta[2 * i], sh->meta[2 * i - 2]))
-            return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ has the key %s twice",
-                              sh->path, rt_st_quote(&q, sh->meta[2 * i]));
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ has the key %s twice",
+                                sh->path, rt_st_quote(&q, sh->meta[2 * i]));
     return KILN_OK;
 }
 
@@ -744,49 +692,50 @@ static KilnStatus rt_st_shard_load(RtStShard *sh, int index, RtStTensor **tensor
     *tensors = NULL, *n = 0;
     memset(&doc, 0, sizeof doc);
 
-    if ((s = rt_st_map(sh->path, "safetensors file", &sh->map, &sh->size, err, errlen))) return s;
+    if ((s = rt_file_map(sh->path, "safetensors file", &sh->map, &sh->size, err, errlen))) return s;
     const char *path = sh->path;
     if (sh->size == 0)
-        return rt_st_errf(err, errlen, KILN_ERR_FORMAT, "%s: empty file (0 bytes), not a safetensors file",
-                          path);
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: empty file (0 bytes), not a safetensors file",
+                            path);
     if (sh->size < 8)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                          "%s: truncated (%zu bytes, shorter than the 8-byte header length)", path, sh->size);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: truncated (%zu bytes, shorter than the 8-byte header length)", path,
+                            sh->size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | sh->map[i];
     if (hlen < 2 || hlen > RT_ST_MAX_HEADER)
-        return rt_st_errf(err, errlen, KILN_ERR_FORMAT,
-                          "%s: not a safetensors file (header length %llu; it must be 2 .. %d bytes)", path,
-                          (unsigned long long)hlen, RT_ST_MAX_HEADER);
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                            "%s: not a safetensors file (header length %llu; it must be 2 .. %d bytes)", path,
+                            (unsigned long long)hlen, RT_ST_MAX_HEADER);
     if (hlen > sh->size - 8)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                          "%s: truncated: the header length is %llu bytes, but only %zu bytes follow it",
-                          path, (unsigned long long)hlen, sh->size - 8);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: truncated: the header length is %llu bytes, but only %zu bytes follow it",
+                            path, (unsigned long long)hlen, sh->size - 8);
     if (sh->map[8] != '{')
-        return rt_st_errf(err, errlen, KILN_ERR_FORMAT,
-                          "%s: not a safetensors file (the header does not start with '{')", path);
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                            "%s: not a safetensors file (the header does not start with '{')", path);
     uint64_t data_start = 8 + hlen, data_size = sh->size - data_start;
 
     if ((s = rt_st_json_parse((const char *)sh->map + 8, (size_t)hlen, &doc, path, "JSON header", err,
                               errlen)))
         goto done;
     if (doc.nodes[0].type != RT_JSON_OBJECT) { /* cannot happen after '{', kept for the invariant */
-        s = rt_st_errf(err, errlen, KILN_ERR_FORMAT,
-                       "%s: not a safetensors file (the header is not an object)", path);
+        s = rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                         "%s: not a safetensors file (the header is not an object)", path);
         goto done;
     }
     ts = malloc(sizeof *ts * (size_t)(doc.nodes[0].n + 1));
     if (!ts) {
-        s = rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+        s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     for (int k = doc.nodes[0].first; k >= 0; k = doc.nodes[doc.nodes[k].next].next) {
         int v = doc.nodes[k].next;
         if (!strcmp(doc.nodes[k].s, "__metadata__")) {
             if (seen_meta++) {
-                s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ appears twice in the header",
-                               path);
+                s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                                 "%s: __metadata__ appears twice in the header", path);
                 goto done;
             }
             if ((s = rt_st_meta_parse(sh, &doc, v, err, errlen))) goto done;
@@ -803,35 +752,36 @@ static KilnStatus rt_st_shard_load(RtStShard *sh, int index, RtStTensor **tensor
     uint64_t at = data_start;
     for (int i = 0; i < nt; i++) {
         if (ts[i].file_offset < at) {
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                           "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]", path,
-                           rt_st_quote(&q, ts[i].name), (unsigned long long)(ts[i].file_offset - data_start),
-                           (unsigned long long)(ts[i].file_offset - data_start + ts[i].nbytes),
-                           rt_st_quote(&q2, ts[i - 1].name),
-                           (unsigned long long)(ts[i - 1].file_offset - data_start),
-                           (unsigned long long)(at - data_start));
+            s = rt_file_errf(
+                err, errlen, KILN_ERR_CORRUPT,
+                "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]", path,
+                rt_st_quote(&q, ts[i].name), (unsigned long long)(ts[i].file_offset - data_start),
+                (unsigned long long)(ts[i].file_offset - data_start + ts[i].nbytes),
+                rt_st_quote(&q2, ts[i - 1].name), (unsigned long long)(ts[i - 1].file_offset - data_start),
+                (unsigned long long)(at - data_start));
             goto done;
         }
         if (ts[i].file_offset > at) {
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                           "%s: bytes [%llu, %llu) of the data section belong to no tensor (before %s)", path,
-                           (unsigned long long)(at - data_start),
-                           (unsigned long long)(ts[i].file_offset - data_start), rt_st_quote(&q, ts[i].name));
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                             "%s: bytes [%llu, %llu) of the data section belong to no tensor (before %s)",
+                             path, (unsigned long long)(at - data_start),
+                             (unsigned long long)(ts[i].file_offset - data_start),
+                             rt_st_quote(&q, ts[i].name));
             goto done;
         }
         at = ts[i].file_offset + ts[i].nbytes;
     }
     if (at != sh->size) {
-        s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                       "%s: the last %llu bytes of the file belong to no tensor", path,
-                       (unsigned long long)(sh->size - at));
+        s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                         "%s: the last %llu bytes of the file belong to no tensor", path,
+                         (unsigned long long)(sh->size - at));
         goto done;
     }
     qsort(ts, (size_t)nt, sizeof *ts, rt_st_cmp_name);
     for (int i = 1; i < nt; i++)
         if (!strcmp(ts[i].name, ts[i - 1].name)) {
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s appears twice in the header", path,
-                           rt_st_quote(&q, ts[i].name));
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s appears twice in the header", path,
+                             rt_st_quote(&q, ts[i].name));
             goto done;
         }
     sh->strings = doc.strings, doc.strings = NULL; /* names and metadata live on in the shard */
@@ -847,7 +797,7 @@ void rt_st_close(RtStCheckpoint *ck)
     if (!ck) return;
     for (int i = 0; i < ck->n_shards; i++) {
         RtStShard *sh = &ck->shards[i];
-        if (sh->map) munmap(sh->map, sh->size);
+        if (sh->map) rt_file_unmap(sh->map, sh->size);
         free(sh->path);
         free(sh->strings);
         free(sh->meta);
@@ -875,11 +825,11 @@ KilnStatus rt_st_open(const char *path, RtStCheckpoint **out, char *err, int err
 {
     if (out) *out = NULL;
     if (!path || !out)
-        return rt_st_errf(err, errlen, KILN_ERR_ARG, "rt_st_open: NULL %s", path ? "out" : "path");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_st_open: NULL %s", path ? "out" : "path");
     RtStCheckpoint *ck = rt_st_alloc(1);
     if (!ck || !(ck->shards[0].path = strdup(path))) {
         rt_st_close(ck);
-        return rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
     }
     KilnStatus s = rt_st_shard_load(&ck->shards[0], 0, &ck->tensors, &ck->n_tensors, err, errlen);
     if (s) {
@@ -916,34 +866,34 @@ static KilnStatus rt_st_index_parse(const char *path, const RtStJsonDoc *d, RtSt
     int twice;
     *entries = NULL, *n_entries = 0, *n_files = 0;
     if (d->nodes[0].type != RT_JSON_OBJECT)
-        return rt_st_errf(err, errlen, KILN_ERR_FORMAT,
-                          "%s: not a safetensors index (the JSON is %s, not an object)", path,
-                          rt_st_jdescribe(d, 0, buf, sizeof buf));
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                            "%s: not a safetensors index (the JSON is %s, not an object)", path,
+                            rt_st_jdescribe(d, 0, buf, sizeof buf));
     int wm = rt_st_jget(d, 0, "weight_map", &twice);
     if (wm < 0)
-        return rt_st_errf(err, errlen, KILN_ERR_FORMAT, "%s: not a safetensors index (no \"weight_map\")",
-                          path);
-    if (twice) return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: \"weight_map\" appears twice", path);
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: not a safetensors index (no \"weight_map\")",
+                            path);
+    if (twice) return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: \"weight_map\" appears twice", path);
     if (d->nodes[wm].type != RT_JSON_OBJECT)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map is %s, not an object", path,
-                          rt_st_jdescribe(d, wm, buf, sizeof buf));
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map is %s, not an object", path,
+                            rt_st_jdescribe(d, wm, buf, sizeof buf));
     if (d->nodes[wm].n == 0)
-        return rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map is empty", path);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map is empty", path);
     RtStMapEntry *e = malloc(sizeof *e * (size_t)d->nodes[wm].n);
-    if (!e) return rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    if (!e) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
     int n = 0;
     for (int k = d->nodes[wm].first; k >= 0; k = d->nodes[d->nodes[k].next].next) {
         int v = d->nodes[k].next;
         if (d->nodes[v].type != RT_JSON_STRING) {
             free(e);
-            return rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                              "%s: weight_map: tensor %s maps to %s, not a file name", path,
-                              rt_st_quote(&q, d->nodes[k].s), rt_st_jdescribe(d, v, buf, sizeof buf));
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                                "%s: weight_map: tensor %s maps to %s, not a file name", path,
+                                rt_st_quote(&q, d->nodes[k].s), rt_st_jdescribe(d, v, buf, sizeof buf));
         }
         const char *f = d->nodes[v].s;
         if (!*f || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..")) {
             free(e);
-            return rt_st_errf(
+            return rt_file_errf(
                 err, errlen, KILN_ERR_CORRUPT,
                 "%s: weight_map: tensor %s maps to %s, which is not a plain file name in the index's "
                 "directory",
@@ -975,18 +925,18 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
     memset(&doc, 0, sizeof doc);
     if (out) *out = NULL;
     if (!index_path || !out)
-        return rt_st_errf(err, errlen, KILN_ERR_ARG, "rt_st_open_index: NULL %s",
-                          index_path ? "out" : "path");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_st_open_index: NULL %s",
+                            index_path ? "out" : "path");
     const char *path = index_path;
 
-    if ((s = rt_st_map(path, "safetensors index", &map, &size, err, errlen))) return s;
+    if ((s = rt_file_map(path, "safetensors index", &map, &size, err, errlen))) return s;
     if (size == 0)
-        return rt_st_errf(err, errlen, KILN_ERR_FORMAT, "%s: empty file (0 bytes), not a safetensors index",
-                          path);
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: empty file (0 bytes), not a safetensors index",
+                            path);
     if (size > RT_ST_MAX_INDEX) {
-        s = rt_st_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                       "%s: an index of %zu bytes is larger than the limit (%d)", path, size,
-                       RT_ST_MAX_INDEX);
+        s = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                         "%s: an index of %zu bytes is larger than the limit (%d)", path, size,
+                         RT_ST_MAX_INDEX);
         goto done;
     }
     if ((s = rt_st_json_parse((const char *)map, size, &doc, path, "index JSON", err, errlen))) goto done;
@@ -996,7 +946,7 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
     parts = calloc((size_t)n_files, sizeof *parts);
     counts = calloc((size_t)n_files, sizeof *counts);
     if (!ck || !parts || !counts) {
-        s = rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+        s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     const char *slash = strrchr(path, '/');
@@ -1007,13 +957,13 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
         RtStShard *sh = &ck->shards[f];
         size_t flen = strlen(e[i].file);
         if (!(sh->path = malloc(dirlen + flen + 1))) {
-            s = rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+            s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
             goto done;
         }
         memcpy(sh->path, path, dirlen), memcpy(sh->path + dirlen, e[i].file, flen + 1);
         if ((s = rt_st_shard_load(sh, f, &parts[f], &counts[f], err, errlen))) goto done;
         if (counts[f] > INT_MAX - total) {
-            s = rt_st_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: too many tensors", path);
+            s = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: too many tensors", path);
             goto done;
         }
         total += counts[f];
@@ -1021,7 +971,7 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
     }
     ck->tensors = malloc(sizeof *ck->tensors * ((size_t)total + 1));
     if (!ck->tensors) {
-        s = rt_st_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+        s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
     for (int f = 0; f < n_files; f++) {
@@ -1033,8 +983,8 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
         if (!strcmp(ck->tensors[i].name, ck->tensors[i - 1].name)) {
             const RtStTensor *a = &ck->tensors[i - 1], *b = &ck->tensors[i];
             if (a->shard > b->shard) a = b, b = &ck->tensors[i - 1];
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s is also in %s",
-                           ck->shards[b->shard].path, rt_st_quote(&q, b->name), ck->shards[a->shard].path);
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s is also in %s",
+                             ck->shards[b->shard].path, rt_st_quote(&q, b->name), ck->shards[a->shard].path);
             goto done;
         }
 
@@ -1042,22 +992,22 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
     qsort(e, (size_t)n_e, sizeof *e, rt_st_cmp_entry_name);
     for (int i = 1; i < n_e; i++)
         if (!strcmp(e[i].name, e[i - 1].name)) {
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map lists tensor %s twice", path,
-                           rt_st_quote(&q, e[i].name));
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map lists tensor %s twice", path,
+                             rt_st_quote(&q, e[i].name));
             goto done;
         }
     for (int i = 0, j = 0; i < n_e || j < total;) {
         int c = i == n_e ? 1 : j == total ? -1 : strcmp(e[i].name, ck->tensors[j].name);
         if (c > 0) {
             const RtStTensor *t = &ck->tensors[j];
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s is not in the weight_map of %s",
-                           ck->shards[t->shard].path, rt_st_quote(&q, t->name), path);
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s is not in the weight_map of %s",
+                             ck->shards[t->shard].path, rt_st_quote(&q, t->name), path);
             goto done;
         }
         if (c < 0 || ck->tensors[j].shard != e[i].shard) {
-            s = rt_st_errf(err, errlen, KILN_ERR_CORRUPT,
-                           "%s: weight_map puts tensor %s in %s, which has no such tensor", path,
-                           rt_st_quote(&q, e[i].name), e[i].file);
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                             "%s: weight_map puts tensor %s in %s, which has no such tensor", path,
+                             rt_st_quote(&q, e[i].name), e[i].file);
             goto done;
         }
         i++, j++;
@@ -1070,7 +1020,7 @@ done:
     free(counts);
     free(e);
     rt_st_json_free(&doc);
-    if (map) munmap(map, size);
+    if (map) rt_file_unmap(map, size);
     rt_st_close(ck);
     return s;
 }

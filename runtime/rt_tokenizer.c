@@ -20,6 +20,7 @@
  * in the "other" class (neither letter, number nor space). The tokenizer is immutable after creation.
  */
 #include "rt_tokenizer.h"
+#include "rt_file.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -464,26 +465,6 @@ struct RtTokenizer {
     size_t max_len; /* the longest token text, bytes */
 };
 
-static KilnStatus rt_tok_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* Writes a one-line message (newlines become spaces) and returns s. */
-static KilnStatus rt_tok_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
-{
-    if (err && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, (size_t)errlen, fmt, ap);
-        va_end(ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
-    }
-    return s;
-}
-
 static uint64_t rt_tok_hash(const void *p, size_t len)
 {
     const unsigned char *s = p;
@@ -601,11 +582,11 @@ static KilnStatus rt_tok_build_vocab(RtTokenizer *t, const RtTokSpec *spec, char
     for (int i = 0; i < n; i++) {
         const RtTokText *tk = &spec->tokens[i];
         if (!tk->s && tk->len)
-            return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: token %d has no text", i);
+            return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: token %d has no text", i);
         if (tk->len > RT_TOK_MAX_TOKEN_LEN)
-            return rt_tok_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                               "tokenizer: token %d is %zu bytes long (at most %d)", i, tk->len,
-                               RT_TOK_MAX_TOKEN_LEN);
+            return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                                "tokenizer: token %d is %zu bytes long (at most %d)", i, tk->len,
+                                RT_TOK_MAX_TOKEN_LEN);
         total += tk->len;
         if (tk->len > t->max_len) t->max_len = tk->len;
     }
@@ -616,7 +597,7 @@ static KilnStatus rt_tok_build_vocab(RtTokenizer *t, const RtTokSpec *spec, char
     t->vocab_mask = rt_tok_slots((size_t)n) - 1;
     t->vocab = malloc(sizeof *t->vocab * (t->vocab_mask + 1));
     if (!t->pool || !t->off || !t->score || !t->type || !t->vocab)
-        return rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory (%d tokens)", n);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory (%d tokens)", n);
     memset(t->vocab, 0xFF, sizeof *t->vocab * (t->vocab_mask + 1));
     size_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -631,8 +612,8 @@ static KilnStatus rt_tok_build_vocab(RtTokenizer *t, const RtTokSpec *spec, char
         int byte;
         if (spec->types) {
             if (spec->types[i] < RT_TOK_TYPE_UNDEFINED || spec->types[i] > RT_TOK_TYPE_BYTE)
-                return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: token %d has type %d (0 .. 6)",
-                                   i, (int)spec->types[i]);
+                return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: token %d has type %d (0 .. 6)",
+                                    i, (int)spec->types[i]);
             t->type[i] = (unsigned char)spec->types[i];
         } else {
             t->type[i] = spec->model == RT_TOK_MODEL_LLAMA && rt_tok_parse_byte(s, len, &byte)
@@ -663,12 +644,12 @@ static KilnStatus rt_tok_build_merges(RtTokenizer *t, const RtTokSpec *spec, cha
         t->byte_id[b] = rt_tok_find(t, (const char *)u, (size_t)m);
     }
     if (spec->n_merges < 0 || (spec->n_merges && !spec->merges))
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: %d merges at %p", spec->n_merges,
-                           (const void *)spec->merges);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: %d merges at %p", spec->n_merges,
+                            (const void *)spec->merges);
     t->pair_mask = rt_tok_slots((size_t)spec->n_merges) - 1;
     if (!(t->pairs = malloc(sizeof *t->pairs * (t->pair_mask + 1))))
-        return rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory (%d merges)",
-                           spec->n_merges);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory (%d merges)",
+                            spec->n_merges);
     for (size_t i = 0; i <= t->pair_mask; i++)
         t->pairs[i].rank = -1;
     char *buf = NULL;
@@ -676,19 +657,19 @@ static KilnStatus rt_tok_build_merges(RtTokenizer *t, const RtTokSpec *spec, cha
     for (int r = 0; r < spec->n_merges; r++) {
         const char *s = spec->merges[r].s;
         size_t len = spec->merges[r].len, sp = 1;
-        if (!s && len) return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: merge %d has no text", r);
+        if (!s && len) return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: merge %d has no text", r);
         while (sp < len && s[sp] != ' ')
             sp++;
         if (sp >= len) {
             free(buf);
-            return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: merge %d ('%.*s') has no space", r,
-                               (int)(len < 64 ? len : 64), s ? s : "");
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: merge %d ('%.*s') has no space", r,
+                                (int)(len < 64 ? len : 64), s ? s : "");
         }
         if (len > cap) {
             char *nb = realloc(buf, len);
             if (!nb) {
                 free(buf);
-                return rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory");
+                return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory");
             }
             buf = nb;
             cap = len;
@@ -723,8 +704,8 @@ static KilnStatus rt_tok_build_bytes(RtTokenizer *t, char *err, int errlen)
         snprintf(name, sizeof name, "<0x%02X>", b);
         t->byte_id[b] = rt_tok_find(t, name, 6);
         if (t->byte_id[b] < 0 && t->unk < 0)
-            return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT,
-                               "tokenizer: the vocabulary has no byte token %s and no unknown token", name);
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                                "tokenizer: the vocabulary has no byte token %s and no unknown token", name);
     }
     return KILN_OK;
 }
@@ -739,7 +720,7 @@ static KilnStatus rt_tok_build_specials(RtTokenizer *t, char *err, int errlen)
     t->special = malloc(sizeof *t->special * (size_t)(count ? count : 1));
     if (!sp || !t->special) {
         free(sp);
-        return rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory");
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory");
     }
     int k = 0;
     for (int i = 0; i < t->n; i++)
@@ -761,26 +742,26 @@ static KilnStatus rt_tok_build_specials(RtTokenizer *t, char *err, int errlen)
 KilnStatus rt_tok_create(const RtTokSpec *spec, RtTokenizer **out, char *err, int errlen)
 {
     if (out) *out = NULL;
-    if (!spec || !out) return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: NULL spec or out");
+    if (!spec || !out) return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: NULL spec or out");
     if (spec->n_tokens < 1 || spec->n_tokens > RT_TOK_MAX_TOKENS || !spec->tokens)
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: %d tokens (1 .. %d, and an array of them)",
-                           spec->n_tokens, RT_TOK_MAX_TOKENS);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: %d tokens (1 .. %d, and an array of them)",
+                            spec->n_tokens, RT_TOK_MAX_TOKENS);
     if (spec->model != RT_TOK_MODEL_GPT2 && spec->model != RT_TOK_MODEL_LLAMA)
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: unknown model %d", (int)spec->model);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: unknown model %d", (int)spec->model);
     if (spec->model == RT_TOK_MODEL_GPT2
             ? spec->pre == RT_TOK_PRE_NONE || (unsigned)spec->pre > RT_TOK_PRE_LLAMA3
             : spec->pre != RT_TOK_PRE_NONE)
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: pre-tokenizer %d does not fit model %s",
-                           (int)spec->pre, spec->model == RT_TOK_MODEL_GPT2 ? "gpt2" : "llama");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: pre-tokenizer %d does not fit model %s",
+                            (int)spec->pre, spec->model == RT_TOK_MODEL_GPT2 ? "gpt2" : "llama");
     const int32_t ids[4] = {spec->bos, spec->eos, spec->unk, spec->pad};
     static const char *const id_names[4] = {"bos", "eos", "unknown", "padding"};
     for (int i = 0; i < 4; i++)
         if (ids[i] < -1 || ids[i] >= spec->n_tokens)
-            return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT,
-                               "tokenizer: %s token id %d is out of range (%d tokens)", id_names[i],
-                               (int)ids[i], spec->n_tokens);
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                                "tokenizer: %s token id %d is out of range (%d tokens)", id_names[i],
+                                (int)ids[i], spec->n_tokens);
     RtTokenizer *t = calloc(1, sizeof *t);
-    if (!t) return rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory");
+    if (!t) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory");
     t->model = spec->model;
     t->pre = spec->pre;
     t->n = spec->n_tokens;
@@ -833,22 +814,22 @@ static KilnStatus rt_tok_gguf_arr(const RtGgufFile *g, const char *key, int stri
     const RtGgufKv *kv = *out = rt_gguf_kv_find(g, key);
     if (!kv) return KILN_OK;
     if (kv->type != RT_GGUF_VAL_ARRAY)
-        return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: key '%s' is a %s, not an array of %s",
-                           key, rt_gguf_val_name(kv->type), strings ? "strings" : "numbers");
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: key '%s' is a %s, not an array of %s",
+                            key, rt_gguf_val_name(kv->type), strings ? "strings" : "numbers");
     if (strings ? kv->elem != RT_GGUF_VAL_STRING : kv->elem == RT_GGUF_VAL_STRING)
-        return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: key '%s' is an array of %s, not of %s",
-                           key, rt_gguf_val_name(kv->elem), strings ? "strings" : "numbers");
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "tokenizer: key '%s' is an array of %s, not of %s",
+                            key, rt_gguf_val_name(kv->elem), strings ? "strings" : "numbers");
     if (count && kv->count != count)
-        return rt_tok_errf(err, errlen, KILN_ERR_CORRUPT,
-                           "tokenizer: key '%s' has %llu elements, not %llu (one per token)", key,
-                           (unsigned long long)kv->count, (unsigned long long)count);
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "tokenizer: key '%s' has %llu elements, not %llu (one per token)", key,
+                            (unsigned long long)kv->count, (unsigned long long)count);
     return KILN_OK;
 }
 
 KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err, int errlen)
 {
     if (out) *out = NULL;
-    if (!g || !out) return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: NULL file or out");
+    if (!g || !out) return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: NULL file or out");
     RtTokSpec spec = {0};
     const RtGgufKv *tokens, *types, *scores, *merges;
     const char *str;
@@ -858,17 +839,17 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
     float *svals = NULL;
     KilnStatus s = rt_gguf_get_str(g, "tokenizer.ggml.model", &str, &len, err, errlen);
     if (s == KILN_ERR_ARG)
-        return rt_tok_errf(err, errlen, KILN_ERR_FORMAT,
-                           "tokenizer: the file has no key 'tokenizer.ggml.model'");
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                            "tokenizer: the file has no key 'tokenizer.ggml.model'");
     if (s) return KILN_ERR_CORRUPT;
     if (len == 4 && !memcmp(str, "gpt2", 4))
         spec.model = RT_TOK_MODEL_GPT2;
     else if (len == 5 && !memcmp(str, "llama", 5))
         spec.model = RT_TOK_MODEL_LLAMA;
     else
-        return rt_tok_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                           "tokenizer: model '%.*s' is not supported (gpt2, llama)",
-                           (int)(len < 64 ? len : 64), str);
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                            "tokenizer: model '%.*s' is not supported (gpt2, llama)",
+                            (int)(len < 64 ? len : 64), str);
     spec.pre = RT_TOK_PRE_NONE;
     if (spec.model == RT_TOK_MODEL_GPT2) {
         s = rt_gguf_get_str(g, "tokenizer.ggml.pre", &str, &len, err, errlen);
@@ -881,28 +862,28 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
         else if ((len == 9 && !memcmp(str, "llama-bpe", 9)) || (len == 6 && !memcmp(str, "llama3", 6)))
             spec.pre = RT_TOK_PRE_LLAMA3;
         else
-            return rt_tok_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                               "tokenizer: pre-tokenizer '%.*s' is not supported (smollm, llama-bpe, gpt2)",
-                               (int)(len < 64 ? len : 64), str);
+            return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                                "tokenizer: pre-tokenizer '%.*s' is not supported (smollm, llama-bpe, gpt2)",
+                                (int)(len < 64 ? len : 64), str);
     }
     if ((s = rt_tok_gguf_arr(g, "tokenizer.ggml.tokens", 1, 0, &tokens, err, errlen))) return s;
     if (!tokens)
-        return rt_tok_errf(err, errlen, KILN_ERR_FORMAT,
-                           "tokenizer: the file has no key 'tokenizer.ggml.tokens'");
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                            "tokenizer: the file has no key 'tokenizer.ggml.tokens'");
     if (tokens->count < 1 || tokens->count > RT_TOK_MAX_TOKENS)
-        return rt_tok_errf(err, errlen, KILN_ERR_UNSUPPORTED, "tokenizer: %llu tokens (1 .. %d)",
-                           (unsigned long long)tokens->count, RT_TOK_MAX_TOKENS);
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "tokenizer: %llu tokens (1 .. %d)",
+                            (unsigned long long)tokens->count, RT_TOK_MAX_TOKENS);
     spec.n_tokens = (int)tokens->count;
     if ((s = rt_tok_gguf_arr(g, "tokenizer.ggml.token_type", 0, tokens->count, &types, err, errlen)) ||
         (s = rt_tok_gguf_arr(g, "tokenizer.ggml.scores", 0, tokens->count, &scores, err, errlen)) ||
         (s = rt_tok_gguf_arr(g, "tokenizer.ggml.merges", 1, 0, &merges, err, errlen)))
         return s;
     if (spec.model == RT_TOK_MODEL_GPT2 && !merges)
-        return rt_tok_errf(err, errlen, KILN_ERR_FORMAT,
-                           "tokenizer: the file has no key 'tokenizer.ggml.merges'");
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT,
+                            "tokenizer: the file has no key 'tokenizer.ggml.merges'");
     if (merges && merges->count > INT_MAX)
-        return rt_tok_errf(err, errlen, KILN_ERR_UNSUPPORTED, "tokenizer: %llu merges",
-                           (unsigned long long)merges->count);
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "tokenizer: %llu merges",
+                            (unsigned long long)merges->count);
     if ((s = rt_tok_gguf_id(g, "tokenizer.ggml.bos_token_id", &spec.bos, err, errlen)) ||
         (s = rt_tok_gguf_id(g, "tokenizer.ggml.eos_token_id", &spec.eos, err, errlen)) ||
         (s = rt_tok_gguf_id(g, "tokenizer.ggml.unknown_token_id", &spec.unk, err, errlen)) ||
@@ -918,7 +899,7 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
     if (scores) svals = malloc(sizeof *svals * (size_t)spec.n_tokens);
     if (merges && merges->count) mtexts = malloc(sizeof *mtexts * (size_t)merges->count);
     if (!texts || (types && !tvals) || (scores && !svals) || (merges && merges->count && !mtexts)) {
-        s = rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory (%d tokens)", spec.n_tokens);
+        s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: out of memory (%d tokens)", spec.n_tokens);
         goto done;
     }
     for (int i = 0; i < spec.n_tokens; i++) {
@@ -927,7 +908,7 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
         if (types) {
             int64_t v = -1;
             if (rt_gguf_arr_i64(types, (uint64_t)i, &v) || v < 0 || v > RT_TOK_TYPE_BYTE) {
-                s = rt_tok_errf(
+                s = rt_file_errf(
                     err, errlen, KILN_ERR_CORRUPT,
                     "tokenizer: key 'tokenizer.ggml.token_type': element %d is not a type in 0 .. 6", i);
                 goto done;
@@ -935,8 +916,8 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
             tvals[i] = (int32_t)v;
         }
         if (scores && rt_gguf_arr_f32(scores, (uint64_t)i, &svals[i])) {
-            s = rt_tok_errf(err, errlen, KILN_ERR_CORRUPT,
-                            "tokenizer: key 'tokenizer.ggml.scores': element %d is not a float", i);
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                             "tokenizer: key 'tokenizer.ggml.scores': element %d is not a float", i);
             goto done;
         }
     }
@@ -1206,10 +1187,10 @@ KilnStatus rt_tok_encode(const RtTokenizer *t, const char *text, size_t len, int
 {
     if (n) *n = 0;
     if (!t || !n || (!text && len) || cap < 0 || (!ids && cap > 0))
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: encode: bad arguments");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: encode: bad arguments");
     if (len > (size_t)INT32_MAX / 4)
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: encode: %zu bytes of text (at most %d)",
-                           len, INT32_MAX / 4);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: encode: %zu bytes of text (at most %d)",
+                            len, INT32_MAX / 4);
     const unsigned char *s = (const unsigned char *)text;
     RtTokVec o = {0};
     RtTokWork w = {0};
@@ -1242,12 +1223,12 @@ KilnStatus rt_tok_encode(const RtTokenizer *t, const char *text, size_t len, int
     free(w.buf);
     if (o.oom || w.oom) {
         free(o.v);
-        return rt_tok_errf(err, errlen, KILN_ERR_NOMEM,
-                           "tokenizer: encode: out of memory (%zu bytes of text)", len);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM,
+                            "tokenizer: encode: out of memory (%zu bytes of text)", len);
     }
     if (o.n > INT32_MAX) {
         free(o.v);
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: encode: more than %d ids", INT32_MAX);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: encode: more than %d ids", INT32_MAX);
     }
     if (o.n && cap) memcpy(ids, o.v, sizeof *ids * (o.n < (size_t)cap ? o.n : (size_t)cap));
     *n = (int)o.n;
@@ -1372,14 +1353,14 @@ KilnStatus rt_tok_decode(const RtTokenizer *t, const int32_t *ids, int n, int fl
 {
     if (len) *len = 0;
     if (!t || !len || n < 0 || (!ids && n > 0) || (!out && cap > 0))
-        return rt_tok_errf(err, errlen, KILN_ERR_ARG, "tokenizer: decode: bad arguments");
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: decode: bad arguments");
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= t->n)
-            return rt_tok_errf(err, errlen, KILN_ERR_ARG,
-                               "tokenizer: decode: id %d (at %d) is out of range (%d tokens)", (int)ids[i], i,
-                               t->n);
+            return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                                "tokenizer: decode: id %d (at %d) is out of range (%d tokens)", (int)ids[i],
+                                i, t->n);
     char *buf = malloc(rt_tok_decode_cap(t));
-    if (!buf) return rt_tok_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: decode: out of memory");
+    if (!buf) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "tokenizer: decode: out of memory");
     RtTokDecoder d;
     rt_tok_decoder_init(&d, flags);
     size_t total = 0;
