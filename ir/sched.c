@@ -200,12 +200,17 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
     }
     case GIR_OP_MATMUL: {
         const char *epi = gir_attr_s(n, "epilogue", n->n_in == 3 ? "bias" : "none");
-        *sp = kfam_spec("matmul");
+        /* GGUF block-quantized weights (bytes as stored): the quantized matmul, dequantizing in its K loop */
+        int quant = gir_dtype_class(n->in[1]->type.dtype) == GIR_DC_QUANT;
+        *sp = kfam_spec(quant ? "qmatmul" : "matmul");
         kfam_spec_int(sp, "N", n->in[1]->type.dim[0].n);
         kfam_spec_int(sp, "K", n->in[1]->type.dim[1].n);
         kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
         kfam_spec_str(sp, "epilogue", epi);
-        if (n->in[1]->type.dtype != n->out[0]->type.dtype) kfam_spec_str(sp, "wdtype", dtype_of(n->in[1]));
+        if (quant)
+            kfam_spec_str(sp, "wfmt", dtype_of(n->in[1]));
+        else if (n->in[1]->type.dtype != n->out[0]->type.dtype)
+            kfam_spec_str(sp, "wdtype", dtype_of(n->in[1]));
         for (int i = 0; i < n->n_in; i++)
             arg_buf(x, in[i]);
         arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);

@@ -9,6 +9,7 @@
 
 local base = {
   dtype = "bf16",
+  weight_dtype = "",         -- the linear layers' weights: "" = dtype, or a GGUF block format (q4_0, q4_1, q8_0)
   page_size = 16,
   head_dim = 0,              -- 0: hidden_size / n_heads
   qkv_bias = false,
@@ -99,8 +100,9 @@ local function build(g, c)
   local kv = { kv_heads = Hkv, head_dim = D, page_size = ps }
   local norm = { eps = c.rms_eps }
 
+  local wdt = c.weight_dtype ~= "" and c.weight_dtype or dt
   local function proj(x, name, n_out, n_in, bias)
-    local w = weight(name .. ".weight", {n_out, n_in})
+    local w = g:weight(name .. ".weight", wdt, {n_out, n_in})
     if bias then return g:matmul(x, w, weight(name .. ".bias", {n_out})) end
     return g:matmul(x, w)
   end

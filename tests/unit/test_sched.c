@@ -93,6 +93,21 @@ static void test_model(const char *model, const char *set, int layers)
             ir_arena_destroy(ka);
             ir_buf_free(&args);
         }
+        /* every launch: its kernel builds at the default config with one param per argument */
+        for (int i = 0; i < s->n_kernels; i++) {
+            const SchedKernel *k = &s->kernels[i];
+            if (!k->fam) continue;
+            int li = 0;
+            while (li < s->n_launches && s->launches[li].kernel != i)
+                li++;
+            IrArena *ka = ir_arena_create();
+            KirKernel *kk = NULL;
+            IrDiag kd = {0};
+            KT_CHECK(li < s->n_launches && k->fam->build(ka, &k->spec, NULL, &kk, &kd) == IR_OK &&
+                         kk->n_params == s->launches[li].n_args,
+                     "%s: kernel %s builds with one param per launch argument: %s", model, k->name, kd.msg);
+            ir_arena_destroy(ka);
+        }
         int outputs = 0;
         for (int i = 0; i < s->n_bufs; i++)
             outputs += s->bufs[i].output != NULL;
@@ -123,5 +138,7 @@ int main(void)
     test_model("llama-3-8b", NULL, 32);
     test_model("qwen2-7b", "n_layers=3", 3);
     test_model("smollm2-135m", NULL, 30);
+    test_model("smollm2-135m", "weight_dtype=q4_1", 30); /* GGUF Q4_1 linear layers: qmatmul kernels */
+    test_model("tiny", "weight_dtype=q8_0", 2);
     return kt_done("test_sched");
 }
