@@ -17,6 +17,7 @@ const char *kiln_status_name(KilnStatus s)
     case KILN_ERR_NOMEM: return "out of memory";
     case KILN_ERR_DEVICE: return "device error";
     case KILN_ERR_UNSUPPORTED: return "unsupported";
+    case KILN_ERR_FULL: return "pool full";
     }
     return "unknown status";
 }

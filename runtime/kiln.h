@@ -44,6 +44,7 @@ typedef enum KilnStatus {
     KILN_ERR_NOMEM,       /* host memory allocation failed */
     KILN_ERR_DEVICE,      /* a GPU driver call failed */
     KILN_ERR_UNSUPPORTED, /* valid, but not supported by this build or device */
+    KILN_ERR_FULL,        /* a fixed pool is exhausted (no free KV-cache pages); nothing was changed */
 } KilnStatus;
 
 /* A short constant name for a status ("corrupt file"). Never NULL. */

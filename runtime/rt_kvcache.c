@@ -333,7 +333,7 @@ KilnStatus rt_kv_seq_append(RtKvCache *kv, int32_t seq, int32_t n, RtKvCopy *cow
     int do_cow = rt_kv_needs_cow(kv, s);
     int32_t need = new_pages - s->n_pages + do_cow;
     if (need > kv->n_free)
-        return rt_kv_fail(kv, KILN_ERR_NOMEM,
+        return rt_kv_fail(kv, KILN_ERR_FULL,
                           "out of KV pages: sequence %d needs %d more for %d tokens, %d of %d free", (int)seq,
                           (int)need, (int)n, (int)kv->n_free, (int)kv->n_pages);
     KilnStatus st = rt_kv_seq_reserve(kv, s, new_pages, "rt_kv_seq_append");
@@ -379,7 +379,7 @@ KilnStatus rt_kv_seq_fork(RtKvCache *kv, int32_t parent, int32_t len, int32_t *c
                           (int)parent, (int)len, (int)p->len);
     int32_t n_pages = rt_kv_pages_for_len(kv, len), rem = len % kv->page_size;
     if (rem && kv->n_free < 1)
-        return rt_kv_fail(kv, KILN_ERR_NOMEM,
+        return rt_kv_fail(kv, KILN_ERR_FULL,
                           "out of KV pages: forking sequence %d at %d needs 1 page for a copy, 0 of %d free",
                           (int)parent, (int)len, (int)kv->n_pages);
     int32_t id = -1;
@@ -485,4 +485,20 @@ KilnStatus rt_kv_step_build(RtKvCache *kv, const RtKvStepSeq *items, int32_t n_s
     st->max_q = max_q;
     st->max_seq_len = max_len;
     return KILN_OK;
+}
+
+int32_t rt_kv_attention_splits(const RtKvStep *st, int32_t n_seqs, int heads, int kv_heads, int block_m,
+                               int n_sms, int64_t max_split_rows)
+{
+    if (!st || n_seqs < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || block_m < 1 || n_sms < 1 ||
+        st->n_tokens < 1 || st->max_q < 1)
+        return 1;
+    int64_t g = heads / kv_heads, tiles = ((int64_t)st->max_q * g + block_m - 1) / block_m;
+    int64_t programs = (int64_t)n_seqs * kv_heads * tiles;
+    int64_t n = (2 * (int64_t)n_sms + programs - 1) / programs; /* two waves */
+    int64_t by_keys = st->max_seq_len / 512, by_rows = max_split_rows / ((int64_t)st->n_tokens * heads);
+    if (n > by_keys) n = by_keys;
+    if (n > 32) n = 32;
+    if (n > by_rows) n = by_rows;
+    return n < 1 ? 1 : (int32_t)n;
 }

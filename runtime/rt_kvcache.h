@@ -26,9 +26,9 @@
  * Errors: every call that can fail returns a KilnStatus and leaves a one-line message for rt_kv_errmsg.
  * A failed call changes nothing (no page allocated or freed, no sequence created or changed). Statuses:
  * KILN_ERR_ARG for a caller's mistake (unknown sequence, length out of range, block table too narrow),
- * KILN_ERR_NOMEM for both kinds of exhaustion, told apart by the message and by rt_kv_pages_needed:
- * "out of KV pages: ..." when the device pool cannot hold the request (the scheduler's cue to wait or
- * preempt), "out of host memory: ..." when a host allocation failed.
+ * KILN_ERR_FULL "out of KV pages: ..." when the device pool cannot hold the request (the scheduler's cue
+ * to wait or preempt; rt_kv_pages_needed predicts it), KILN_ERR_NOMEM "out of host memory: ..." when a
+ * host allocation failed.
  *
  * Ownership and threads: the manager owns all its host memory; sequence ids and page lists it hands out
  * stay valid until the next call that changes that sequence. Not thread-safe: one owner (the scheduler)
@@ -125,7 +125,7 @@ int32_t rt_kv_pages_needed(const RtKvCache *kv, int32_t seq, int32_t n);
 
 /* Grows seq by n >= 0 tokens, taking new pages from the pool in allocation order (lowest free page
  * first). *cow (required) reports a device copy when seq's partially filled last page was shared: the
- * sequence then owns a copy of it. All or nothing: "out of KV pages" (KILN_ERR_NOMEM) when the pool is
+ * sequence then owns a copy of it. All or nothing: "out of KV pages" (KILN_ERR_FULL) when the pool is
  * short, with nothing changed. */
 KilnStatus rt_kv_seq_append(RtKvCache *kv, int32_t seq, int32_t n, RtKvCopy *cow);
 /* Shrinks seq to len (0 <= len <= its length), releasing the pages past ceil(len / S). Never fails
@@ -134,7 +134,7 @@ KilnStatus rt_kv_seq_truncate(RtKvCache *kv, int32_t seq, int32_t len);
 /* Creates *child holding the first len tokens of parent (0 <= len <= parent's length): the child shares
  * parent's pages that those tokens fill completely (their reference counts go up); when len ends inside
  * a page the child gets a fresh page instead and *cow (required) says to copy the len % S rows. Fails
- * with "out of KV pages" when that page is not available; on failure no child exists. */
+ * with "out of KV pages" (KILN_ERR_FULL) when that page is not available; on failure no child exists. */
 KilnStatus rt_kv_seq_fork(RtKvCache *kv, int32_t parent, int32_t len, int32_t *child, RtKvCopy *cow);
 /* Releases seq: its pages' reference counts go down; pages reaching 0 return to the pool; its id may
  * be reused. */
@@ -147,5 +147,13 @@ KilnStatus rt_kv_seq_free(RtKvCache *kv, int32_t seq);
  * max_pages below a sequence's page count, t_cap < T, a NULL array, or a new token that would land in a
  * page shared with another sequence (append resolves that; seeing it means the order of calls is off). */
 KilnStatus rt_kv_step_build(RtKvCache *kv, const RtKvStepSeq *items, int32_t n_seqs, RtKvStep *st);
+
+/* The attention split-KV count for a built step (the schedule's rt:n_splits; docs/ATTENTION.md): enough
+ * programs for two waves over n_sms multiprocessors, counting n_seqs * kv_heads * cdiv(max_q * G,
+ * block_m) unsplit programs (G = heads / kv_heads), with at least 512 keys per split, at most 32 splits
+ * (one attention_merge trip), and n_tokens * heads * splits <= max_split_rows (the workspace). 1 when
+ * the step fills the GPU anyway; >= 1 always (bad arguments give 1). */
+int32_t rt_kv_attention_splits(const RtKvStep *st, int32_t n_seqs, int heads, int kv_heads, int block_m,
+                               int n_sms, int64_t max_split_rows);
 
 #endif

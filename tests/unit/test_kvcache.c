@@ -240,7 +240,7 @@ static void op_step(Model *m, int32_t *freel)
                  need, n_fl, kiln_status_name(st));
         if (st != KILN_OK) {
             m->n_oom++;
-            KT_CHECK(st == KILN_ERR_NOMEM && strstr(rt_kv_errmsg(m->kv), "out of KV pages"), "%s",
+            KT_CHECK(st == KILN_ERR_FULL && strstr(rt_kv_errmsg(m->kv), "out of KV pages"), "%s",
                      rt_kv_errmsg(m->kv));
             KT_CHECK(snap_same(m->kv, &before), "failed append changed nothing");
             KT_CHECK(cow.src == -1, "no copy on failure");
@@ -327,7 +327,7 @@ static void op_fork(Model *m, int32_t *freel)
     int must_copy = len % m->S != 0;
     if (must_copy && n_fl == 0) {
         m->n_oom++;
-        KT_CHECK(st == KILN_ERR_NOMEM && c == -1 && snap_same(m->kv, &before), "fork without a page: %s",
+        KT_CHECK(st == KILN_ERR_FULL && c == -1 && snap_same(m->kv, &before), "fork without a page: %s",
                  rt_kv_errmsg(m->kv));
     } else if (c >= MAX_IDS) {
         KT_CHECK(0, "id %d past the test's range", c);
@@ -550,10 +550,10 @@ static void test_copy_on_write(void)
     Snap before;
     snap_take(kv, &before);
     int32_t f = 77;
-    KT_CHECK(rt_kv_seq_fork(kv, a, 5, &f, &cow) == KILN_ERR_NOMEM && f == -1 && cow.src == -1 &&
+    KT_CHECK(rt_kv_seq_fork(kv, a, 5, &f, &cow) == KILN_ERR_FULL && f == -1 && cow.src == -1 &&
                  strstr(rt_kv_errmsg(kv), "out of KV pages"),
              "%s", rt_kv_errmsg(kv));
-    KT_CHECK(rt_kv_seq_append(kv, a, 3, &cow) == KILN_ERR_NOMEM, "append without pages");
+    KT_CHECK(rt_kv_seq_append(kv, a, 3, &cow) == KILN_ERR_FULL, "append without pages");
     KT_CHECK(snap_same(kv, &before), "nothing changed");
     snap_free(&before);
     KT_CHECK(rt_kv_seq_fork(kv, a, 4, &f, &cow) == KILN_OK, "a boundary fork needs no page");
@@ -648,8 +648,30 @@ static void test_alloc_failures(void)
     KT_CHECK(completed && failures > 5, "the scenario completes eventually (%d failures seen)", failures);
 }
 
+/* The split-KV heuristic on the bench's shapes (docs/ATTENTION.md) and its bounds. */
+static void test_attention_splits(void)
+{
+    RtKvStep st = {0};
+    st.n_tokens = 64, st.max_q = 1, st.max_seq_len = 4096; /* decode, 64 x 4096, GQA 32/8 */
+    KT_CHECK(rt_kv_attention_splits(&st, 64, 32, 8, 16, 132, 65536) == 1, "batch 64 fills the GPU");
+    st.n_tokens = 1, st.max_seq_len = 32768; /* one long sequence: 8 programs unsplit */
+    KT_CHECK(rt_kv_attention_splits(&st, 1, 32, 8, 16, 132, 65536) == 32, "B1 x 32k: 32 splits");
+    st.max_seq_len = 2048;
+    KT_CHECK(rt_kv_attention_splits(&st, 1, 32, 8, 16, 132, 65536) == 4, ">= 512 keys per split");
+    st.max_seq_len = 32768;
+    KT_CHECK(rt_kv_attention_splits(&st, 1, 32, 8, 16, 132, 32 * 5) == 5, "the workspace bounds it");
+    st.n_tokens = 32, st.max_seq_len = 4096; /* B32 decode: 256 programs */
+    KT_CHECK(rt_kv_attention_splits(&st, 32, 32, 8, 16, 132, 65536) == 2, "B32: 2 splits");
+    st.n_tokens = 16384, st.max_q = 4096; /* prefill */
+    KT_CHECK(rt_kv_attention_splits(&st, 4, 32, 32, 64, 132, 65536) == 1, "prefill is never split");
+    KT_CHECK(rt_kv_attention_splits(&st, 4, 32, 5, 64, 132, 65536) == 1 &&
+                 rt_kv_attention_splits(NULL, 4, 32, 8, 64, 132, 65536) == 1,
+             "bad arguments give 1");
+}
+
 int main(void)
 {
+    test_attention_splits();
     test_budget();
     test_mixed_batch();
     test_copy_on_write();
