@@ -90,6 +90,29 @@ void kb_free(void *h)
     free(kb);
 }
 
+/* Builds family's kernel for "k=v" spec text with the config text's keys over the defaults, into a, and
+ * verifies it against target t's budgets. Returns the kernel, or NULL with the reason in msg (n bytes). */
+static KirKernel *make_kernel(IrArena *a, const KfamFamily *f, const char *spec_text, const char *config_text,
+                              const CgTarget *t, char *msg, int n)
+{
+    KfamSpec spec = kfam_spec(ir_arena_strdup(a, f->name));
+    KirConfig cfg = {0}, over = {0};
+    IrDiag d = {0};
+    KirKernel *k = NULL;
+    if (!parse_pairs(a, spec_text, &spec, NULL) || !parse_pairs(a, config_text, NULL, &over)) {
+        fail(msg, n, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
+        return NULL;
+    }
+    f->defaults(&spec, &cfg);
+    for (int i = 0; i < over.n; i++)
+        kir_config_set(&cfg, over.key[i], over.val[i]);
+    if (f->build(a, &spec, &cfg, &k, &d) != IR_OK || kir_verify(k, cg_target_limits(t), &d) != IR_OK) {
+        fail(msg, n, "%s%s", d.msg, "");
+        return NULL;
+    }
+    return k;
+}
+
 void *kb_build(const char *family, const char *spec_text, const char *config_text, char *err, int n)
 {
     const KfamFamily *f = kfam_find(family);
@@ -103,21 +126,10 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
         fail(err, n, "out of memory%s%s", "", "");
         return NULL;
     }
-    KfamSpec spec = kfam_spec(ir_arena_strdup(kb->arena, family));
-    KirConfig cfg = {0}, over = {0};
     IrDiag d = {0};
     CgBinary cubin = {0};
-    if (!parse_pairs(kb->arena, spec_text, &spec, NULL) ||
-        !parse_pairs(kb->arena, config_text, NULL, &over)) {
-        fail(err, n, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
-        goto bad;
-    }
-    f->defaults(&spec, &cfg);
-    for (int i = 0; i < over.n; i++)
-        kir_config_set(&cfg, over.key[i], over.val[i]);
-    if (f->build(kb->arena, &spec, &cfg, &kb->k, &d) != IR_OK ||
-        kir_verify(kb->k, cg_target_limits(target), &d) != IR_OK ||
-        cg_cuda_source(kb->k, target, &kb->source, &d) != IR_OK ||
+    if (!(kb->k = make_kernel(kb->arena, f, spec_text, config_text, target, err, n))) goto bad;
+    if (cg_cuda_source(kb->k, target, &kb->source, &d) != IR_OK ||
         cg_cuda_launch_info(kb->k, target, &kb->launch, &d) != IR_OK ||
         cg_cuda_compile(kb->k, target, &cubin, NULL, &d) != IR_OK) {
         fail(err, n, "%s%s", d.msg, "");
@@ -195,33 +207,23 @@ char *kb_gen(const char *family, const char *spec_text, const char *config_text,
     IrArena *a = ir_arena_create();
     IrBuf out = {0};
     IrDiag d = {0};
+    char msg[1024];
     KirKernel *k;
     if (!f || !t || !a) {
         ir_buf_printf(&out, "unknown family '%s' or target '%s'", family, target_name);
-    } else {
-        KfamSpec spec = kfam_spec(ir_arena_strdup(a, family));
-        KirConfig cfg = {0}, over = {0};
-        if (!parse_pairs(a, spec_text, &spec, NULL) || !parse_pairs(a, config_text, NULL, &over)) {
-            ir_buf_printf(&out, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
-        } else {
-            f->defaults(&spec, &cfg);
-            for (int i = 0; i < over.n; i++)
-                kir_config_set(&cfg, over.key[i], over.val[i]);
-            if (f->build(a, &spec, &cfg, &k, &d) != IR_OK || kir_verify(k, cg_target_limits(t), &d) != IR_OK)
-                ir_buf_printf(&out, "%s", d.msg);
-            else if (!what)
-                kir_print(k, &out);
-            else if (cg_cuda_source(k, t, &out, &d) != IR_OK)
-                ir_buf_printf(&out, "%s", d.msg);
-            else if (what == 2) { /* compile too: ptxas's register / spill report after the source */
-                IrBuf rep = {0};
-                if (cg_cuda_ptxas_report(k, t, &rep, &d) != IR_OK)
-                    ir_buf_printf(&out, "\n/* %s */\n", d.msg);
-                else
-                    ir_buf_printf(&out, "\n/* ptxas:\n%s*/\n", rep.s ? rep.s : "");
-                ir_buf_free(&rep);
-            }
-        }
+    } else if (!(k = make_kernel(a, f, spec_text, config_text, t, msg, sizeof msg))) {
+        ir_buf_printf(&out, "%s", msg);
+    } else if (!what) {
+        kir_print(k, &out);
+    } else if (cg_cuda_source(k, t, &out, &d) != IR_OK) {
+        ir_buf_printf(&out, "%s", d.msg);
+    } else if (what == 2) { /* compile too: ptxas's register / spill report after the source */
+        IrBuf rep = {0};
+        if (cg_cuda_ptxas_report(k, t, &rep, &d) != IR_OK)
+            ir_buf_printf(&out, "\n/* %s */\n", d.msg);
+        else
+            ir_buf_printf(&out, "\n/* ptxas:\n%s*/\n", rep.s ? rep.s : "");
+        ir_buf_free(&rep);
     }
     ir_arena_destroy(a);
     return out.s;

@@ -120,6 +120,18 @@ char *ir_arena_strdup(IrArena *a, const char *s)
     return p;
 }
 
+int ir_arena_grow(IrArena *a, void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap) return 1;
+    int ncap = *cap ? *cap * 2 : 64;
+    void *p = ir_arena_alloc(a, (size_t)ncap * size);
+    if (!p) return 0;
+    if (*items) memcpy(p, *items, (size_t)n * size);
+    *items = p;
+    *cap = ncap;
+    return 1;
+}
+
 char *ir_arena_printf(IrArena *a, const char *fmt, ...)
 {
     va_list ap, ap2;

@@ -51,6 +51,9 @@ IrArena *ir_arena_create(void);
 void ir_arena_destroy(IrArena *a);
 void *ir_arena_alloc(IrArena *a, size_t n); /* zeroed, 16-byte aligned */
 char *ir_arena_strdup(IrArena *a, const char *s);
+/* Grows an arena-backed array *items of `size`-byte items (capacity *cap, n in use) to hold at least
+ * n + 1: doubles it (64 at first), copying the n items. Returns 0 when out of memory (nothing changed). */
+int ir_arena_grow(IrArena *a, void **items, int *cap, int n, size_t size);
 char *ir_arena_printf(IrArena *a, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -117,19 +117,6 @@ void gir_graph_set_model(GirGraph *g, const char *model)
     g->model = model ? ir_arena_strdup(g->arena, model) : NULL;
 }
 
-/* Grows an arena-backed array of `size`-byte items to hold at least n+1. */
-static int grow(IrArena *a, void **items, int *cap, int n, size_t size)
-{
-    if (n < *cap) return 1;
-    int ncap = *cap ? *cap * 2 : 64;
-    void *p = ir_arena_alloc(a, (size_t)ncap * size);
-    if (!p) return 0;
-    if (*items) memcpy(p, *items, (size_t)n * size);
-    *items = p;
-    *cap = ncap;
-    return 1;
-}
-
 IrStatus gir_graph_set_config(GirGraph *g, GirAttr a, IrDiag *d)
 {
     GirAttr c = a;
@@ -141,7 +128,7 @@ IrStatus gir_graph_set_config(GirGraph *g, GirAttr a, IrDiag *d)
             g->cfg[i] = c;
             return IR_OK;
         }
-    if (!grow(g->arena, (void **)&g->cfg, &g->cap_cfg, g->n_cfg, sizeof(GirAttr)))
+    if (!ir_arena_grow(g->arena, (void **)&g->cfg, &g->cap_cfg, g->n_cfg, sizeof(GirAttr)))
         return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     g->cfg[g->n_cfg++] = c;
     return IR_OK;
@@ -239,7 +226,8 @@ const char *gir_attr_s(const GirNode *n, const char *key, const char *dflt)
 
 static GirNode *node_new(GirGraph *g, GirOp op, GirLoc loc)
 {
-    if (!grow(g->arena, (void **)&g->nodes, &g->cap_nodes, g->n_nodes, sizeof(GirNode *))) return NULL;
+    if (!ir_arena_grow(g->arena, (void **)&g->nodes, &g->cap_nodes, g->n_nodes, sizeof(GirNode *)))
+        return NULL;
     GirNode *n = ir_arena_alloc(g->arena, sizeof *n);
     if (!n) return NULL;
     n->op = op;

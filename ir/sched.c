@@ -53,62 +53,45 @@ static int64_t type_bytes(Lower *L, const GirType *t)
     return n / gir_dtype_block_elems(t->dtype) * gir_dtype_block_bytes(t->dtype);
 }
 
-static int grow(IrArena *a, void **items, int *cap, int n, size_t size)
-{
-    if (n < *cap) return 1;
-    int ncap = *cap ? *cap * 2 : 64;
-    void *p = ir_arena_alloc(a, (size_t)ncap * size);
-    if (!p) return 0;
-    if (*items) memcpy(p, *items, (size_t)n * size);
-    *items = p;
-    *cap = ncap;
-    return 1;
-}
-
-static int new_buf(Lower *L, const GirValue *v, SchedBufKind kind, const char *name)
+/* Appends a buffer (activations sized at the planned maxima, unplaced); returns its index, -1 on OOM. */
+static int add_buf(Lower *L, const char *name, SchedBufKind kind, const GirType *t)
 {
     Schedule *s = L->s;
-    if (!grow(L->a, (void **)&s->bufs, &L->cap_bufs, s->n_bufs, sizeof(SchedBuf))) return -1;
+    if (!name || !ir_arena_grow(L->a, (void **)&s->bufs, &L->cap_bufs, s->n_bufs, sizeof(SchedBuf)))
+        return -1;
     SchedBuf *b = &s->bufs[s->n_bufs];
     memset(b, 0, sizeof *b);
     b->name = name;
     b->kind = kind;
-    b->type = v->type;
-    b->bytes = kind == SCHED_BUF_ACT ? type_bytes(L, &v->type) : 0;
+    b->type = *t;
+    b->bytes = kind == SCHED_BUF_ACT ? type_bytes(L, t) : 0;
     b->offset = -1;
     b->first = b->last = -1;
-    L->buf_of[v->id] = s->n_bufs;
     return s->n_bufs++;
+}
+
+/* The buffer of graph value v. */
+static int new_buf(Lower *L, const GirValue *v, SchedBufKind kind, const char *name)
+{
+    int i = add_buf(L, name, kind, &v->type);
+    if (i >= 0) L->buf_of[v->id] = i;
+    return i;
 }
 
 static int act_buf(Lower *L, const GirValue *v)
 {
     char num[24];
     snprintf(num, sizeof num, "%%%d", L->num[v->id]);
-    const char *name = ir_arena_strdup(L->a, num);
-    return name ? new_buf(L, v, SCHED_BUF_ACT, name) : -1;
+    return new_buf(L, v, SCHED_BUF_ACT, ir_arena_strdup(L->a, num));
 }
 
 /* A workspace activation that no graph value names ("%<what>.<node id>"): f32 [rows, cols]. */
 static int ws_buf(Lower *L, const char *what, int node, int64_t rows, int64_t cols)
 {
-    Schedule *s = L->s;
     char name[48];
     snprintf(name, sizeof name, "%%%s.%d", what, node);
-    const char *nm = ir_arena_strdup(L->a, name);
-    if (!nm || !grow(L->a, (void **)&s->bufs, &L->cap_bufs, s->n_bufs, sizeof(SchedBuf))) return -1;
-    SchedBuf *b = &s->bufs[s->n_bufs];
-    memset(b, 0, sizeof *b);
-    b->name = nm;
-    b->kind = SCHED_BUF_ACT;
-    b->type.dtype = GIR_F32;
-    b->type.rank = 2;
-    b->type.dim[0] = (GirDim){.n = rows, .sym = -1};
-    b->type.dim[1] = (GirDim){.n = cols, .sym = -1};
-    b->bytes = rows * cols * 4;
-    b->offset = -1;
-    b->first = b->last = -1;
-    return s->n_bufs++;
+    GirType t = gir_type(GIR_F32, 2, (GirDim[]){{.n = rows, .sym = -1}, {.n = cols, .sym = -1}});
+    return add_buf(L, ir_arena_strdup(L->a, name), SCHED_BUF_ACT, &t);
 }
 
 /* The kernel for spec (deduplicated by its printed form). */
@@ -131,7 +114,8 @@ static int kernel_for(Lower *L, const KfamSpec *spec)
         s->kernels[found].uses++;
         return found;
     }
-    if (!grow(L->a, (void **)&s->kernels, &L->cap_kernels, s->n_kernels, sizeof(SchedKernel))) return -1;
+    if (!ir_arena_grow(L->a, (void **)&s->kernels, &L->cap_kernels, s->n_kernels, sizeof(SchedKernel)))
+        return -1;
     SchedKernel *k = &s->kernels[s->n_kernels];
     k->spec = *spec;
     k->fam = kfam_find(spec->family);
@@ -403,7 +387,7 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
         for (int li = 0; li < nl; li++) {
             int kern = kernel_for(&L, &spec[li]);
             if (kern < 0 ||
-                !grow(a, (void **)&s->launches, &L.cap_launches, s->n_launches, sizeof(SchedLaunch)))
+                !ir_arena_grow(a, (void **)&s->launches, &L.cap_launches, s->n_launches, sizeof(SchedLaunch)))
                 return oom(&L);
             SchedLaunch *l = &s->launches[s->n_launches];
             l->kernel = kern;

@@ -216,33 +216,16 @@ fail:
 
 #endif /* KILN_HAVE_NVRTC */
 
-IrStatus cg_cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin, CgBinary *ptx, IrDiag *d)
+/* Source, then one NVRTC run: cubin and/or ptx (each may be NULL), and ptxas's report when asked. */
+static IrStatus compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin, CgBinary *ptx, IrBuf *report,
+                        IrDiag *d)
 {
     if (cubin) memset(cubin, 0, sizeof *cubin);
     if (ptx) memset(ptx, 0, sizeof *ptx);
 #ifdef KILN_HAVE_NVRTC
     IrBuf src = {0};
     IrStatus s = cg_cuda_source(k, t, &src, d);
-    if (s == IR_OK) s = run_nvrtc(k, t, src.s, cubin, ptx, NULL, d);
-    ir_buf_free(&src);
-    return s;
-#else
-    (void)cubin;
-    (void)ptx;
-    (void)t;
-    return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no NVRTC (CUDA backend)", k->name);
-#endif
-}
-
-IrStatus cg_cuda_ptxas_report(const KirKernel *k, const CgTarget *t, IrBuf *report, IrDiag *d)
-{
-#ifdef KILN_HAVE_NVRTC
-    IrBuf src = {0};
-    CgBinary cubin;
-    memset(&cubin, 0, sizeof cubin);
-    IrStatus s = cg_cuda_source(k, t, &src, d);
-    if (s == IR_OK) s = run_nvrtc(k, t, src.s, &cubin, NULL, report, d);
-    cg_binary_free(&cubin);
+    if (s == IR_OK) s = run_nvrtc(k, t, src.s, cubin, ptx, report, d);
     ir_buf_free(&src);
     return s;
 #else
@@ -250,6 +233,19 @@ IrStatus cg_cuda_ptxas_report(const KirKernel *k, const CgTarget *t, IrBuf *repo
     (void)report;
     return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no NVRTC (CUDA backend)", k->name);
 #endif
+}
+
+IrStatus cg_cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin, CgBinary *ptx, IrDiag *d)
+{
+    return compile(k, t, cubin, ptx, NULL, d);
+}
+
+IrStatus cg_cuda_ptxas_report(const KirKernel *k, const CgTarget *t, IrBuf *report, IrDiag *d)
+{
+    CgBinary cubin;
+    IrStatus s = compile(k, t, &cubin, NULL, report, d);
+    cg_binary_free(&cubin);
+    return s;
 }
 
 static int cuda_supports(const CgTarget *t)

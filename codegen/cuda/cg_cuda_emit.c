@@ -447,6 +447,16 @@ void cg_cuda_slot_loop(CgCudaGen *g, int lay, int step)
     cg_cuda_line(g, "const bool ok = L%d_at(s, r, c);", lay);
 }
 
+const char *cg_cuda_materialize(CgCudaGen *g, const KirValue *v, int lay)
+{
+    const char *name = cg_cuda_fmt(g, "%s_L%d", val(g, v)->name, lay);
+    cg_cuda_line(g, "%s %s[%d];", cg_cuda_reg_type(v->type.dtype), name, g->lay[lay].slots);
+    cg_cuda_slot_loop(g, lay, 1);
+    cg_cuda_line(g, "%s[s] = %s;", name, cg_cuda_at(g, v, lay));
+    cg_cuda_close(g);
+    return name;
+}
+
 void cg_cuda_declare(CgCudaGen *g, const KirValue *v)
 {
     const CgCudaVal *V = val(g, v);

@@ -199,6 +199,9 @@ const char *cg_cuda_at(CgCudaGen *g, const KirValue *v, int lay);
 void cg_cuda_prepare(CgCudaGen *g, const KirValue *v, int lay);
 /* A scalar's C expression (recomputed under the cp.async issue substitution when needed). */
 const char *cg_cuda_scalar(CgCudaGen *g, const KirValue *v);
+/* Evaluates VIRT value v into a register array "v<N>_L<lay>" in layout lay (declared here, one slot
+ * loop) and returns its name. */
+const char *cg_cuda_materialize(CgCudaGen *g, const KirValue *v, int lay);
 /* Declares the register array of a REG value: "<type> vN[slots];". */
 void cg_cuda_declare(CgCudaGen *g, const KirValue *v);
 /* Emits a block's instructions (not its yield), and a loop's yield. */

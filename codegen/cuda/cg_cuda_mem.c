@@ -122,17 +122,6 @@ static const char *vector_mask(CgCudaGen *g, const KirValue *mask, int lay, int 
     return mask ? cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay)) : "ok";
 }
 
-/* Evaluates VIRT value v into a register array in layout lay ("v<N>_L<lay>"), visible like a conversion. */
-static const char *materialize(CgCudaGen *g, const KirValue *v, int lay)
-{
-    const char *name = cg_cuda_fmt(g, "%s_L%d", val(g, v)->name, lay);
-    cg_cuda_line(g, "%s %s[%d];", cg_cuda_reg_type(v->type.dtype), name, g->lay[lay].slots);
-    cg_cuda_slot_loop(g, lay, 1);
-    cg_cuda_line(g, "%s[s] = %s;", name, cg_cuda_at(g, v, lay));
-    cg_cuda_close(g);
-    return name;
-}
-
 void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
 {
     const KirValue *p = in->ops[0], *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
@@ -230,7 +219,7 @@ void cg_cuda_emit_store(CgCudaGen *g, const KirInst *in)
     const char *arr = V->form != CG_CUDA_REG ? NULL
                       : V->lay == lay        ? V->name
                                              : cg_cuda_conv_find(g, v->id, lay);
-    if (w > 1 && V->form == CG_CUDA_VIRT) arr = materialize(g, v, lay);
+    if (w > 1 && V->form == CG_CUDA_VIRT) arr = cg_cuda_materialize(g, v, lay);
     if (w > 1 && !arr) w = 1, dyn = 0;
     cg_cuda_slot_loop(g, lay, w);
     const char *o = cg_cuda_at(g, offs, lay);

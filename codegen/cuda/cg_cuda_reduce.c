@@ -30,18 +30,6 @@ static const char *zero_of(KirDtype t)
     return kir_dtype_is_float(t) ? "0.0f" : t == KIR_I1 ? "false" : "0";
 }
 
-/* Declares `name` in layout lay holding VIRT value v (evaluated per slot), registered like a conversion
- * so cg_cuda_at finds it. */
-static const char *materialize(CgCudaGen *g, const KirValue *v, int lay)
-{
-    const char *name = cg_cuda_fmt(g, "%s_L%d", val(g, v)->name, lay);
-    cg_cuda_line(g, "%s %s[%d];", cg_cuda_reg_type(v->type.dtype), name, g->lay[lay].slots);
-    cg_cuda_slot_loop(g, lay, 1);
-    cg_cuda_line(g, "%s[s] = %s;", name, cg_cuda_at(g, v, lay));
-    cg_cuda_close(g);
-    return name;
-}
-
 void cg_cuda_emit_convert(CgCudaGen *g, const KirValue *v, int lay, const char *name)
 {
     const CgCudaVal *V = val(g, v);
@@ -194,7 +182,7 @@ void cg_cuda_emit_reduce(CgCudaGen *g, const KirInst *in)
     cg_cuda_begin(g);
     const char *xa = X->name;
     if (X->form == CG_CUDA_VIRT) {
-        xa = materialize(g, x, lx);
+        xa = cg_cuda_materialize(g, x, lx);
     } else if (X->lay != lx) {
         cg_cuda_prepare(g, x, lx);
         xa = cg_cuda_fmt(g, "%s_L%d", X->name, lx);
