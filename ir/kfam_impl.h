@@ -49,6 +49,22 @@ void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, Kir
                           KirValue *bias, KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask,
                           KirValue *offs, KirValue *mask);
 
+/* The tiling of a linear layer out[M,N] = x[M,K] @ w[N,K]^T (matmul, qmatmul): grid (cdiv(M, BM),
+ * cdiv(N, BN), split); program rows rm [BM] and columns rn [BN] with their masks (nmask NULL when BN
+ * divides N), k lanes rk [BK], and the K slice [lo, hi) of the program (split-K: slice pid 2 of ks
+ * elements). Emits the same instructions, in the same order, for every family that uses it. */
+typedef struct KfamMmTiles {
+    KirValue *cK, *cN, *rm, *rn, *rk, *mmask, *nmask;
+} KfamMmTiles;
+void kfam_mm_tiles(KirBuilder *b, KirValue *M, int64_t N, int64_t K, int bm, int bn, int bk, int split,
+                   KfamMmTiles *t);
+void kfam_mm_k_range(KirBuilder *b, const KfamMmTiles *t, int split, int64_t ks, KirValue **lo,
+                     KirValue **hi);
+/* Inside the K loop at kk: when BK does not divide K, ands the k-tail mask into the A mask *am [BM,BK]
+ * and the B mask *bmk [BK,BN] (NULL: all). */
+void kfam_mm_k_tail(KirBuilder *b, const KfamMmTiles *t, int64_t K, int bm, int bn, int bk, KirValue *kk,
+                    KirValue **am, KirValue **bmk);
+
 /* ---- RoPE (HF rotate_half), shared by rope and kv_write: the math is in kfam_rope.c's note ---- */
 /* Checks the spec's rope keys (theta, scaling none|linear|llama3, factor, low_freq_factor,
  * high_freq_factor, original_max_pos) for head dim D; IR_ERR_INPUT with a message otherwise. */

@@ -168,28 +168,17 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(odt), 0);
     }
-    KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
-    kir_grid(&b, 0, M, 1, bm);
-    kir_grid_const(&b, 1, kfam_cdiv(N, bn));
-    kir_grid_const(&b, 2, split);
-
-    KirValue *cK = kir_const_i32(&b, K), *cN = kir_const_i32(&b, N);
-    KirValue *rm = kir_add(&b, kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, bm)), kir_arange(&b, bm));
-    KirValue *rn = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bn)), kir_arange(&b, bn));
-    KirValue *rk = kir_arange(&b, bk);
-    KirValue *mmask = kir_lt(&b, rm, M);
-    KirValue *nmask = N % bn ? kir_lt(&b, rn, cN) : NULL;
+    KfamMmTiles t;
+    kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &t);
+    KirValue *cK = t.cK, *cN = t.cN, *rm = t.rm, *rn = t.rn, *rk = t.rk, *mmask = t.mmask, *nmask = t.nmask;
     /* gathered: A's row m is x[rows[m]] (the logits of selected tokens); out row m stays m */
     KirValue *arow = rows ? kir_load(&b, rows, rm, mmask, kir_const_i32(&b, 0)) : rm;
     KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, arow, cK), rk); /* [BM,BK] */
     KirValue *b_base = kfam_outer(&b, KIR_OP_ADD, rk, kir_mul(&b, rn, cK));   /* [BK,BN] */
     KirValue *a_mask = kfam_rows(&b, mmask, bk);                              /* [BM,BK] */
     KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;               /* [BK,BN] */
-    KirValue *lo = kir_const_i32(&b, 0), *hi = cK;
-    if (split > 1) {
-        lo = kir_mul(&b, kir_pid(&b, 2), kir_const_i32(&b, ks));
-        hi = kir_binary(&b, KIR_OP_MIN, kir_add(&b, lo, kir_const_i32(&b, ks)), cK);
-    }
+    KirValue *lo, *hi;
+    kfam_mm_k_range(&b, &t, split, ks, &lo, &hi);
     int shape[2] = {bm, bn};
     KirValue *zero = kir_const_f(&b, dt, 0);
     KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape), NULL};
@@ -199,11 +188,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
     KirValue *kk = body->args[0];
     KirValue *am = a_mask, *bmk = b_mask;
-    if (K % bk) {
-        KirValue *kmask = kir_lt(&b, kir_add(&b, rk, kk), cK);
-        am = kir_binary(&b, KIR_OP_AND, a_mask, kfam_cols(&b, kmask, bm));
-        bmk = kfam_and(&b, kfam_rows(&b, kmask, bn), b_mask);
-    }
+    kfam_mm_k_tail(&b, &t, K, bm, bn, bk, kk, &am, &bmk);
     KirValue *at = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
     KirValue *b_offs = kir_add(&b, b_base, kk);
     KirValue *bt = kir_load(&b, w, b_offs, bmk, bmk ? zero : NULL);
@@ -219,6 +204,38 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         kfam_matmul_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn,
                              nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
+}
+
+void kfam_mm_tiles(KirBuilder *b, KirValue *M, int64_t N, int64_t K, int bm, int bn, int bk, int split,
+                   KfamMmTiles *t)
+{
+    kir_grid(b, 0, M, 1, bm);
+    kir_grid_const(b, 1, kfam_cdiv(N, bn));
+    kir_grid_const(b, 2, split);
+    t->cK = kir_const_i32(b, K), t->cN = kir_const_i32(b, N);
+    t->rm = kir_add(b, kir_mul(b, kir_pid(b, 0), kir_const_i32(b, bm)), kir_arange(b, bm));
+    t->rn = kir_add(b, kir_mul(b, kir_pid(b, 1), kir_const_i32(b, bn)), kir_arange(b, bn));
+    t->rk = kir_arange(b, bk);
+    t->mmask = kir_lt(b, t->rm, M);
+    t->nmask = N % bn ? kir_lt(b, t->rn, t->cN) : NULL;
+}
+
+void kfam_mm_k_range(KirBuilder *b, const KfamMmTiles *t, int split, int64_t ks, KirValue **lo, KirValue **hi)
+{
+    *lo = kir_const_i32(b, 0), *hi = t->cK;
+    if (split > 1) {
+        *lo = kir_mul(b, kir_pid(b, 2), kir_const_i32(b, ks));
+        *hi = kir_binary(b, KIR_OP_MIN, kir_add(b, *lo, kir_const_i32(b, ks)), t->cK);
+    }
+}
+
+void kfam_mm_k_tail(KirBuilder *b, const KfamMmTiles *t, int64_t K, int bm, int bn, int bk, KirValue *kk,
+                    KirValue **am, KirValue **bmk)
+{
+    if (!(K % bk)) return;
+    KirValue *kmask = kir_lt(b, kir_add(b, t->rk, kk), t->cK);
+    *am = kir_binary(b, KIR_OP_AND, *am, kfam_cols(b, kmask, bm));
+    *bmk = kfam_and(b, kfam_rows(b, kmask, bn), *bmk);
 }
 
 const KfamFamily kfam_matmul = {

@@ -314,26 +314,16 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(dt), 0);
     }
-    KirValue *M = kir_param(&b, "M", kir_scalar(KIR_I32), 0);
-    kir_grid(&b, 0, M, 1, bm);
-    kir_grid_const(&b, 1, kfam_cdiv(N, bn));
-    kir_grid_const(&b, 2, split);
-
-    KirValue *cK = kir_const_i32(&b, K), *cN = kir_const_i32(&b, N);
-    KirValue *rm = kir_add(&b, kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, bm)), kir_arange(&b, bm));
-    KirValue *rn = kir_add(&b, kir_mul(&b, kir_pid(&b, 1), kir_const_i32(&b, bn)), kir_arange(&b, bn));
-    KirValue *rk = kir_arange(&b, bk);
-    KirValue *mmask = kir_lt(&b, rm, M);
-    KirValue *nmask = N % bn ? kir_lt(&b, rn, cN) : NULL;
+    KfamMmTiles mt;
+    kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &mt);
+    KirValue *cK = mt.cK, *cN = mt.cN, *rm = mt.rm, *rn = mt.rn, *rk = mt.rk, *mmask = mt.mmask,
+             *nmask = mt.nmask;
     KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
     KirValue *a_mask = kfam_rows(&b, mmask, bk);                            /* [BM,BK] */
     KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;             /* [BK,BN] */
     QTile t = {.fmt = fmt, .dt = dt, .group = g, .block_bytes = formats[fmt].block_bytes};
-    KirValue *lo = kir_const_i32(&b, 0), *hi = cK;
-    if (split > 1) {
-        lo = kir_mul(&b, kir_pid(&b, 2), kir_const_i32(&b, ks));
-        hi = kir_binary(&b, KIR_OP_MIN, kir_add(&b, lo, kir_const_i32(&b, ks)), cK);
-    }
+    KirValue *lo, *hi;
+    kfam_mm_k_range(&b, &mt, split, ks, &lo, &hi);
     int shape[2] = {bm, bn};
     KirValue *zero = kir_const_f(&b, dt, 0);
     KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape), NULL};
@@ -345,11 +335,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
     KirValue *kk = body->args[0];
     KirValue *am = a_mask;
-    if (K % bk) {
-        KirValue *kmask = kir_lt(&b, kir_add(&b, rk, kk), cK);
-        am = kir_binary(&b, KIR_OP_AND, a_mask, kfam_cols(&b, kmask, bm));
-        t.mask = kfam_and(&b, kfam_rows(&b, kmask, bn), b_mask);
-    }
+    kfam_mm_k_tail(&b, &mt, K, bm, bn, bk, kk, &am, &t.mask);
     KirValue *at = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
     KirValue *yields[2] = {kir_dot(&b, at, dequant_tile(&b, &t, &qw, kk), body->args[1]), NULL};
     if (qw2.w) yields[1] = kir_dot(&b, at, dequant_tile(&b, &t, &qw2, kk), body->args[2]);
