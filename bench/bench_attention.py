@@ -274,17 +274,12 @@ def decode_case(name, B, ctx, qn, mode, H=32, Hkv=8, D=128, S=16, tree=False):
         k0 = k
         k = lambda *a: k0(*a, tm)  # noqa: E731  (tree_mask follows max_q)
         k.source = k0.source
-    if n == 1:
-        launch(k, qf, cache, cu, out, qn)
-    else:
-        k(qf, cache, cu, out, qn)
+    run = (lambda: launch(k, qf, cache, cu, out, qn)) if n == 1 else (lambda: k(qf, cache, cu, out, qn))
+    run()
     torch.cuda.synchronize()
     ref = reference(q, cache, [qn] * B, H, 1, 0, 1.0 / math.sqrt(D), trees) if B * qn <= 4096 else None
     err = kb.rel_l2(out, ref) if ref is not None else float("nan")
-    if n == 1:
-        ms = kb.median_ms(lambda i: launch(k, qf, cache, cu, out, qn), 1, RUNS)
-    else:
-        ms = kb.median_ms(lambda i: k(qf, cache, cu, out, qn), 1, RUNS)
+    ms = kb.median_ms(lambda i: run(), 1, RUNS)
     qs = q.view(B, qn, H, D).transpose(1, 2)
     ks = torch.stack(cache.keys).transpose(1, 2)
     vs = torch.stack(cache.vals).transpose(1, 2)
