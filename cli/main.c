@@ -16,6 +16,7 @@ static const char usage[] =
     "  models RECIPE                list the recipe's named configs\n"
     "  inspect PACKAGE              print a package's summary\n"
     "  kernels PACKAGE              list a package's kernels and binaries\n"
+    "  run PACKAGE --weights W --prompt TEXT   generate text (kiln run --help for its options)\n"
     "  version                      print kiln's version\n"
     "\n"
     "options:\n"
@@ -143,6 +144,7 @@ int main(int argc, char **argv)
         printf("kiln %s\n", KILN_VERSION_STRING);
         return 0;
     }
+    if (!strcmp(cmd, "run")) return cli_run(argc - 2, argv + 2);
     static const struct {
         const char *name;
         int (*fn)(const CliArgs *);

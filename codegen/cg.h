@@ -16,7 +16,8 @@
 #include "ir/kir.h"
 
 /* A compiled kernel. `format`: "cuda-c" (generated source), "ptx", "cubin", "amdgpu-elf" (relocatable),
- * "hsaco" (linked code object), "host-obj" (ELF relocatable object), "llvm-ir" (text). */
+ * "hsaco" (linked code object), "host-obj" (ELF relocatable object), "host-so" (ELF shared object:
+ * target host), "llvm-ir" (text). */
 typedef struct CgBinary {
     const char *format;
     void *data; /* malloc'd; owned by the binary */

@@ -44,7 +44,8 @@ enum {
 #define ENTRY_MAX_BYTES (1ull << 31)
 #define KEY_SEED2       0x9e3779b97f4a7c15ull
 
-static const char *const formats[] = {"cuda-c", "ptx", "cubin", "amdgpu-elf", "hsaco", "host-obj", "llvm-ir"};
+static const char *const formats[] = {"cuda-c", "ptx",      "cubin",   "amdgpu-elf",
+                                      "hsaco",  "host-obj", "host-so", "llvm-ir"};
 
 typedef struct Pool {
     CgJob *jobs;

@@ -29,7 +29,7 @@
  * Epilogues (the dense matmul family's, docs/KERNELS.md): none, bias, residual, silu_mul (two quantized
  * weights of the same format, gate w and up w2, each with its own scales and zeros).
  *
- * Spec: N, K, dtype (bf16 | f16), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
+ * Spec: N, K, dtype (bf16 | f16 | f32), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
  * accept group=32), zeros (w4a16 only, 0 or 1, default 0), epilogue (default none), optional m_hint
  * (typical M; only the default config reads it). K must be a multiple of the group (32 for GGUF formats);
  * w8a16 takes any K. M is a runtime parameter.
@@ -252,7 +252,6 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_need(s, "K", 1, 1 << 24, &K, d) ||
         kfam_spec_dtype(s, &dt, d))
         return d->status;
-    if (dt == KIR_F32) return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: dtype must be bf16 or f16");
     int epi = kfam_epilogue_of(s), fmt = format_of(s);
     if (epi < 0)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: epilogue must be none, bias, residual or silu_mul");

@@ -1,22 +1,51 @@
 /* kiln.h — the public ABI of the kiln runtime (libkiln). One header, opaque handles, status codes with
  * a readable message, no globals.
  *
- * Status of this header: the package layer is in place; the engine (kiln_engine_*) arrives with the
- * runtime issue. Usage today:
+ * Generating text (a complete program; error handling shortened to `return 1`):
  *
+ *     #include <stdio.h>
  *     #include "kiln.h"
- *     KilnPackage *pkg;
- *     char err[512];
- *     if (kiln_package_open("model.kiln", &pkg, err, sizeof err) != KILN_OK) {
- *         fprintf(stderr, "%s\n", err);          // "model.kiln: not a kiln package (...)"
- *         return 1;
+ *
+ *     static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
+ *     {
+ *         char buf[64];
+ *         size_t n;
+ *         if (tok >= 0 && kiln_engine_detokenize(user, &tok, 1, buf, sizeof buf, &n) == KILN_OK)
+ *             fwrite(buf, 1, n < sizeof buf ? n : sizeof buf, stdout);
+ *         return 0;                                  // nonzero would abort this request
  *     }
- *     printf("model %s\n", kiln_package_meta(pkg, "model"));
- *     kiln_package_close(pkg);
+ *
+ *     int main(void)
+ *     {
+ *         char err[512];
+ *         KilnEngineOptions o;
+ *         kiln_engine_options_init(&o);              // GPU when there is one, else the host
+ *         KilnEngine *e;
+ *         if (kiln_engine_open("model.kiln", "model.gguf", &o, &e, err, sizeof err)) {
+ *             fprintf(stderr, "%s\n", err);           // "model.gguf: missing tensor ..."
+ *             return 1;
+ *         }
+ *         int32_t ids[512];
+ *         int n, pending;
+ *         if (kiln_engine_tokenize(e, "The capital of France is", ids, 512, &n) || n > 512) return 1;
+ *         KilnSampling s;
+ *         kiln_sampling_init(&s);                    // greedy; or s.temperature = 0.7f, s.top_p = 0.9f
+ *         s.max_tokens = 32;
+ *         int64_t id;
+ *         if (kiln_engine_submit(e, ids, n, &s, on_token, e, &id)) return 1;
+ *         do {                                       // more requests may be submitted between steps
+ *             if (kiln_engine_step(e, &pending)) { fprintf(stderr, "%s\n", kiln_engine_errmsg(e)); break; }
+ *         } while (pending);
+ *         kiln_engine_close(e);
+ *         return 0;
+ *     }
+ *
+ * Packages can also be opened on their own (kiln_package_open) to read their meta data.
  */
 #ifndef KILN_H
 #define KILN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -62,6 +91,101 @@ KILN_API KilnStatus kiln_package_open(const char *path, KilnPackage **out, char 
 KILN_API void kiln_package_close(KilnPackage *pkg);
 /* The meta value for key, or NULL. The string is owned by the package and valid until close. */
 KILN_API const char *kiln_package_meta(KilnPackage *pkg, const char *key);
+
+/* ---- the engine: a package + weights -> tokens -------------------------------------------------------
+ * Continuous batching: requests join (kiln_engine_submit) between steps; each kiln_engine_step runs one
+ * forward pass over every running sequence (decode: 1 token; prefill: a chunk of its prompt) and calls
+ * each request's callback with its new token. Single-threaded: one thread drives an engine (different
+ * engines are independent). */
+typedef struct KilnEngine KilnEngine;
+
+typedef struct KilnEngineOptions {
+    int device; /* -1 (default): GPU 0 when one is usable, else the host; -2: the host; N: GPU N */
+    int64_t kv_cache_bytes; /* KV-cache pool; 0 (default): 90% of the GPU memory left after weights and
+                               activations, on the host 1 GiB (both capped at what max_seqs full-length
+                               sequences need) */
+    int max_seqs;           /* sequences per step; 0: the package's planned maximum */
+    int max_step_tokens; /* tokens per step (prompts are prefilled in chunks of this); 0: min(plan, 2048) */
+    void (*log)(void *user, const char *line); /* what the engine chose and did (verbose); NULL: quiet */
+    void *log_user;
+} KilnEngineOptions;
+
+/* Sets the defaults above. */
+KILN_API void kiln_engine_options_init(KilnEngineOptions *o);
+/* Opens package (model.kiln) with the weights at `weights` (a GGUF file, a safetensors file, a sharded
+ * safetensors index or a directory holding one), on the device the options ask for: loads and checks the
+ * kernels for that device's target, the weights (names, dtypes and shapes against the package), and
+ * sizes the KV cache. On failure *out is NULL and err has one line naming the file at fault. */
+KILN_API KilnStatus kiln_engine_open(const char *package, const char *weights, const KilnEngineOptions *o,
+                                     KilnEngine **out, char *err, int errlen);
+KILN_API void kiln_engine_close(KilnEngine *e); /* NULL is fine; pending requests end unannounced */
+/* The message of the engine's last failure ("" when none). */
+KILN_API const char *kiln_engine_errmsg(const KilnEngine *e);
+/* "host CPU ..." or "NVIDIA H200 (sm_90a, ...)": where the engine runs. */
+KILN_API const char *kiln_engine_device(const KilnEngine *e);
+
+typedef struct KilnSampling {
+    float temperature;          /* <= 0: greedy (argmax) */
+    int top_k;                  /* <= 0: off */
+    float top_p;                /* >= 1: off */
+    uint64_t seed;              /* with the same seed, the same tokens */
+    int max_tokens;             /* new tokens at most; <= 0: until the context is full */
+    const int32_t *stop_tokens; /* ending tokens besides EOS (copied at submit) */
+    int n_stop;
+    int ignore_eos; /* 1: the model's end-of-sequence token does not end the request */
+} KilnSampling;
+
+/* Greedy, 256 tokens, seed 0. */
+KILN_API void kiln_sampling_init(KilnSampling *s);
+
+typedef enum KilnFinish {
+    KILN_FINISH_NONE = 0, /* a token; more may follow */
+    KILN_FINISH_STOP,     /* EOS or a stop token (that token was the last one reported) */
+    KILN_FINISH_LENGTH,   /* max_tokens reached, or the model's context is full */
+    KILN_FINISH_ABORT,    /* kiln_engine_abort, or the callback returned nonzero */
+    KILN_FINISH_ERROR,    /* the engine failed (kiln_engine_errmsg) */
+} KilnFinish;
+
+/* Called from kiln_engine_step: once per new token (finish NONE, or the finishing token with STOP /
+ * LENGTH), and once with token -1 for ABORT / ERROR. Returning nonzero aborts the request. */
+typedef int (*KilnTokenCallback)(void *user, int64_t request, int32_t token, KilnFinish finish);
+
+/* Queues a request for prompt[0..n) (n >= 1 token ids); *request gets its id (> 0). The prompt is
+ * copied. KILN_ERR_ARG for an empty prompt, a token outside the vocabulary or a prompt longer than the
+ * model's context. */
+KILN_API KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
+                                       KilnTokenCallback cb, void *user, int64_t *request);
+/* Runs one step. *pending (may be NULL) gets the number of requests still queued or running afterwards
+ * (0: idle). A device failure is returned (and every request ends with KILN_FINISH_ERROR). */
+KILN_API KilnStatus kiln_engine_step(KilnEngine *e, int *pending);
+/* Ends a request (its callback sees KILN_FINISH_ABORT at the next step). KILN_ERR_ARG: no such request. */
+KILN_API KilnStatus kiln_engine_abort(KilnEngine *e, int64_t request);
+
+typedef struct KilnEngineStats {
+    int64_t steps, prompt_tokens, generated_tokens, preemptions;
+    double step_seconds; /* wall time inside kiln_engine_step */
+    int running, waiting;
+    int32_t kv_pages, kv_pages_free, page_size;
+    int max_seqs, max_step_tokens;
+} KilnEngineStats;
+KILN_API void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *st);
+
+/* Teacher-forced scoring (evaluation, perplexity, comparing with another implementation): runs
+ * tokens[0..n) as one fresh sequence and writes the model's logits after every position to
+ * logits[n * vocab] (f32, row i predicts token i+1). Needs no other request running or queued
+ * (KILN_ERR_ARG otherwise) and n <= the rows and tokens of one step (kiln_engine_stats: max_step_tokens;
+ * the package's logit rows, 256 by default). */
+KILN_API KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float *logits);
+/* The vocabulary size (columns of the logits). */
+KILN_API int kiln_engine_vocab(const KilnEngine *e);
+
+/* The tokenizer (GGUF weights carry one; otherwise KILN_ERR_UNSUPPORTED). tokenize: like a chat
+ * frontend, special-token texts (<|im_start|>) become their ids and the model's BOS is added when the
+ * model wants one; *n gets the count, the first min(*n, cap) are written. detokenize: the bytes of ids
+ * (control tokens omitted), *len gets the count, the first min(*len, cap) written, no NUL added. */
+KILN_API KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n);
+KILN_API KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
+                                           size_t *len);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,10 @@ KilnStatus rt_pkg_print_summary(KilnPackage *pkg, FILE *f);
 KilnStatus rt_pkg_print_kernels(KilnPackage *pkg, FILE *f);
 /* The stored graph text (owned by the package, valid until close), or NULL. */
 const char *rt_pkg_graph_text(KilnPackage *pkg);
+/* The package's read-only SQLite connection (owned by the package), for the runtime's plan loader. */
+struct sqlite3 *rt_pkg_db(KilnPackage *pkg);
+/* The package's path as opened (owned by the package). */
+const char *rt_pkg_path(KilnPackage *pkg);
 
 /* ---- internal: shared by rt_package.c (writer) and rt_pkg_read.c (reader); not for other callers ---- */
 /* The schema (CREATE TABLE statements). The reader requires every table and column it names. */

@@ -349,6 +349,16 @@ const char *kiln_package_meta(KilnPackage *pkg, const char *key)
     return NULL;
 }
 
+struct sqlite3 *rt_pkg_db(KilnPackage *pkg)
+{
+    return pkg ? pkg->db : NULL;
+}
+
+const char *rt_pkg_path(KilnPackage *pkg)
+{
+    return pkg ? pkg->path : NULL;
+}
+
 const char *rt_pkg_graph_text(KilnPackage *pkg)
 {
     return pkg ? pkg->graph : NULL;

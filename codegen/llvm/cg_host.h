@@ -38,6 +38,11 @@ IrStatus cg_host_jit(const KirKernel *k, CgHostKernel **out, IrDiag *d);
 void cg_host_call(CgHostKernel *hk, void *const *args, const int32_t grid[3]);
 void cg_host_free(CgHostKernel *hk); /* NULL is a no-op */
 
+/* The kernel's relocatable host object (format "host-obj", entry = its symbol); the backend's compile for
+ * target "host" links this object into a shared library of its own (format "host-so", which the runtime
+ * dlopens). On success the caller frees out (cg_binary_free). */
+IrStatus cg_host_object(const KirKernel *k, CgBinary *out, IrDiag *d);
+
 /* Links n "host-obj" binaries into a shared library at out_path (written atomically: a temporary file
  * in the same directory, then rename). Uses `cc -shared ... -lm`, else `ld.lld-22 -shared`. */
 IrStatus cg_host_link_shared(const CgBinary *objs, int n, const char *out_path, IrDiag *d);

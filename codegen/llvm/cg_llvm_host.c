@@ -94,10 +94,34 @@ static IrStatus host_object(const KirKernel *k, void **data, size_t *size, char 
     return IR_OK;
 }
 
-IrStatus cg_llvm_compile_host(const KirKernel *k, CgBinary *out, IrDiag *d)
+IrStatus cg_host_object(const KirKernel *k, CgBinary *out, IrDiag *d)
 {
+    *out = (CgBinary){0};
     IrStatus s = host_object(k, &out->data, &out->size, &out->entry, d);
     if (s == IR_OK) out->format = "host-obj";
+    return s;
+}
+
+/* Target "host": the kernel's object linked into a shared library of its own ("host-so"), which the
+ * runtime loads with dlopen (it links no compiler or linker). */
+IrStatus cg_llvm_compile_host(const KirKernel *k, CgBinary *out, IrDiag *d)
+{
+    CgBinary obj;
+    char dir[64], so[96];
+    IrStatus s = cg_host_object(k, &obj, d);
+    if (s != IR_OK) return s;
+    if ((s = cg_llvm_tmpdir(dir, sizeof dir, d)) == IR_OK) {
+        snprintf(so, sizeof so, "%s/kernel.so", dir);
+        s = cg_host_link_shared(&obj, 1, so, d);
+        if (s == IR_OK) s = cg_llvm_read_file(so, &out->data, &out->size, d);
+        cg_llvm_rmtree(dir);
+    }
+    if (s == IR_OK) {
+        out->format = "host-so";
+        out->entry = obj.entry;
+        obj.entry = NULL;
+    }
+    cg_binary_free(&obj);
     return s;
 }
 
@@ -268,6 +292,12 @@ void cg_host_call(CgHostKernel *hk, void *const *args, const int32_t grid[3])
 void cg_host_free(CgHostKernel *hk)
 {
     free(hk);
+}
+
+IrStatus cg_host_object(const KirKernel *k, CgBinary *out, IrDiag *d)
+{
+    *out = (CgBinary){0};
+    return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no LLVM (host code)", k->name);
 }
 
 IrStatus cg_host_link_shared(const CgBinary *objs, int n, const char *out_path, IrDiag *d)

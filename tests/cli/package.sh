@@ -22,10 +22,10 @@ ls "$d" | grep -q tmp && bad "temporary file left behind" || ok "no temporary fi
 # the kernel cache. (Skipped when this build has no LLVM backend.)
 cache="$d/cache"
 if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$cache" -v -o "$d/host.kiln" 2> "$d/err"; then
-  nb=$(sqlite3 "$d/host.kiln" "SELECT count(*) FROM binaries WHERE target = 'host' AND format = 'host-obj'")
+  nb=$(sqlite3 "$d/host.kiln" "SELECT count(*) FROM binaries WHERE target = 'host' AND format = 'host-so'")
   nk=$(sqlite3 "$d/host.kiln" "SELECT count(DISTINCT kernel_id) FROM launch_plan WHERE kernel_id IN (SELECT kernel_id FROM binaries)")
   [ "$nb" -ge 8 ] && [ "$nb" = "$nk" ] && ok "host binaries ($nb)" || bad "host binaries: $nb binaries, $nk launched kernels with binaries"
-  "$kiln" kernels "$d/host.kiln" > "$d/kernels" && grep -q "host-obj" "$d/kernels" && ok "kiln kernels lists binaries" || bad "kiln kernels"
+  "$kiln" kernels "$d/host.kiln" > "$d/kernels" && grep -q "host-so" "$d/kernels" && ok "kiln kernels lists binaries" || bad "kiln kernels"
   "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$cache" -v -o "$d/host2.kiln" 2> "$d/err2"
   grep -q "($nb from cache)" "$d/err2" && ok "recompile served from the cache" || bad "recompile not cached: $(grep binaries "$d/err2")"
   [ "$(sqlite3 "$d/host.kiln" 'SELECT group_concat(hash) FROM (SELECT hash FROM binaries ORDER BY kernel_id)')" = \

@@ -378,9 +378,9 @@ static void check_targets(const KirKernel *k)
     CgBinary b;
     char what[160];
     if (compile_twice(k, "host", &b)) {
-        snprintf(what, sizeof what, "%s host-obj", k->name);
-        KT_CHECK(!strcmp(b.format, "host-obj") && b.entry, "%s: format %s", what, b.format);
-        check_elf_common(&b, 62 /* EM_X86_64 */, 1 /* ET_REL */, what);
+        snprintf(what, sizeof what, "%s host-so", k->name);
+        KT_CHECK(!strcmp(b.format, "host-so") && b.entry, "%s: format %s", what, b.format);
+        check_elf_common(&b, 62 /* EM_X86_64 */, 3 /* ET_DYN */, what);
         KT_CHECK(elf_has_symbol(&b, b.entry), "%s: no symbol %s", what, b.entry);
         cg_binary_free(&b);
     }
@@ -1284,9 +1284,12 @@ static void test_parallel_and_link(void)
     /* link the two host objects into one shared library and call both through dlopen */
     char so[128];
     snprintf(so, sizeof so, "%s/kernels.so", tmp_dir);
-    CgBinary objs[2] = {jobs[0].bin, jobs[5].bin}; /* saxpy2 and saxpy3 for the host */
+    CgBinary objs[2]; /* saxpy2 and saxpy3 as host objects */
     IrDiag d = {0};
-    IrStatus s = cg_host_link_shared(objs, 2, so, &d);
+    IrStatus s = cg_host_object(k1, &objs[0], &d);
+    if (s == IR_OK) s = cg_host_object(k2, &objs[1], &d);
+    KT_CHECK(s == IR_OK, "host objects: %s", d.msg);
+    if (s == IR_OK) s = cg_host_link_shared(objs, 2, so, &d);
     KT_CHECK(s == IR_OK, "link: %s", d.msg);
     void *h = s == IR_OK ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
     KT_CHECK(!s && h, "dlopen %s: %s", so, s ? "-" : dlerror());
@@ -1314,6 +1317,8 @@ static void test_parallel_and_link(void)
     d = (IrDiag){0};
     KT_CHECK(cg_host_link_shared(objs, 2, "/nonexistent-dir/x.so", &d) != IR_OK && d.msg[0],
              "link into a missing dir");
+    cg_binary_free(&objs[0]);
+    cg_binary_free(&objs[1]);
     for (int i = 0; i < NJ; i++)
         cg_binary_free(&jobs[i].bin);
 

@@ -217,7 +217,7 @@ static void test_bad_specs(void)
         {"spec_verify", "V=100 k=4 mode=beam"},
         {"spec_verify", "k=4 mode=greedy"},
         {"qmatmul", "N=64 K=64 dtype=bf16 epilogue=none"},
-        {"qmatmul", "N=64 K=64 dtype=f32 wfmt=q4_0"},
+        {"qmatmul", "N=64 K=64 dtype=i32 wfmt=q4_0"},
         {"qmatmul", "N=64 K=64 dtype=bf16 wfmt=q5_0"},
         {"qmatmul", "N=64 K=96 dtype=bf16 wfmt=w4a16 group=64"},
         {"qmatmul", "N=64 K=128 dtype=bf16 wfmt=w4a16 group=16"},

@@ -6,7 +6,7 @@
  *     dtype(w[n, m]), compared bit for bit, with scales over the whole finite half range (subnormal,
  *     zero, negative, large) and configs whose BK spans several groups and K tails;
  *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, q4_0, q4_1,
- *     q8_0), bf16 and f16, every epilogue, M and N no tile divides, K a multiple of the group (w8a16: odd
+ *     q8_0), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple of the group (w8a16: odd
  *     K), configs across tile sizes, warps, stages and split-K (then matmul_splitk_epilogue), with outputs
  *     poisoned; relative L2 within kref_tol;
  *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
@@ -33,7 +33,7 @@ static const Fmt fmts[] = {
     {"w4a16", 32, 0}, {"w4a16", 64, 1}, {"w4a16", 128, 0}, {"w4a16", 128, 1},
     {"w8a16", 0, 0},  {"q4_0", 0, 0},   {"q4_1", 0, 0},    {"q8_0", 0, 0},
 };
-static const KirDtype dtypes[] = {KIR_BF16, KIR_F16};
+static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
 static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul"};
 
 /* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16. */

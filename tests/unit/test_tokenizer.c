@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kfile.h"
 #include "kt.h"
 #include "runtime/rt_gguf.h"
 #include "runtime/rt_tokenizer.h"
@@ -704,125 +705,20 @@ static void test_api_misuse(void)
     rt_tok_destroy(NULL);
 }
 
-/* ---- GGUF metadata
- * ------------------------------------------------------------------------------------------ Small GGUF files
- * (v3, metadata only, no tensors) written here. */
+/* ---- GGUF metadata: small GGUF files (v3, metadata only, no tensors) written with kfile.h ---- */
 
-typedef struct Gw {
-    unsigned char *b;
-    size_t n, cap;
-    uint64_t n_kv;
-} Gw;
-
-static void gw_raw(Gw *w, const void *p, size_t n)
+/* Writes the file (these key/values, no tensors) and opens it as a tokenizer: the status, with *out (or
+ * NULL) and the message. The key/values are freed, so w can be filled again. */
+static KilnStatus gw_open(KfGgKvs *w, const char *path, RtTokenizer **out, char *err, int errlen)
 {
-    if (w->n + n > w->cap) {
-        w->cap = (w->n + n) * 2 + 256;
-        w->b = realloc(w->b, w->cap);
-    }
-    memcpy(w->b + w->n, p, n);
-    w->n += n;
-}
-
-static void gw_u32(Gw *w, uint32_t v)
-{
-    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                          (unsigned char)(v >> 24)};
-    gw_raw(w, b, 4);
-}
-
-static void gw_u64(Gw *w, uint64_t v)
-{
-    gw_u32(w, (uint32_t)v);
-    gw_u32(w, (uint32_t)(v >> 32));
-}
-
-static void gw_string(Gw *w, const char *s)
-{
-    gw_u64(w, strlen(s));
-    gw_raw(w, s, strlen(s));
-}
-
-static void gw_key(Gw *w, const char *key, RtGgufVal type)
-{
-    gw_string(w, key);
-    gw_u32(w, type);
-    w->n_kv++;
-}
-
-static void kv_str(Gw *w, const char *key, const char *v)
-{
-    gw_key(w, key, RT_GGUF_VAL_STRING);
-    gw_string(w, v);
-}
-
-static void kv_u32(Gw *w, const char *key, uint32_t v)
-{
-    gw_key(w, key, RT_GGUF_VAL_U32);
-    gw_u32(w, v);
-}
-
-/* An array of n strings separated by '|' in list ("" is no element). */
-static void kv_strs(Gw *w, const char *key, const char *list)
-{
-    gw_key(w, key, RT_GGUF_VAL_ARRAY);
-    gw_u32(w, RT_GGUF_VAL_STRING);
-    uint64_t n = 0;
-    for (const char *p = list; *list && p; p = strchr(p, '|'), p = p ? p + 1 : NULL)
-        n++;
-    gw_u64(w, n);
-    for (const char *p = list; n--;) {
-        const char *e = strchr(p, '|');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        gw_u64(w, len);
-        gw_raw(w, p, len);
-        p = e ? e + 1 : p + len;
-    }
-}
-
-static void kv_i32s(Gw *w, const char *key, int n, const int32_t *v)
-{
-    gw_key(w, key, RT_GGUF_VAL_ARRAY);
-    gw_u32(w, RT_GGUF_VAL_I32);
-    gw_u64(w, (uint64_t)n);
-    for (int i = 0; i < n; i++)
-        gw_u32(w, (uint32_t)v[i]);
-}
-
-static void kv_f32s(Gw *w, const char *key, int n, const float *v)
-{
-    gw_key(w, key, RT_GGUF_VAL_ARRAY);
-    gw_u32(w, RT_GGUF_VAL_F32);
-    gw_u64(w, (uint64_t)n);
-    for (int i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &v[i], 4);
-        gw_u32(w, u);
-    }
-}
-
-/* Writes the file and opens it as a tokenizer: the status, with *out (or NULL) and the message. */
-static KilnStatus gw_open(Gw *w, const char *path, RtTokenizer **out, char *err, int errlen)
-{
-    Gw h = {0};
-    gw_raw(&h, "GGUF", 4);
-    gw_u32(&h, 3);
-    gw_u64(&h, 0);
-    gw_u64(&h, w->n_kv);
-    gw_raw(&h, w->b, w->n);
-    FILE *f = fopen(path, "wb");
-    KilnStatus s = KILN_ERR_IO;
+    RtGgufFile *g = NULL;
     *out = NULL;
-    if (f && fwrite(h.b, 1, h.n, f) == h.n && !fclose(f)) {
-        RtGgufFile *g = NULL;
-        s = rt_gguf_open(path, &g, err, errlen);
-        KT_CHECK(s == KILN_OK, "gguf writer: %s", err);
-        if (!s) s = rt_tok_create_gguf(g, out, err, errlen);
-        rt_gguf_close(g);
-    }
-    free(h.b);
-    free(w->b);
-    *w = (Gw){0};
+    kf_gg_write(path, w, NULL, 0);
+    kf_gg_kvs_free(w);
+    KilnStatus s = rt_gguf_open(path, &g, err, errlen);
+    KT_CHECK(s == KILN_OK, "gguf writer: %s", err);
+    if (!s) s = rt_tok_create_gguf(g, out, err, errlen);
+    rt_gguf_close(g);
     return s;
 }
 
@@ -849,44 +745,44 @@ enum {
 };
 
 /* A GPT2 tokenizer of 4 tokens {a, b, ab, <x>} and one merge, with one thing broken. */
-static void gguf_gpt2(Gw *w, int broken)
+static void gguf_gpt2(KfGgKvs *w, int broken)
 {
     static const int32_t types[4] = {1, 1, 1, 3}, type9[4] = {1, 9, 1, 3};
     static const float scores[4] = {0, 0, 0, 0};
     if (!(broken & M_NO_MODEL)) {
         if (broken & M_MODEL_U32)
-            kv_u32(w, "tokenizer.ggml.model", 2);
+            kf_gg_kv_u32(w, "tokenizer.ggml.model", 2);
         else
-            kv_str(w, "tokenizer.ggml.model", broken & M_BERT ? "bert" : "gpt2");
+            kf_gg_kv_str(w, "tokenizer.ggml.model", broken & M_BERT ? "bert" : "gpt2");
     }
-    kv_str(w, "tokenizer.ggml.pre", broken & M_PRE_QWEN ? "qwen2" : "smollm");
+    kf_gg_kv_str(w, "tokenizer.ggml.pre", broken & M_PRE_QWEN ? "qwen2" : "smollm");
     if (broken & M_TOKENS_STR)
-        kv_str(w, "tokenizer.ggml.tokens", "a");
+        kf_gg_kv_str(w, "tokenizer.ggml.tokens", "a");
     else if (broken & M_TOKENS_I32)
-        kv_i32s(w, "tokenizer.ggml.tokens", 4, types);
+        kf_gg_kv_i32s(w, "tokenizer.ggml.tokens", 4, types);
     else if (broken & M_TOKENS_EMPTY)
-        kv_strs(w, "tokenizer.ggml.tokens", "");
+        kf_gg_kv_strs(w, "tokenizer.ggml.tokens", "");
     else if (!(broken & M_NO_TOKENS))
-        kv_strs(w, "tokenizer.ggml.tokens", "a|b|ab|<x>");
+        kf_gg_kv_strs(w, "tokenizer.ggml.tokens", "a|b|ab|<x>");
     if (broken & M_TYPES_STR)
-        kv_strs(w, "tokenizer.ggml.token_type", "1|1|1|3");
+        kf_gg_kv_strs(w, "tokenizer.ggml.token_type", "1|1|1|3");
     else
-        kv_i32s(w, "tokenizer.ggml.token_type", broken & M_TYPES_SHORT ? 2 : 4,
-                broken & M_TYPE_9 ? type9 : types);
+        kf_gg_kv_i32s(w, "tokenizer.ggml.token_type", broken & M_TYPES_SHORT ? 2 : 4,
+                      broken & M_TYPE_9 ? type9 : types);
     if (broken & M_SCORES_STR)
-        kv_strs(w, "tokenizer.ggml.scores", "0|0|0|0");
+        kf_gg_kv_strs(w, "tokenizer.ggml.scores", "0|0|0|0");
     else
-        kv_f32s(w, "tokenizer.ggml.scores", broken & M_SCORES_SHORT ? 3 : 4, scores);
+        kf_gg_kv_f32s(w, "tokenizer.ggml.scores", broken & M_SCORES_SHORT ? 3 : 4, scores);
     if (!(broken & M_NO_MERGES))
-        kv_strs(w, "tokenizer.ggml.merges",
-                broken & M_MERGE_NOSPACE   ? "ab"
-                : broken & M_MERGE_UNKNOWN ? "a b|x y|a c"
-                                           : "a b");
+        kf_gg_kv_strs(w, "tokenizer.ggml.merges",
+                      broken & M_MERGE_NOSPACE   ? "ab"
+                      : broken & M_MERGE_UNKNOWN ? "a b|x y|a c"
+                                                 : "a b");
     if (broken & M_BOS_STR)
-        kv_str(w, "tokenizer.ggml.bos_token_id", "3");
+        kf_gg_kv_str(w, "tokenizer.ggml.bos_token_id", "3");
     else
-        kv_u32(w, "tokenizer.ggml.bos_token_id", broken & M_BOS_BIG ? 1000 : 3);
-    if (broken & M_ADD_BOS_U32) kv_u32(w, "tokenizer.ggml.add_bos_token", 1);
+        kf_gg_kv_u32(w, "tokenizer.ggml.bos_token_id", broken & M_BOS_BIG ? 1000 : 3);
+    if (broken & M_ADD_BOS_U32) kf_gg_kv_u32(w, "tokenizer.ggml.add_bos_token", 1);
 }
 
 static void test_gguf_metadata(const char *dir)
@@ -920,7 +816,7 @@ static void test_gguf_metadata(const char *dir)
     char path[1100], err[512];
     snprintf(path, sizeof path, "%s/tok.gguf", dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        Gw w = {0};
+        KfGgKvs w = {0};
         RtTokenizer *t = (RtTokenizer *)&w;
         strcpy(err, "(none)");
         gguf_gpt2(&w, cases[i].broken);
@@ -931,7 +827,7 @@ static void test_gguf_metadata(const char *dir)
         rt_tok_destroy(t);
     }
     /* Valid ones. */
-    Gw w = {0};
+    KfGgKvs w = {0};
     RtTokenizer *t = NULL;
     gguf_gpt2(&w, 0);
     KilnStatus s = gw_open(&w, path, &t, err, sizeof err);
@@ -952,11 +848,11 @@ static void test_gguf_metadata(const char *dir)
 
     /* llama: defaults (add_bos, space prefix) and byte fallback to unk when there are no byte tokens. */
     static const int32_t ltypes[4] = {2, 3, 3, 1};
-    kv_str(&w, "tokenizer.ggml.model", "llama");
-    kv_strs(&w, "tokenizer.ggml.tokens", "<unk>|<s>|</s>|▁a");
-    kv_i32s(&w, "tokenizer.ggml.token_type", 4, ltypes);
-    kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
-    kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+    kf_gg_kv_str(&w, "tokenizer.ggml.model", "llama");
+    kf_gg_kv_strs(&w, "tokenizer.ggml.tokens", "<unk>|<s>|</s>|▁a");
+    kf_gg_kv_i32s(&w, "tokenizer.ggml.token_type", 4, ltypes);
+    kf_gg_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+    kf_gg_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
     s = gw_open(&w, path, &t, err, sizeof err);
     KT_CHECK(s == KILN_OK && t, "valid llama metadata: %s", err);
     if (t) {
@@ -966,8 +862,8 @@ static void test_gguf_metadata(const char *dir)
         expect_ids(t, "llama gguf", "a b", RT_TOK_ADD_BOS, IDS(1, 3, 0, 0, 0, 0));
     }
     rt_tok_destroy(t);
-    kv_str(&w, "tokenizer.ggml.model", "llama");
-    kv_strs(&w, "tokenizer.ggml.tokens", "x|y");
+    kf_gg_kv_str(&w, "tokenizer.ggml.model", "llama");
+    kf_gg_kv_strs(&w, "tokenizer.ggml.tokens", "x|y");
     s = gw_open(&w, path, &t, err, sizeof err);
     KT_CHECK(s == KILN_ERR_CORRUPT && !t && strstr(err, "no byte token <0x00> and no unknown token"),
              "llama without bytes or unk: %s", err);

@@ -3,11 +3,9 @@
  * by the reference implementations themselves (gguf-py, Hugging Face safetensors) are embedded; then
  * hostile files of both formats, each of which must give a non-OK status with a one-line message that
  * starts with the path of the file at fault, leave *out NULL, never crash or leak (run under the ASan
- * build too), and never modify the file. Files live in a scratch directory removed at the end. */
+ * build too), and never modify the file. Files live in a scratch directory removed at the end (kfile.h). */
 #define _POSIX_C_SOURCE 200809L
 
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kfile.h"
 #include "kt.h"
 #include "runtime/rt_gguf.h"
 #include "runtime/rt_safetensors.h"
@@ -139,127 +138,7 @@ static const char tiny_st[] =
     "\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40\x00\x00\xc0\x40";
 #define F16_FNV 0xb0659868ec053145ull
 
-/* ---- scratch files ----------------------------------------------------------------------------------------
- */
-
-static char scratch[64];
-
-static const char *at(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *b = buf[next++ % 8];
-    snprintf(b, sizeof buf[0], "%s/%s", scratch, name);
-    return b;
-}
-
-/* The bytes of a regular file (malloc'd), or NULL for anything else. */
-static char *slurp(const char *path, long *n)
-{
-    struct stat st;
-    *n = 0;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    *n = (long)st.st_size;
-    char *b = malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const void *data, size_t n)
-{
-    unlink(path); /* a new file: truncating one in place is slow on some file systems */
-    FILE *f = fopen(path, "wb");
-    KT_CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return;
-    if (n) fwrite(data, 1, n, f);
-    fclose(f);
-}
-
-static int starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* A growing byte buffer, for building files. */
-typedef struct Buf {
-    unsigned char *p;
-    size_t n, cap;
-} Buf;
-
-static void b_put(Buf *b, const void *src, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    if (n) memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-
-static void b_u8(Buf *b, uint8_t v)
-{
-    b_put(b, &v, 1);
-}
-
-static void b_le(Buf *b, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++)
-        b_u8(b, (uint8_t)(v >> 8 * i));
-}
-
-static void b_u32(Buf *b, uint32_t v)
-{
-    b_le(b, v, 4);
-}
-
-static void b_u64(Buf *b, uint64_t v)
-{
-    b_le(b, v, 8);
-}
-
-static void b_f32(Buf *b, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    b_u32(b, u);
-}
-
-static void b_f64(Buf *b, double f)
-{
-    uint64_t u;
-    memcpy(&u, &f, 8);
-    b_u64(b, u);
-}
-
-static void b_strn(Buf *b, const char *s, size_t n) /* a GGUF string: u64 length + bytes */
-{
-    b_u64(b, n);
-    b_put(b, s, n);
-}
-
-static void b_str(Buf *b, const char *s)
-{
-    b_strn(b, s, strlen(s));
-}
-
-static void b_pad(Buf *b, size_t align)
-{
-    while (b->n % align)
-        b_u8(b, 0);
-}
-
-static void b_free(Buf *b)
-{
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
+/* ---- scratch files (written with kfile.h) ---- */
 
 /* A pattern byte for data offset i, so any misplaced pointer shows. */
 static unsigned char pat(size_t i)
@@ -278,7 +157,7 @@ enum { OPEN_ST, OPEN_ST_INDEX, OPEN_GGUF };
 static void expect_at(int line, int kind, const char *path, int want, const char *prefix, const char *needle)
 {
     long n0, n1;
-    char *before = slurp(path, &n0);
+    char *before = kf_slurp(path, &n0);
     char err[512] = "";
     void *out = (void *)1;
     KilnStatus s, s2;
@@ -309,12 +188,12 @@ static void expect_at(int line, int kind, const char *path, int want, const char
         else
             rt_st_close(out);
     } else {
-        KT_CHECK(starts_with(err, prefix ? prefix : path) && !strchr(err, '\n'), "line %d: %s: message: %s",
-                 line, path, err);
+        KT_CHECK(kf_starts_with(err, prefix ? prefix : path) && !strchr(err, '\n'),
+                 "line %d: %s: message: %s", line, path, err);
         KT_CHECK(!needle || strstr(err, needle), "line %d: %s: message lacks '%s': %s", line, path, needle,
                  err);
     }
-    char *after = slurp(path, &n1);
+    char *after = kf_slurp(path, &n1);
     KT_CHECK((!before && !after) || (before && after && n0 == n1 && !memcmp(before, after, (size_t)n0)),
              "line %d: %s: the reader modified the file", line, path);
     free(before);
@@ -325,27 +204,13 @@ static void expect_at(int line, int kind, const char *path, int want, const char
 /* ---- safetensors
  * ------------------------------------------------------------------------------------------- */
 
-/* Writes a safetensors file: the 8-byte length, json padded with spaces to a multiple of 8, then data. */
-static void st_write(const char *path, const char *json, const void *data, size_t n)
-{
-    Buf b = {0};
-    size_t len = strlen(json), padded = (len + 7) / 8 * 8;
-    b_u64(&b, padded);
-    b_put(&b, json, len);
-    while (b.n < 8 + padded)
-        b_u8(&b, ' ');
-    b_put(&b, data, n);
-    spit(path, b.p, b.n);
-    b_free(&b);
-}
-
 /* A file with one tensor entry `entry` (the JSON object text) named x.weight, and n data bytes. */
 static void st_one(const char *path, const char *entry, size_t n)
 {
     char json[1024];
     unsigned char data[256] = {0};
     snprintf(json, sizeof json, "{\"x.weight\":%s}", entry);
-    st_write(path, json, data, n);
+    kf_st_write(path, json, data, n);
 }
 
 typedef struct StSpec {
@@ -402,7 +267,7 @@ static size_t st_write_good(const char *path, uint64_t begin[ST_GOOD_N], size_t 
     unsigned char *data = malloc(off + 1);
     for (uint64_t i = 0; i < off; i++)
         data[i] = pat(i);
-    st_write(path, json, data, off);
+    kf_st_write(path, json, data, off);
     free(data);
     *data_len = off;
     return (strlen(json) + 7) / 8 * 8;
@@ -412,7 +277,7 @@ static void test_st_valid(void)
 {
     uint64_t begin[ST_GOOD_N];
     size_t data_len;
-    const char *path = at("good.safetensors");
+    const char *path = kf_at("good.safetensors");
     size_t hlen = st_write_good(path, begin, &data_len);
     RtStCheckpoint *ck;
     char err[512];
@@ -477,8 +342,8 @@ static void test_st_valid(void)
     KT_CHECK(rt_st_open_index(NULL, &ck, NULL, 0) == KILN_ERR_ARG, "NULL index path");
 
     /* the official writer's output (embedded above) */
-    spit(at("tiny.safetensors"), tiny_st, sizeof tiny_st - 1);
-    s = rt_st_open(at("tiny.safetensors"), &ck, err, sizeof err);
+    kf_spit(kf_at("tiny.safetensors"), tiny_st, sizeof tiny_st - 1);
+    s = rt_st_open(kf_at("tiny.safetensors"), &ck, err, sizeof err);
     KT_CHECK(s == KILN_OK, "open tiny: %s", err);
     if (s) return;
     const RtStTensor *a = rt_st_find(ck, "a"), *b = rt_st_find(ck, "b"), *e = rt_st_find(ck, "e");
@@ -514,27 +379,27 @@ static void st_shard(const char *path, const char *names[], int n, char fill)
     unsigned char data[256];
     for (int i = 0; i < 8 * n; i++)
         data[i] = (unsigned char)(fill + i); /* differs between shard files */
-    st_write(path, json, data, (size_t)(8 * n));
+    kf_st_write(path, json, data, (size_t)(8 * n));
 }
 
 static void test_st_sharded(void)
 {
     const char *s1[] = {"layers.0.w", "embed"}, *s2[] = {"layers.1.w"};
-    st_shard(at("model-00001-of-00002.safetensors"), s1, 2, '1');
-    st_shard(at("model-00002-of-00002.safetensors"), s2, 1, '2');
+    st_shard(kf_at("model-00001-of-00002.safetensors"), s1, 2, '1');
+    st_shard(kf_at("model-00002-of-00002.safetensors"), s2, 1, '2');
     const char *index = "{\"metadata\": {\"total_size\": 24},\n \"weight_map\": {\n"
                         "  \"embed\": \"model-00001-of-00002.safetensors\",\n"
                         "  \"layers.1.w\": \"model-00002-of-00002.safetensors\",\n"
                         "  \"layers.0.w\": \"model-00001-of-00002.safetensors\"}}\n";
-    spit(at("model.safetensors.index.json"), index, strlen(index));
+    kf_spit(kf_at("model.safetensors.index.json"), index, strlen(index));
     RtStCheckpoint *ck;
     char err[512];
-    KilnStatus s = rt_st_open_index(at("model.safetensors.index.json"), &ck, err, sizeof err);
+    KilnStatus s = rt_st_open_index(kf_at("model.safetensors.index.json"), &ck, err, sizeof err);
     KT_CHECK(s == KILN_OK, "open index: %s", err);
     if (s) return;
     KT_CHECK(rt_st_count(ck) == 3 && rt_st_shard_count(ck) == 2, "sharded counts");
-    KT_CHECK(!strcmp(rt_st_shard_path(ck, 0), at("model-00001-of-00002.safetensors")) &&
-                 !strcmp(rt_st_shard_path(ck, 1), at("model-00002-of-00002.safetensors")),
+    KT_CHECK(!strcmp(rt_st_shard_path(ck, 0), kf_at("model-00001-of-00002.safetensors")) &&
+                 !strcmp(rt_st_shard_path(ck, 1), kf_at("model-00002-of-00002.safetensors")),
              "shard paths %s", rt_st_shard_path(ck, 0));
     const RtStTensor *e = rt_st_find(ck, "embed"), *l0 = rt_st_find(ck, "layers.0.w"),
                      *l1 = rt_st_find(ck, "layers.1.w");
@@ -555,8 +420,8 @@ static void test_st_sharded(void)
     const char *missing =
         "{\"weight_map\": {\"embed\": \"model-00001-of-00002.safetensors\","
         " \"layers.0.w\": \"model-00001-of-00002.safetensors\", \"x\": \"gone.safetensors\"}}";
-    spit(at("missing.index.json"), missing, strlen(missing));
-    expect_at(__LINE__, OPEN_ST_INDEX, at("missing.index.json"), KILN_ERR_IO, at("gone.safetensors"),
+    kf_spit(kf_at("missing.index.json"), missing, strlen(missing));
+    expect_at(__LINE__, OPEN_ST_INDEX, kf_at("missing.index.json"), KILN_ERR_IO, kf_at("gone.safetensors"),
               "does not exist");
 
     struct {
@@ -600,61 +465,61 @@ static void test_st_sharded(void)
          "\"model-00001-of-00002.safetensors\", \"x\": \"dup.safetensors\"}}",
          "tensor 'embed' is also in", KILN_ERR_CORRUPT, "model-00001-of-00002.safetensors"},
     };
-    spit(at("bad-shard.safetensors"), "\x10\0\0\0\0\0\0\0{}", 10);
+    kf_spit(kf_at("bad-shard.safetensors"), "\x10\0\0\0\0\0\0\0{}", 10);
     const char *dup[] = {"embed", "x"};
-    st_shard(at("dup.safetensors"), dup, 2, 'd');
+    st_shard(kf_at("dup.safetensors"), dup, 2, 'd');
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char prefix[512];
-        spit(at("bad.index.json"), bad[i].json, strlen(bad[i].json));
-        snprintf(prefix, sizeof prefix, "%s", bad[i].prefix ? at(bad[i].prefix) : at("bad.index.json"));
-        expect_at(__LINE__, OPEN_ST_INDEX, at("bad.index.json"), bad[i].want, prefix, bad[i].needle);
+        kf_spit(kf_at("bad.index.json"), bad[i].json, strlen(bad[i].json));
+        snprintf(prefix, sizeof prefix, "%s", bad[i].prefix ? kf_at(bad[i].prefix) : kf_at("bad.index.json"));
+        expect_at(__LINE__, OPEN_ST_INDEX, kf_at("bad.index.json"), bad[i].want, prefix, bad[i].needle);
     }
-    expect(OPEN_ST_INDEX, at("no.index.json"), KILN_ERR_IO, "does not exist");
-    mkdir(at("dir.index.json"), 0755);
-    expect(OPEN_ST_INDEX, at("dir.index.json"), KILN_ERR_IO, "directory");
+    expect(OPEN_ST_INDEX, kf_at("no.index.json"), KILN_ERR_IO, "does not exist");
+    mkdir(kf_at("dir.index.json"), 0755);
+    expect(OPEN_ST_INDEX, kf_at("dir.index.json"), KILN_ERR_IO, "directory");
 }
 
 static void test_st_hostile(void)
 {
     uint64_t begin[ST_GOOD_N];
     size_t data_len;
-    const char *good = at("good.safetensors");
+    const char *good = kf_at("good.safetensors");
     size_t hlen = st_write_good(good, begin, &data_len);
     long n;
-    char *g = slurp(good, &n);
+    char *g = kf_slurp(good, &n);
     if (!g) return;
 
-    expect(OPEN_ST, at("missing.safetensors"), KILN_ERR_IO, "does not exist");
-    mkdir(at("dir.safetensors"), 0755);
-    expect(OPEN_ST, at("dir.safetensors"), KILN_ERR_IO, "is a directory");
-    mkfifo(at("fifo.safetensors"), 0644);
-    expect(OPEN_ST, at("fifo.safetensors"), KILN_ERR_IO, "not a regular file");
-    spit(at("empty.safetensors"), "", 0);
-    expect(OPEN_ST, at("empty.safetensors"), KILN_ERR_FORMAT, "empty");
-    spit(at("t.safetensors"), "\x10\0\0\0\0", 5);
-    expect(OPEN_ST, at("t.safetensors"), KILN_ERR_CORRUPT, "truncated");
-    spit(at("t.safetensors"), "\0\0\0\0\0\0\0\0", 8);
-    expect(OPEN_ST, at("t.safetensors"), KILN_ERR_FORMAT, "header length 0");
-    spit(at("t.safetensors"), "\0\0\0\0\0\1\0\0{}", 10);
-    expect(OPEN_ST, at("t.safetensors"), KILN_ERR_FORMAT, "header length 1099511627776");
-    spit(at("t.safetensors"), "\xf4\x01\0\0\0\0\0\0{\"a\":{}}",
-         16); /* 500 bytes of header in a 16-byte file */
-    expect(OPEN_ST, at("t.safetensors"), KILN_ERR_CORRUPT, "header length is 500 bytes");
-    spit(at("t.safetensors"), "\x08\0\0\0\0\0\0\0[1,2,3]        ", 16);
-    expect(OPEN_ST, at("t.safetensors"), KILN_ERR_FORMAT, "does not start with '{'");
-    spit(at("t.safetensors"), "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16);
-    expect(OPEN_ST, at("t.safetensors"), KILN_ERR_FORMAT, "not a safetensors file");
-    st_write(at("t.safetensors"), "{}", NULL, 0); /* no tensors at all is a valid file */
-    expect(OPEN_ST, at("t.safetensors"), KILN_OK, NULL);
+    expect(OPEN_ST, kf_at("missing.safetensors"), KILN_ERR_IO, "does not exist");
+    mkdir(kf_at("dir.safetensors"), 0755);
+    expect(OPEN_ST, kf_at("dir.safetensors"), KILN_ERR_IO, "is a directory");
+    mkfifo(kf_at("fifo.safetensors"), 0644);
+    expect(OPEN_ST, kf_at("fifo.safetensors"), KILN_ERR_IO, "not a regular file");
+    kf_spit(kf_at("empty.safetensors"), "", 0);
+    expect(OPEN_ST, kf_at("empty.safetensors"), KILN_ERR_FORMAT, "empty");
+    kf_spit(kf_at("t.safetensors"), "\x10\0\0\0\0", 5);
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_ERR_CORRUPT, "truncated");
+    kf_spit(kf_at("t.safetensors"), "\0\0\0\0\0\0\0\0", 8);
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_ERR_FORMAT, "header length 0");
+    kf_spit(kf_at("t.safetensors"), "\0\0\0\0\0\1\0\0{}", 10);
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_ERR_FORMAT, "header length 1099511627776");
+    kf_spit(kf_at("t.safetensors"), "\xf4\x01\0\0\0\0\0\0{\"a\":{}}",
+            16); /* 500 bytes of header in a 16-byte file */
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_ERR_CORRUPT, "header length is 500 bytes");
+    kf_spit(kf_at("t.safetensors"), "\x08\0\0\0\0\0\0\0[1,2,3]        ", 16);
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_ERR_FORMAT, "does not start with '{'");
+    kf_spit(kf_at("t.safetensors"), "GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16);
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_ERR_FORMAT, "not a safetensors file");
+    kf_st_write(kf_at("t.safetensors"), "{}", NULL, 0); /* no tensors at all is a valid file */
+    expect(OPEN_ST, kf_at("t.safetensors"), KILN_OK, NULL);
 
     /* truncated at every length: inside the length, the JSON, and the data */
     for (long cut = 0; cut < n; cut++) {
-        spit(at("cut.safetensors"), g, (size_t)cut);
+        kf_spit(kf_at("cut.safetensors"), g, (size_t)cut);
         const char *needle = cut == 0                 ? "empty"
                              : cut < 8                ? "truncated"
                              : cut < (long)(8 + hlen) ? "truncated"
                                                       : "past the end";
-        expect(OPEN_ST, at("cut.safetensors"), -1, needle);
+        expect(OPEN_ST, kf_at("cut.safetensors"), -1, needle);
     }
     (void)data_len;
 
@@ -778,25 +643,26 @@ static void test_st_hostile(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         /* 16 bytes of data, except for the two valid headers whose tensors hold none */
         int none = strstr(bad[i].json, "[0,0]") || strstr(bad[i].json, "null");
-        st_write(at("bad.safetensors"), bad[i].json, data16, none ? 0 : 16);
-        expect(OPEN_ST, at("bad.safetensors"), bad[i].want, bad[i].needle);
+        kf_st_write(kf_at("bad.safetensors"), bad[i].json, data16, none ? 0 : 16);
+        expect(OPEN_ST, kf_at("bad.safetensors"), bad[i].want, bad[i].needle);
     }
 
     /* the brief's example message, exactly */
-    st_one(at("model.safetensors"), "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[10,4]}", 16);
+    st_one(kf_at("model.safetensors"), "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[10,4]}", 16);
     RtStCheckpoint *ck;
     char err[512], want[600];
-    KT_CHECK(rt_st_open(at("model.safetensors"), &ck, err, sizeof err) == KILN_ERR_CORRUPT, "out of order");
+    KT_CHECK(rt_st_open(kf_at("model.safetensors"), &ck, err, sizeof err) == KILN_ERR_CORRUPT,
+             "out of order");
     snprintf(want, sizeof want, "%s: tensor 'x.weight': data_offsets [10, 4] are out of order",
-             at("model.safetensors"));
+             kf_at("model.safetensors"));
     KT_CHECK(!strcmp(err, want), "message: %s", err);
     /* names with control characters stay on one line in messages */
-    st_write(at("nl.safetensors"), "{\"a\\nb\":{\"dtype\":\"Q9\",\"shape\":[1],\"data_offsets\":[0,4]}}",
-             data16, 4);
-    expect(OPEN_ST, at("nl.safetensors"), KILN_ERR_UNSUPPORTED, "tensor 'a?b'");
+    kf_st_write(kf_at("nl.safetensors"),
+                "{\"a\\nb\":{\"dtype\":\"Q9\",\"shape\":[1],\"data_offsets\":[0,4]}}", data16, 4);
+    expect(OPEN_ST, kf_at("nl.safetensors"), KILN_ERR_UNSUPPORTED, "tensor 'a?b'");
     /* a short error buffer is cut, not overrun */
     char tiny[8];
-    KT_CHECK(rt_st_open(at("model.safetensors"), &ck, tiny, sizeof tiny) == KILN_ERR_CORRUPT &&
+    KT_CHECK(rt_st_open(kf_at("model.safetensors"), &ck, tiny, sizeof tiny) == KILN_ERR_CORRUPT &&
                  strlen(tiny) == 7,
              "short buffer");
     free(g);
@@ -804,31 +670,6 @@ static void test_st_hostile(void)
 
 /* ---- GGUF
  * --------------------------------------------------------------------------------------------------- */
-
-static void gg_header(Buf *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
-{
-    b_put(b, "GGUF", 4);
-    b_u32(b, version);
-    b_u64(b, n_tensors);
-    b_u64(b, n_kv);
-}
-
-static void kv_head(Buf *b, const char *key, RtGgufVal type)
-{
-    b_str(b, key);
-    b_u32(b, type);
-}
-
-static void gg_tensor(Buf *b, const char *name, int n_dims, const uint64_t *ne, uint32_t type,
-                      uint64_t offset)
-{
-    b_str(b, name);
-    b_u32(b, (uint32_t)n_dims);
-    for (int d = 0; d < n_dims; d++)
-        b_u64(b, ne[d]);
-    b_u32(b, type);
-    b_u64(b, offset);
-}
 
 typedef struct GgSpec {
     const char *name;
@@ -860,34 +701,35 @@ typedef struct GgMarks {
 
 /* The good file: every value type, arrays, alignment 64, tensors listed in one order and laid out in
  * the reverse, the last one ending at the end of the file (so any cut of the file is detected). */
-static void gg_build_good(Buf *b, uint32_t version, GgMarks *m)
+static void gg_build_good(KfBuf *b, uint32_t version, GgMarks *m)
 {
-    gg_header(b, version, GG_GOOD_N, GG_GOOD_KV);
+    kf_gg_header(b, version, GG_GOOD_N, GG_GOOD_KV);
     m->kv = b->n;
-    kv_head(b, "general.architecture", RT_GGUF_VAL_STRING), b_str(b, "llama");
-    kv_head(b, "general.alignment", RT_GGUF_VAL_U32), b_u32(b, 64);
-    kv_head(b, "t.u8", RT_GGUF_VAL_U8), b_u8(b, 200);
-    kv_head(b, "t.i8", RT_GGUF_VAL_I8), b_u8(b, (uint8_t)-100);
-    kv_head(b, "t.u16", RT_GGUF_VAL_U16), b_le(b, 60000, 2);
-    kv_head(b, "t.i16", RT_GGUF_VAL_I16), b_le(b, (uint16_t)-30000, 2);
-    kv_head(b, "t.u32", RT_GGUF_VAL_U32), b_u32(b, 4000000000u);
-    kv_head(b, "t.i32", RT_GGUF_VAL_I32), b_u32(b, (uint32_t)-2000000000);
-    kv_head(b, "t.f32", RT_GGUF_VAL_F32), b_f32(b, 0.25f);
-    kv_head(b, "t.bool", RT_GGUF_VAL_BOOL), b_u8(b, 1);
-    kv_head(b, "t.u64", RT_GGUF_VAL_U64), b_u64(b, (1ull << 40) + 5);
-    kv_head(b, "t.i64", RT_GGUF_VAL_I64), b_u64(b, (uint64_t) - (1ll << 40));
-    kv_head(b, "t.f64", RT_GGUF_VAL_F64), b_f64(b, -1.5);
-    kv_head(b, "tokenizer.ggml.tokens", RT_GGUF_VAL_ARRAY), b_u32(b, RT_GGUF_VAL_STRING), b_u64(b, 4);
-    b_str(b, "<s>"), b_str(b, ""), b_strn(b, "a\0b", 3), b_str(b, "h\xc3\xa9llo");
-    kv_head(b, "tokenizer.ggml.scores", RT_GGUF_VAL_ARRAY), b_u32(b, RT_GGUF_VAL_F32), b_u64(b, 4);
-    b_f32(b, 0), b_f32(b, -1.5f), b_f32(b, 2.25f), b_f32(b, 1e30f);
-    kv_head(b, "tokenizer.ggml.token_type", RT_GGUF_VAL_ARRAY), b_u32(b, RT_GGUF_VAL_I32), b_u64(b, 4);
-    b_u32(b, 3), b_u32(b, 1), b_u32(b, (uint32_t)-1), b_u32(b, 6);
-    kv_head(b, "t.empty", RT_GGUF_VAL_ARRAY), b_u32(b, RT_GGUF_VAL_U8), b_u64(b, 0);
-    kv_head(b, "t.bools", RT_GGUF_VAL_ARRAY), b_u32(b, RT_GGUF_VAL_BOOL), b_u64(b, 3);
-    b_u8(b, 1), b_u8(b, 0), b_u8(b, 1);
-    kv_head(b, "t.u64s", RT_GGUF_VAL_ARRAY), b_u32(b, RT_GGUF_VAL_U64), b_u64(b, 2);
-    b_u64(b, 0), b_u64(b, UINT64_MAX);
+    kf_gg_kv_head(b, "general.architecture", RT_GGUF_VAL_STRING), kf_str(b, "llama");
+    kf_gg_kv_head(b, "general.alignment", RT_GGUF_VAL_U32), kf_u32(b, 64);
+    kf_gg_kv_head(b, "t.u8", RT_GGUF_VAL_U8), kf_u8(b, 200);
+    kf_gg_kv_head(b, "t.i8", RT_GGUF_VAL_I8), kf_u8(b, (uint8_t)-100);
+    kf_gg_kv_head(b, "t.u16", RT_GGUF_VAL_U16), kf_le(b, 60000, 2);
+    kf_gg_kv_head(b, "t.i16", RT_GGUF_VAL_I16), kf_le(b, (uint16_t)-30000, 2);
+    kf_gg_kv_head(b, "t.u32", RT_GGUF_VAL_U32), kf_u32(b, 4000000000u);
+    kf_gg_kv_head(b, "t.i32", RT_GGUF_VAL_I32), kf_u32(b, (uint32_t)-2000000000);
+    kf_gg_kv_head(b, "t.f32", RT_GGUF_VAL_F32), kf_f32(b, 0.25f);
+    kf_gg_kv_head(b, "t.bool", RT_GGUF_VAL_BOOL), kf_u8(b, 1);
+    kf_gg_kv_head(b, "t.u64", RT_GGUF_VAL_U64), kf_u64(b, (1ull << 40) + 5);
+    kf_gg_kv_head(b, "t.i64", RT_GGUF_VAL_I64), kf_u64(b, (uint64_t) - (1ll << 40));
+    kf_gg_kv_head(b, "t.f64", RT_GGUF_VAL_F64), kf_f64(b, -1.5);
+    kf_gg_kv_head(b, "tokenizer.ggml.tokens", RT_GGUF_VAL_ARRAY), kf_u32(b, RT_GGUF_VAL_STRING), kf_u64(b, 4);
+    kf_str(b, "<s>"), kf_str(b, ""), kf_strn(b, "a\0b", 3), kf_str(b, "h\xc3\xa9llo");
+    kf_gg_kv_head(b, "tokenizer.ggml.scores", RT_GGUF_VAL_ARRAY), kf_u32(b, RT_GGUF_VAL_F32), kf_u64(b, 4);
+    kf_f32(b, 0), kf_f32(b, -1.5f), kf_f32(b, 2.25f), kf_f32(b, 1e30f);
+    kf_gg_kv_head(b, "tokenizer.ggml.token_type", RT_GGUF_VAL_ARRAY), kf_u32(b, RT_GGUF_VAL_I32),
+        kf_u64(b, 4);
+    kf_u32(b, 3), kf_u32(b, 1), kf_u32(b, (uint32_t)-1), kf_u32(b, 6);
+    kf_gg_kv_head(b, "t.empty", RT_GGUF_VAL_ARRAY), kf_u32(b, RT_GGUF_VAL_U8), kf_u64(b, 0);
+    kf_gg_kv_head(b, "t.bools", RT_GGUF_VAL_ARRAY), kf_u32(b, RT_GGUF_VAL_BOOL), kf_u64(b, 3);
+    kf_u8(b, 1), kf_u8(b, 0), kf_u8(b, 1);
+    kf_gg_kv_head(b, "t.u64s", RT_GGUF_VAL_ARRAY), kf_u32(b, RT_GGUF_VAL_U64), kf_u64(b, 2);
+    kf_u64(b, 0), kf_u64(b, UINT64_MAX);
     m->ti = b->n;
     uint64_t off = 0;
     for (int i = GG_GOOD_N - 1; i >= 0; i--) {
@@ -895,29 +737,30 @@ static void gg_build_good(Buf *b, uint32_t version, GgMarks *m)
         off = (off + gg_good[i].nbytes + 63) / 64 * 64;
     }
     for (int i = 0; i < GG_GOOD_N; i++)
-        gg_tensor(b, gg_good[i].name, gg_good[i].n_dims, gg_good[i].ne, gg_good[i].type, m->offset[i]);
+        kf_gg_tensor_info(b, gg_good[i].name, gg_good[i].n_dims, gg_good[i].ne, gg_good[i].type,
+                          m->offset[i]);
     m->ti_end = b->n;
-    b_pad(b, 64);
+    kf_pad(b, 64);
     m->data = b->n;
     uint64_t end = m->offset[0] + gg_good[0].nbytes;
     for (uint64_t i = 0; i < end; i++)
-        b_u8(b, pat(i));
+        kf_u8(b, pat(i));
 }
 
 static void test_gguf_valid(void)
 {
     for (uint32_t version = 2; version <= 3; version++) {
-        Buf b = {0};
+        KfBuf b = {0};
         GgMarks m;
         gg_build_good(&b, version, &m);
-        const char *path = at("good.gguf");
-        spit(path, b.p, b.n);
+        const char *path = kf_at("good.gguf");
+        kf_spit(path, b.p, b.n);
         RtGgufFile *g;
         char err[512];
         KilnStatus s = rt_gguf_open(path, &g, err, sizeof err);
         KT_CHECK(s == KILN_OK, "v%u: open: %s", version, err);
         if (s) {
-            b_free(&b);
+            kf_free(&b);
             continue;
         }
         KT_CHECK(rt_gguf_version(g) == version && rt_gguf_alignment(g) == 64 &&
@@ -966,13 +809,13 @@ static void test_gguf_valid(void)
                  "u32");
         KT_CHECK(rt_gguf_get_u32(g, "t.u8", &u32, err, sizeof err) == KILN_OK && u32 == 200, "u32 from u8");
         KT_CHECK(rt_gguf_get_u32(g, "t.i8", &u32, err, sizeof err) == KILN_ERR_FORMAT &&
-                     strstr(err, "-100") && starts_with(err, path),
+                     strstr(err, "-100") && kf_starts_with(err, path),
                  "u32 from -100: %s", err);
         KT_CHECK(rt_gguf_get_u32(g, "t.f32", &u32, err, sizeof err) == KILN_ERR_FORMAT &&
                      strstr(err, "key 't.f32' is a f32, not u32"),
                  "u32 from f32: %s", err);
         KT_CHECK(rt_gguf_get_u32(g, "no.such.key", &u32, err, sizeof err) == KILN_ERR_ARG &&
-                     strstr(err, "no key 'no.such.key'") && starts_with(err, path),
+                     strstr(err, "no key 'no.such.key'") && kf_starts_with(err, path),
                  "missing: %s", err);
         KT_CHECK(rt_gguf_get_u32(g, "t.u64s", &u32, err, sizeof err) == KILN_ERR_FORMAT &&
                      strstr(err, "array"),
@@ -1057,31 +900,31 @@ static void test_gguf_valid(void)
             KT_CHECK(!memcmp(got, want, sizeof got), "f32 dequant is a copy");
         }
         rt_gguf_close(g);
-        b_free(&b);
+        kf_free(&b);
     }
     rt_gguf_close(NULL);
 
     /* no keys, no tensors, no padding: valid; the default alignment applies */
-    Buf b = {0};
-    gg_header(&b, 3, 0, 0);
-    spit(at("bare.gguf"), b.p, b.n);
-    b_free(&b);
+    KfBuf b = {0};
+    kf_gg_header(&b, 3, 0, 0);
+    kf_spit(kf_at("bare.gguf"), b.p, b.n);
+    kf_free(&b);
     RtGgufFile *g;
     char err[512];
-    KT_CHECK(rt_gguf_open(at("bare.gguf"), &g, err, sizeof err) == KILN_OK, "bare: %s", err);
+    KT_CHECK(rt_gguf_open(kf_at("bare.gguf"), &g, err, sizeof err) == KILN_OK, "bare: %s", err);
     if (g)
         KT_CHECK(rt_gguf_alignment(g) == 32 && rt_gguf_data_offset(g) == 32 && rt_gguf_kv_count(g) == 0,
                  "bare");
     rt_gguf_close(g);
     g = (RtGgufFile *)1;
     KT_CHECK(rt_gguf_open(NULL, &g, NULL, 0) == KILN_ERR_ARG && g == NULL, "NULL path");
-    KT_CHECK(rt_gguf_open(at("bare.gguf"), NULL, NULL, 0) == KILN_ERR_ARG, "NULL out");
+    KT_CHECK(rt_gguf_open(kf_at("bare.gguf"), NULL, NULL, 0) == KILN_ERR_ARG, "NULL out");
     KT_CHECK(rt_gguf_version(NULL) == 0 && rt_gguf_kv_count(NULL) == 0 && rt_gguf_tensor_count(NULL) == 0,
              "NULL file");
 
     /* the reference writer's output (embedded above) */
-    spit(at("tiny.gguf"), tiny_gguf, sizeof tiny_gguf - 1);
-    KilnStatus s = rt_gguf_open(at("tiny.gguf"), &g, err, sizeof err);
+    kf_spit(kf_at("tiny.gguf"), tiny_gguf, sizeof tiny_gguf - 1);
+    KilnStatus s = rt_gguf_open(kf_at("tiny.gguf"), &g, err, sizeof err);
     KT_CHECK(s == KILN_OK, "tiny.gguf: %s", err);
     if (s) return;
     uint32_t u32;
@@ -1144,36 +987,36 @@ static void test_gguf_valid(void)
 }
 
 /* A file with one key/value and no tensors, for one hostile case. */
-static void gg_one_kv(Buf *b, const char *key, RtGgufVal type, const void *val, size_t n)
+static void gg_one_kv(KfBuf *b, const char *key, RtGgufVal type, const void *val, size_t n)
 {
-    gg_header(b, 3, 0, 1);
-    kv_head(b, key, type);
-    b_put(b, val, n);
-    b_put(b, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16); /* room, so the header's counts are plausible */
+    kf_gg_header(b, 3, 0, 1);
+    kf_gg_kv_head(b, key, type);
+    kf_put(b, val, n);
+    kf_put(b, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16); /* room, so the header's counts are plausible */
 }
 
 static void test_gguf_hostile(void)
 {
-    Buf good = {0}, b = {0};
+    KfBuf good = {0}, b = {0};
     GgMarks m;
     gg_build_good(&good, 3, &m);
-    const char *path = at("bad.gguf");
+    const char *path = kf_at("bad.gguf");
 
-    expect(OPEN_GGUF, at("missing.gguf"), KILN_ERR_IO, "does not exist");
-    mkdir(at("dir.gguf"), 0755);
-    expect(OPEN_GGUF, at("dir.gguf"), KILN_ERR_IO, "is a directory");
-    spit(path, "", 0);
+    expect(OPEN_GGUF, kf_at("missing.gguf"), KILN_ERR_IO, "does not exist");
+    mkdir(kf_at("dir.gguf"), 0755);
+    expect(OPEN_GGUF, kf_at("dir.gguf"), KILN_ERR_IO, "is a directory");
+    kf_spit(path, "", 0);
     expect(OPEN_GGUF, path, KILN_ERR_FORMAT, "empty");
-    spit(path, "GG", 2);
+    kf_spit(path, "GG", 2);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "truncated in the header");
-    spit(path, "GGML\3\0\0\0", 8);
+    kf_spit(path, "GGML\3\0\0\0", 8);
     expect(OPEN_GGUF, path, KILN_ERR_FORMAT, "not a GGUF file");
-    spit(path, "\x08\0\0\0\0\0\0\0{}      ", 16); /* a safetensors file */
+    kf_spit(path, "\x08\0\0\0\0\0\0\0{}      ", 16); /* a safetensors file */
     expect(OPEN_GGUF, path, KILN_ERR_FORMAT, "not a GGUF file");
 
     /* truncated at every length; the messages say where */
     for (size_t cut = 0; cut < good.n; cut++) {
-        spit(path, good.p, cut);
+        kf_spit(path, good.p, cut);
         const char *needle = cut == 0   ? "empty"
                              : cut < 24 ? "truncated in the header"
                              : cut < m.ti
@@ -1183,26 +1026,26 @@ static void test_gguf_hostile(void)
                                               : "runs past the end of the file";
         expect(OPEN_GGUF, path, -1, needle);
     }
-    spit(path, good.p, m.ti - 1);
+    kf_spit(path, good.p, m.ti - 1);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "key 't.u64s': an array of 2 u64 elements cannot fit");
-    b.n = 0, gg_header(&b, 3, 0, 1), kv_head(&b, "general.architecture", RT_GGUF_VAL_STRING);
-    b_u64(&b, 5), b_put(&b, "lla", 3); /* cut inside "llama" */
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 1), kf_gg_kv_head(&b, "general.architecture", RT_GGUF_VAL_STRING);
+    kf_u64(&b, 5), kf_put(&b, "lla", 3); /* cut inside "llama" */
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT,
            "truncated in key/value 0 ('general.architecture'): 5 bytes needed");
-    spit(path, good.p, 30);
+    kf_spit(path, good.p, 30);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "the header claims 19 key/values and 10 tensors");
     for (size_t cut = m.ti; cut < m.ti + 23; cut++) {
-        spit(path, good.p, cut);
+        kf_spit(path, good.p, cut);
         expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "truncated in tensor info 0:");
     }
     for (size_t cut = m.ti + 23; cut < m.ti + 23 + 32; cut++) {
-        spit(path, good.p, cut);
+        kf_spit(path, good.p, cut);
         expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "truncated in tensor info 0 ('tok_embd.weight')");
     }
-    spit(path, good.p, m.data - 1);
+    kf_spit(path, good.p, m.data - 1);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "the data section would start at offset");
-    spit(path, good.p, good.n);
+    kf_spit(path, good.p, good.n);
     expect(OPEN_GGUF, path, KILN_OK, NULL);
 
     /* versions */
@@ -1216,74 +1059,75 @@ static void test_gguf_hostile(void)
                     {0xffffffffu, "newer"}};
     for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
         b.n = 0;
-        b_put(&b, good.p, good.n);
+        kf_put(&b, good.p, good.n);
         for (int k = 0; k < 4; k++)
             b.p[4 + k] = (unsigned char)(versions[i].version >> 8 * k);
-        spit(path, b.p, b.n);
+        kf_spit(path, b.p, b.n);
         expect(OPEN_GGUF, path, KILN_ERR_FORMAT, versions[i].needle);
     }
 
     /* huge counts */
-    b.n = 0, gg_header(&b, 3, 1ull << 62, 0);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 1ull << 62, 0);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "claims 0 key/values and 4611686018427387904 tensors");
-    b.n = 0, gg_header(&b, 3, 0, UINT64_MAX);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, UINT64_MAX);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "claims");
-    b.n = 0, gg_header(&b, 3, 0, 1), kv_head(&b, "tokenizer.ggml.tokens", RT_GGUF_VAL_ARRAY);
-    b_u32(&b, RT_GGUF_VAL_STRING), b_u64(&b, 1ull << 62), b_str(&b, "a");
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 1), kf_gg_kv_head(&b, "tokenizer.ggml.tokens", RT_GGUF_VAL_ARRAY);
+    kf_u32(&b, RT_GGUF_VAL_STRING), kf_u64(&b, 1ull << 62), kf_str(&b, "a");
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "an array of 4611686018427387904 string elements cannot fit");
-    b.n = 0, gg_header(&b, 3, 0, 1), kv_head(&b, "x", RT_GGUF_VAL_ARRAY);
-    b_u32(&b, RT_GGUF_VAL_U64), b_u64(&b, 1ull << 61), b_u64(&b, 0);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 1), kf_gg_kv_head(&b, "x", RT_GGUF_VAL_ARRAY);
+    kf_u32(&b, RT_GGUF_VAL_U64), kf_u64(&b, 1ull << 61), kf_u64(&b, 0);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "cannot fit");
-    b.n = 0, gg_header(&b, 3, 0, 1), kv_head(&b, "x", RT_GGUF_VAL_ARRAY);
-    b_u32(&b, RT_GGUF_VAL_STRING), b_u64(&b, 2), b_str(&b, "a"), b_u64(&b, 1ull << 63);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 1), kf_gg_kv_head(&b, "x", RT_GGUF_VAL_ARRAY);
+    kf_u32(&b, RT_GGUF_VAL_STRING), kf_u64(&b, 2), kf_str(&b, "a"), kf_u64(&b, 1ull << 63);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "9223372036854775808 bytes needed");
 
     /* key/values */
-    b.n = 0, gg_header(&b, 3, 0, 1), b_u64(&b, 1ull << 62), b_put(&b, "abcdefghijklmn", 14);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 1), kf_u64(&b, 1ull << 62), kf_put(&b, "abcdefghijklmn", 14);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT,
            "key/value 0: a key of 4611686018427387904 bytes (at most 65535)");
     b.n = 0, gg_one_kv(&b, "", RT_GGUF_VAL_U8, "\1", 1);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "empty key");
-    b.n = 0, gg_header(&b, 3, 0, 1), b_strn(&b, "a\0b", 3), b_u32(&b, RT_GGUF_VAL_U8), b_u8(&b, 1);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 1), kf_strn(&b, "a\0b", 3), kf_u32(&b, RT_GGUF_VAL_U8), kf_u8(&b, 1);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "NUL byte");
     b.n = 0, gg_one_kv(&b, "x", (RtGgufVal)13, "\1\0\0\0", 4);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "key 'x': unknown value type 13");
     b.n = 0, gg_one_kv(&b, "x", RT_GGUF_VAL_ARRAY, "\x63\0\0\0\0\0\0\0\0\0\0\0", 12);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "unknown array element type 99");
     b.n = 0, gg_one_kv(&b, "x", RT_GGUF_VAL_ARRAY, "\x09\0\0\0\0\0\0\0\0\0\0\0", 12);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_UNSUPPORTED, "arrays of arrays");
     b.n = 0, gg_one_kv(&b, "x", RT_GGUF_VAL_BOOL, "\2", 1);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "bool value 2");
     b.n = 0, gg_one_kv(&b, "x", RT_GGUF_VAL_ARRAY, "\x07\0\0\0\2\0\0\0\0\0\0\0\1\7", 14);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "element 1 is bool value 7");
-    b.n = 0, gg_header(&b, 3, 0, 2);
-    kv_head(&b, "x", RT_GGUF_VAL_U8), b_u8(&b, 1), kv_head(&b, "x", RT_GGUF_VAL_U8), b_u8(&b, 2);
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 0, 2);
+    kf_gg_kv_head(&b, "x", RT_GGUF_VAL_U8), kf_u8(&b, 1), kf_gg_kv_head(&b, "x", RT_GGUF_VAL_U8),
+        kf_u8(&b, 2);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "key 'x' appears twice");
     b.n = 0, gg_one_kv(&b, "general.alignment", RT_GGUF_VAL_U64, "\x40\0\0\0\0\0\0\0", 8);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "general.alignment is a u64, it must be u32");
     b.n = 0, gg_one_kv(&b, "general.alignment", RT_GGUF_VAL_U32, "\x30\0\0\0", 4);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "general.alignment is 48, not a power of two");
     b.n = 0, gg_one_kv(&b, "general.alignment", RT_GGUF_VAL_U32, "\0\0\0\0", 4);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "general.alignment is 0");
     b.n = 0, gg_one_kv(&b, "name", RT_GGUF_VAL_STRING, "\xff\xff\xff\xff\xff\xff\xff\x7f", 8);
-    spit(path, b.p, b.n);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "truncated in key/value 0 ('name')");
 
     /* tensor infos: one tensor, f32 [8] at offset 0, unless a case says otherwise */
@@ -1350,39 +1194,41 @@ static void test_gguf_hostile(void)
         {"w\nx", 1, {8}, 77, 0, 32, KILN_ERR_UNSUPPORTED, "tensor 'w?x'"},
     };
     for (size_t i = 0; i < sizeof ti / sizeof ti[0]; i++) {
-        b.n = 0, gg_header(&b, 3, 1, 0);
-        gg_tensor(&b, ti[i].name, ti[i].n_dims, ti[i].ne, ti[i].type, ti[i].offset);
-        b_pad(&b, 32);
+        b.n = 0, kf_gg_header(&b, 3, 1, 0);
+        kf_gg_tensor_info(&b, ti[i].name, ti[i].n_dims, ti[i].ne, ti[i].type, ti[i].offset);
+        kf_pad(&b, 32);
         for (size_t k = 0; k < ti[i].data; k++)
-            b_u8(&b, 0);
-        spit(path, b.p, b.n);
+            kf_u8(&b, 0);
+        kf_spit(path, b.p, b.n);
         expect(OPEN_GGUF, path, ti[i].want, ti[i].needle);
     }
     uint64_t ne8 = 8, ne16 = 16;
-    b.n = 0, gg_header(&b, 3, 2, 0); /* overlap: [0, 64) and [32, 64) */
-    gg_tensor(&b, "a", 1, &ne16, RT_GGUF_TYPE_F32, 0), gg_tensor(&b, "b", 1, &ne8, RT_GGUF_TYPE_F32, 32);
-    b_pad(&b, 32);
+    b.n = 0, kf_gg_header(&b, 3, 2, 0); /* overlap: [0, 64) and [32, 64) */
+    kf_gg_tensor_info(&b, "a", 1, &ne16, RT_GGUF_TYPE_F32, 0),
+        kf_gg_tensor_info(&b, "b", 1, &ne8, RT_GGUF_TYPE_F32, 32);
+    kf_pad(&b, 32);
     for (int k = 0; k < 64; k++)
-        b_u8(&b, 0);
-    spit(path, b.p, b.n);
+        kf_u8(&b, 0);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "tensors 'a' [0, 64) and 'b' [32, 64) overlap");
-    b.n = 0, gg_header(&b, 3, 2, 0); /* duplicate names, apart */
-    gg_tensor(&b, "a", 1, &ne8, RT_GGUF_TYPE_F32, 0), gg_tensor(&b, "a", 1, &ne8, RT_GGUF_TYPE_F32, 32);
-    b_pad(&b, 32);
+    b.n = 0, kf_gg_header(&b, 3, 2, 0); /* duplicate names, apart */
+    kf_gg_tensor_info(&b, "a", 1, &ne8, RT_GGUF_TYPE_F32, 0),
+        kf_gg_tensor_info(&b, "a", 1, &ne8, RT_GGUF_TYPE_F32, 32);
+    kf_pad(&b, 32);
     for (int k = 0; k < 64; k++)
-        b_u8(&b, 0);
-    spit(path, b.p, b.n);
+        kf_u8(&b, 0);
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "tensor 'a' appears twice");
-    b.n = 0, gg_header(&b, 3, 1, 0), b_u64(&b, 70000), b_put(&b, good.p, 40); /* a name too long */
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 1, 0), kf_u64(&b, 70000), kf_put(&b, good.p, 40); /* a name too long */
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "a tensor name of 70000 bytes");
-    b.n = 0, gg_header(&b, 3, 1, 0),
-    gg_tensor(&b, "w", 1, &ne8, RT_GGUF_TYPE_F32, 0); /* no padding, no data */
-    spit(path, b.p, b.n);
+    b.n = 0, kf_gg_header(&b, 3, 1, 0),
+    kf_gg_tensor_info(&b, "w", 1, &ne8, RT_GGUF_TYPE_F32, 0); /* no padding, no data */
+    kf_spit(path, b.p, b.n);
     expect(OPEN_GGUF, path, KILN_ERR_CORRUPT, "data section would start");
 
-    b_free(&b);
-    b_free(&good);
+    kf_free(&b);
+    kf_free(&good);
 }
 
 /* ---- dequantization
@@ -1542,27 +1388,9 @@ static void test_gguf_real_model(void)
     rt_gguf_close(g);
 }
 
-/* Removes the scratch directory (files, FIFOs and empty subdirectories). */
-static void cleanup(const char *dir)
-{
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0 && (errno == EISDIR || errno == EPERM)) cleanup(p);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 int main(void)
 {
-    snprintf(scratch, sizeof scratch, "/tmp/kiln-test-weights-XXXXXX");
-    if (!mkdtemp(scratch)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!kf_scratch_open("weights")) return 1;
     test_st_valid();
     test_st_sharded();
     test_st_hostile();
@@ -1570,6 +1398,6 @@ int main(void)
     test_gguf_hostile();
     test_dequant();
     test_gguf_real_model();
-    cleanup(scratch);
+    kf_scratch_close();
     return kt_done("test_weights");
 }

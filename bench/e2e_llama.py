@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Whole-model check and decode speed on the GPU machine: a random-weight HF LlamaForCausalLM of a
+recipe config's shape, saved as safetensors, run by kiln (libkiln through ctypes, and `kiln run`) and
+by HF transformers in the same process.
+
+  python3 bench/e2e_llama.py --kiln build-gpu/kiln --lib build-gpu/libkiln.so \
+      --package scratch/pkg/llama-3.2-1b.kiln --config llama-3.2-1b [--layers N] [--batches 1,32]
+
+The package is compiled beforehand (on the build machine) with
+  kiln compile recipes/llama.lua --model CONFIG [--set n_layers=N] --target sm_90a -o PACKAGE
+Checks: teacher-forced logits of 128 random tokens (relative L2 over all logits, bf16 target < 2e-2) and
+greedy tokens (agreement until the first difference, with HF's top-2 margin there). Times: batch-B
+decode tokens/s of kiln (`kiln run -v`) and of HF generate (eager, greedy, static length).
+"""
+import argparse
+import ctypes
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+CONFIGS = {  # the recipe's configs (recipes/llama.lua), in HF's terms
+    "llama-3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+                         num_key_value_heads=8, head_dim=64, vocab_size=128256, rms_norm_eps=1e-5,
+                         rope_theta=500000.0, max_position_embeddings=131072, tie_word_embeddings=True,
+                         rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0,
+                                           high_freq_factor=4.0, original_max_position_embeddings=8192)),
+    "llama-3-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, head_dim=128, vocab_size=128256, rms_norm_eps=1e-5,
+                       rope_theta=500000.0, max_position_embeddings=8192, tie_word_embeddings=False),
+    "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                         num_key_value_heads=3, head_dim=64, vocab_size=49152, rms_norm_eps=1e-5,
+                         rope_theta=100000.0, max_position_embeddings=8192, tie_word_embeddings=True),
+}
+
+
+class Opts(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_int), ("kv_cache_bytes", ctypes.c_int64), ("max_seqs", ctypes.c_int),
+                ("max_step_tokens", ctypes.c_int), ("log", ctypes.c_void_p), ("log_user", ctypes.c_void_p)]
+
+
+def kiln_logits(lib, package, weights, tokens):
+    lib.kiln_engine_errmsg.restype = ctypes.c_char_p
+    o = Opts()
+    lib.kiln_engine_options_init(ctypes.byref(o))
+    o.kv_cache_bytes = 4 << 30
+    e = ctypes.c_void_p()
+    err = ctypes.create_string_buffer(512)
+    t0 = time.time()
+    if lib.kiln_engine_open(package.encode(), weights.encode(), ctypes.byref(o), ctypes.byref(e), err, 512):
+        raise RuntimeError(err.value.decode())
+    t_open = time.time() - t0
+    V = lib.kiln_engine_vocab(e)
+    arr = (ctypes.c_int32 * len(tokens))(*tokens)
+    out = torch.empty((len(tokens), V), dtype=torch.float32)
+    if lib.kiln_engine_score(e, arr, len(tokens), ctypes.c_void_p(out.data_ptr())):
+        raise RuntimeError(lib.kiln_engine_errmsg(e).decode())
+    lib.kiln_engine_close(e)
+    return out, t_open
+
+
+def kiln_decode(kiln, package, weights, batch, prompt_len, new_tokens, vocab):
+    g = torch.Generator().manual_seed(batch)
+    cmd = [kiln, "run", package, "--weights", weights, "--max-tokens", str(new_tokens), "--ignore-eos",
+           "--print-ids", "-v", "--kv-cache-mb", "16384"]
+    for _ in range(batch):
+        ids = torch.randint(0, vocab, (prompt_len,), generator=g).tolist()
+        cmd += ["--prompt-ids", " ".join(map(str, ids))]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(r.stderr.strip()[-2000:])
+    m = re.search(r"\(([0-9.]+) tok/s after the first\)", r.stderr)
+    open_s = re.search(r"open ([0-9.]+) s", r.stderr)
+    first = re.search(r"first token after ([0-9.]+) s", r.stderr)
+    return float(m.group(1)), float(open_s.group(1)), float(first.group(1)), r.stderr
+
+
+def hf_decode(model, batch, prompt_len, new_tokens, vocab):
+    ids = torch.randint(0, vocab, (batch, prompt_len), device="cuda")
+    kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, pad_token_id=0)
+    model.generate(ids, **dict(kw, max_new_tokens=4, min_new_tokens=4))  # warm-up
+    torch.cuda.synchronize()
+    t0 = time.time()
+    model.generate(ids, **kw)
+    torch.cuda.synchronize()
+    return batch * new_tokens / (time.time() - t0)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kiln", required=True)
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--package", required=True)
+    ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    ap.add_argument("--layers", type=int, default=0)
+    ap.add_argument("--workdir", default="/tmp/kiln-e2e")
+    ap.add_argument("--batches", default="1,32")
+    ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--json", default="")
+    a = ap.parse_args()
+    res = {"config": a.config}
+    cfg = dict(CONFIGS[a.config])
+    if a.layers:
+        cfg["num_hidden_layers"] = a.layers
+    torch.manual_seed(0)
+    hf_cfg = LlamaConfig(**cfg, torch_dtype=torch.bfloat16, attention_bias=False, mlp_bias=False)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(hf_cfg).to(torch.bfloat16).eval()
+    for p in model.parameters():  # larger than HF's 0.02 init, so logits are not nearly uniform
+        if p.dim() == 2:
+            torch.nn.init.normal_(p, std=0.05)
+    wdir = os.path.join(a.workdir, a.config)
+    os.makedirs(wdir, exist_ok=True)
+    t0 = time.time()
+    model.save_pretrained(wdir, safe_serialization=True)
+    res["save_s"] = time.time() - t0
+    V = cfg["vocab_size"]
+
+    tokens = torch.randint(0, V, (128,)).tolist()
+    with torch.no_grad():
+        ref = model(torch.tensor([tokens], device="cuda")).logits[0].float().cpu()
+    lib = ctypes.CDLL(a.lib)
+    got, t_open = kiln_logits(lib, a.package, wdir, tokens)
+    rel = ((got - ref).norm() / ref.norm()).item()
+    agree = (got.argmax(-1) == ref.argmax(-1)).float().mean().item()
+    res.update(logits_rel_l2=rel, argmax_agree=agree, open_s=t_open, finite=bool(torch.isfinite(got).all()))
+    print(f"logits: rel L2 {rel:.2e} (target < 2e-2), argmax agreement {agree:.3f}, open {t_open:.1f} s",
+          flush=True)
+
+    for b in [int(x) for x in a.batches.split(",") if x]:
+        k_tps, k_open, k_first, log = kiln_decode(a.kiln, a.package, wdir, b, 16, a.new_tokens, V)
+        h_tps = hf_decode(model, b, 16, a.new_tokens, V)
+        res[f"decode_b{b}"] = dict(kiln_tok_s=k_tps, hf_tok_s=h_tps, open_s=k_open, first_token_s=k_first)
+        print(f"decode batch {b}: kiln {k_tps:.1f} tok/s, HF eager {h_tps:.1f} tok/s ({k_tps / h_tps:.1f}x); "
+              f"kiln open {k_open:.1f} s, first token {k_first:.3f} s", flush=True)
+    if a.json:
+        json.dump(res, open(a.json, "w"), indent=1)
+    return 0 if rel < 2e-2 and res["finite"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,284 @@
+/* cmd_run.c — `kiln run PACKAGE --weights PATH --prompt TEXT ...`: generate text with the engine of kiln.h,
+ * streaming it to stdout as the tokens come. Uses only the public API (it is the example embedders
+ * can read). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "kiln.h"
+
+static const char run_usage[] =
+    "usage: kiln run PACKAGE --weights PATH (--prompt TEXT | --prompt-ids \"1 2 3\") [options]\n"
+    "  --weights PATH      GGUF file, safetensors file or index, or a directory holding one\n"
+    "  --prompt TEXT       the prompt (tokenized with the GGUF's tokenizer; <|im_start|> etc. are special);\n"
+    "                      repeat it to generate for several prompts at once (continuous batching)\n"
+    "  --chat              wrap the prompt in the ChatML template (<|im_start|>user ... assistant)\n"
+    "  --prompt-ids IDS    the prompt as token ids (space separated)\n"
+    "  --max-tokens N      new tokens at most (default 128)\n"
+    "  --temperature T     0 (default): greedy\n"
+    "  --top-k K, --top-p P, --seed S, --ignore-eos\n"
+    "  --device D          auto (default), host, or a GPU number\n"
+    "  --kv-cache-mb N     KV-cache pool size (default: from free memory)\n"
+    "  --print-ids         print the generated token ids (one line per prompt) instead of text\n"
+    "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
+    "  -v                  say what the engine does, and timings\n";
+
+typedef struct RunState {
+    KilnEngine *e;
+    int print_ids, stream, n_out;
+    double t_first, t_start;
+    int32_t *out;
+    int cap;
+    size_t printed; /* bytes of decoded text already written */
+    char *text;
+    size_t text_cap;
+} RunState;
+
+enum { MAX_PROMPTS = 64 };
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void on_log(void *user, const char *line)
+{
+    (void)user;
+    fprintf(stderr, "kiln: %s\n", line);
+}
+
+/* Streams text: decodes everything so far and writes the new bytes (a token can complete a character
+ * that an earlier one started, so decoding token by token would split it). */
+static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
+{
+    RunState *r = user;
+    (void)req;
+    if (!r->n_out) r->t_first = now_s();
+    if (tok < 0) return 0;
+    if (r->n_out == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 256;
+        int32_t *o = realloc(r->out, (size_t)cap * sizeof *o);
+        if (!o) return 1;
+        r->out = o, r->cap = cap;
+    }
+    r->out[r->n_out++] = tok;
+    if (r->print_ids || !r->stream) return 0;
+    size_t len = 0;
+    if (kiln_engine_detokenize(r->e, r->out, r->n_out, r->text, r->text_cap, &len) != KILN_OK) return 1;
+    if (len > r->text_cap) {
+        char *t = realloc(r->text, len * 2);
+        if (!t) return 1;
+        r->text = t, r->text_cap = len * 2;
+        kiln_engine_detokenize(r->e, r->out, r->n_out, r->text, r->text_cap, &len);
+    }
+    /* hold back an incomplete UTF-8 tail unless this is the end */
+    size_t end = len;
+    if (fin == KILN_FINISH_NONE)
+        for (size_t k = 1; k <= 3 && k <= len; k++) {
+            unsigned char c = (unsigned char)r->text[len - k];
+            if ((c & 0xC0) == 0x80) continue;
+            int need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            if ((size_t)need > k) end = len - k;
+            break;
+        }
+    if (end > r->printed) {
+        fwrite(r->text + r->printed, 1, end - r->printed, stdout);
+        fflush(stdout);
+        r->printed = end;
+    }
+    return 0;
+}
+
+static int parse_ids(const char *s, int32_t **ids, int *n)
+{
+    int cap = 64;
+    *n = 0;
+    *ids = malloc((size_t)cap * sizeof **ids);
+    while (*ids && *s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s) break;
+        if (*n == cap) {
+            int32_t *t = realloc(*ids, (size_t)(cap *= 2) * sizeof *t);
+            if (!t) return 0;
+            *ids = t;
+        }
+        (*ids)[(*n)++] = (int32_t)v;
+        s = end;
+        while (*s == ' ' || *s == ',')
+            s++;
+    }
+    return *ids && *n > 0 && !*s;
+}
+
+/* The token ids of prompt text (wrapped in ChatML with --chat) into *ids (malloc'd). */
+static int tokenize(KilnEngine *e, const char *prompt, int chat, int32_t **ids, int *n)
+{
+    const char *fmt = chat ? "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n" : "%s";
+    size_t len = strlen(prompt) + 64;
+    char *text = malloc(len);
+    *ids = NULL;
+    if (!text) return 0;
+    snprintf(text, len, fmt, prompt);
+    KilnStatus st = kiln_engine_tokenize(e, text, NULL, 0, n);
+    if (st == KILN_OK && *n > 0 && (*ids = malloc((size_t)*n * sizeof **ids)))
+        st = kiln_engine_tokenize(e, text, *ids, *n, n);
+    free(text);
+    if (st != KILN_OK || !*ids) cli_error("%s", st != KILN_OK ? kiln_engine_errmsg(e) : "empty prompt");
+    return st == KILN_OK && *ids;
+}
+
+static void print_ids(const int32_t *ids, int n)
+{
+    for (int i = 0; i < n; i++)
+        printf("%s%d", i ? " " : "", ids[i]);
+    printf("\n");
+}
+
+int cli_run(int argc, char **argv)
+{
+    const char *pkg = NULL, *weights = NULL, *device = "auto";
+    const char *prompts[MAX_PROMPTS];
+    int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0;
+    KilnSampling s;
+    kiln_sampling_init(&s);
+    s.max_tokens = 128;
+    KilnEngineOptions o;
+    kiln_engine_options_init(&o);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
+                    !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
+                    !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
+                    !strcmp(a, "--kv-cache-mb");
+        if (takes && !v) {
+            fprintf(stderr, "kiln run: %s wants a value\n%s", a, run_usage);
+            return 2;
+        }
+        if (takes) i++;
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+            verbose = 1;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(run_usage, stdout);
+            return 0;
+        } else if (!strcmp(a, "--chat"))
+            chat = 1;
+        else if (!strcmp(a, "--print-ids"))
+            want_ids = 1;
+        else if (!strcmp(a, "--print-prompt-ids"))
+            want_prompt_ids = 1;
+        else if (!strcmp(a, "--ignore-eos"))
+            s.ignore_eos = 1;
+        else if (!strcmp(a, "--weights"))
+            weights = v;
+        else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
+            if (n_prompts == MAX_PROMPTS || (n_prompts && ids_given != !strcmp(a, "--prompt-ids"))) {
+                fprintf(stderr, "kiln run: at most %d prompts, all text or all ids\n", MAX_PROMPTS);
+                return 2;
+            }
+            ids_given = !strcmp(a, "--prompt-ids");
+            prompts[n_prompts++] = v;
+        } else if (!strcmp(a, "--max-tokens"))
+            s.max_tokens = atoi(v);
+        else if (!strcmp(a, "--temperature"))
+            s.temperature = (float)atof(v);
+        else if (!strcmp(a, "--top-k"))
+            s.top_k = atoi(v);
+        else if (!strcmp(a, "--top-p"))
+            s.top_p = (float)atof(v);
+        else if (!strcmp(a, "--seed"))
+            s.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--device"))
+            device = v;
+        else if (!strcmp(a, "--kv-cache-mb"))
+            o.kv_cache_bytes = (int64_t)atoll(v) << 20;
+        else if (a[0] == '-' || pkg) {
+            fprintf(stderr, "kiln run: unexpected argument %s\n%s", a, run_usage);
+            return 2;
+        } else
+            pkg = a;
+    }
+    if (!pkg || !weights || !n_prompts) {
+        fputs(run_usage, stderr);
+        return 2;
+    }
+    if (!strcmp(device, "host"))
+        o.device = -2;
+    else if (strcmp(device, "auto"))
+        o.device = atoi(device);
+    if (verbose) o.log = on_log;
+
+    RunState r[MAX_PROMPTS] = {{0}};
+    double t0 = now_s();
+    KilnEngine *e = NULL;
+    char err[512];
+    if (kiln_engine_open(pkg, weights, &o, &e, err, sizeof err) != KILN_OK) {
+        cli_error("%s", err);
+        return 1;
+    }
+    double t_open = now_s() - t0;
+    int rc = 1, n_prompt_tokens = 0;
+    for (int p = 0; p < n_prompts; p++) {
+        int32_t *ids = NULL;
+        int n = 0;
+        r[p].e = e, r[p].print_ids = want_ids, r[p].stream = n_prompts == 1;
+        if (ids_given ? !parse_ids(prompts[p], &ids, &n) : !tokenize(e, prompts[p], chat, &ids, &n)) {
+            if (ids_given) cli_error("--prompt-ids: not a list of token ids: %s", prompts[p]);
+            free(ids);
+            goto done;
+        }
+        if (want_prompt_ids) print_ids(ids, n);
+        n_prompt_tokens += n;
+        int64_t id;
+        KilnStatus st = kiln_engine_submit(e, ids, n, &s, on_token, &r[p], &id);
+        free(ids);
+        if (st != KILN_OK) {
+            cli_error("%s", kiln_engine_errmsg(e));
+            goto done;
+        }
+    }
+    double t_gen = now_s();
+    int pending = 1;
+    while (pending)
+        if (kiln_engine_step(e, &pending) != KILN_OK) {
+            cli_error("%s", kiln_engine_errmsg(e));
+            goto done;
+        }
+    double t_end = now_s();
+    int n_out = 0;
+    for (int p = 0; p < n_prompts; p++) {
+        n_out += r[p].n_out;
+        if (want_ids) {
+            print_ids(r[p].out, r[p].n_out);
+        } else if (n_prompts > 1) {
+            size_t len = 0;
+            char *text = malloc((size_t)r[p].n_out * 64 + 1);
+            if (text && kiln_engine_detokenize(e, r[p].out, r[p].n_out, text, (size_t)r[p].n_out * 64,
+                                               &len) == KILN_OK)
+                printf("--- %d\n%.*s\n", p + 1, (int)len, text);
+            free(text);
+        } else {
+            printf("\n");
+        }
+    }
+    fflush(stdout);
+    if (verbose) {
+        double decode = t_end - r[0].t_first;
+        fprintf(stderr,
+                "kiln: %s; open %.2f s, %d prompt tokens, first token after %.3f s, %d tokens in %.2f s "
+                "(%.1f tok/s after the first)\n",
+                kiln_engine_device(e), t_open, n_prompt_tokens, r[0].t_first - t_gen, n_out, t_end - t_gen,
+                n_out > n_prompts && decode > 0 ? (n_out - n_prompts) / decode : 0.0);
+    }
+    rc = 0;
+done:
+    for (int p = 0; p < n_prompts; p++)
+        free(r[p].out), free(r[p].text);
+    kiln_engine_close(e);
+    return rc;
+}

@@ -1,0 +1,862 @@
+/* rt_engine.c — the engine of kiln.h: a package's launch plan run over batches of sequences with a paged
+ * KV cache. Design and data flow: docs/RUNTIME.md.
+ *
+ * Open: plan (rt_plan) for the executor's target -> kernels loaded (rt_exec) -> weights checked and read
+ * into device memory (rt_weights) -> activation arena and per-step input buffers at the plan's maxima ->
+ * the KV pool (every input whose shape starts with P) from the budget -> page manager (rt_kvcache).
+ * Step: schedule (running sequences first, each decoding one token or prefilling a chunk of its prompt;
+ * then waiting requests while tokens, sequences and pages last) -> step arrays (rt_kv_step_build) ->
+ * inputs uploaded -> every launch of the plan -> next_tokens read back -> callbacks, finished requests
+ * release their pages.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kiln.h"
+#include "rt_exec.h"
+#include "rt_file.h"
+#include "rt_gguf.h"
+#include "rt_kvcache.h"
+#include "rt_package.h"
+#include "rt_plan.h"
+#include "rt_tokenizer.h"
+#include "rt_weights.h"
+
+enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
+
+typedef struct Req {
+    int64_t id;
+    int32_t *tokens; /* prompt, then generated */
+    int n_tokens, cap, n_prompt;
+    int n_done;  /* tokens whose K/V is in the cache */
+    int32_t seq; /* KV sequence, -1 while waiting */
+    int state, generated;
+    KilnFinish finish; /* set when it ends; reported at the end of the step */
+    KilnSampling s;
+    int32_t *stop;
+    KilnTokenCallback cb;
+    void *user;
+} Req;
+
+/* What one step feeds the plan (host copies of the input buffers). */
+typedef struct StepIn {
+    int32_t *tokens, *positions, *slots, *block_table, *seq_lens, *cu_q, *logit_rows;
+    float *sampling;
+    int *row_req; /* request index of each logit row */
+    RtKvStepSeq *items;
+    int *item_req;
+} StepIn;
+
+struct KilnEngine {
+    RtExec *x;
+    RtPlan *plan;
+    RtExecKernel **kernels;
+    uint64_t *weights; /* device address per plan weight */
+    uint64_t arena;
+    uint64_t *inputs;   /* device address per plan buffer (inputs only) */
+    int64_t *input_cap; /* bytes allocated per input */
+    RtKvCache *kv;
+    RtTokenizer *tok;
+    int32_t n_pages, page_size, max_pages, vocab, eos, max_ctx;
+    int max_seqs, max_step_tokens, heads, kv_heads, attn_block_m;
+    int buf_next_tokens;
+    /* input buffer indices the engine fills, -1 when the plan has none */
+    int in_tokens, in_positions, in_slots, in_block_table, in_seq_lens, in_cu_q, in_logit_rows, in_sampling;
+    Req *reqs;
+    int n_reqs, cap_reqs;
+    int64_t next_id;
+    StepIn in;
+    KilnEngineStats stats;
+    void (*log)(void *, const char *);
+    void *log_user;
+    char err[512];
+};
+
+/* ---- small helpers ---- */
+
+static KilnStatus efail(KilnEngine *e, KilnStatus s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static KilnStatus efail(KilnEngine *e, KilnStatus s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rt_file_verrf(e->err, sizeof e->err, s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static void elog(KilnEngine *e, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void elog(KilnEngine *e, const char *fmt, ...)
+{
+    if (!e->log) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    e->log(e->log_user, line);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int dtype_bytes(const char *dt)
+{
+    if (!strcmp(dt, "f32") || !strcmp(dt, "i32")) return 4;
+    if (!strcmp(dt, "bf16") || !strcmp(dt, "f16")) return 2;
+    if (!strcmp(dt, "i64")) return 8;
+    if (!strcmp(dt, "i8") || !strcmp(dt, "u8") || !strcmp(dt, "f8e4m3")) return 1;
+    return 0;
+}
+
+/* The elements of a plan shape "[P,16,3,64]" with symbols at the values sym[] (B+1 from B). Returns
+ * -1 for a shape it cannot read. *starts_p: the first dimension is P. */
+static int64_t shape_elems(const char *shape, const int64_t sym[RT_SYM_COUNT], int *starts_p)
+{
+    static const char *const names[] = {"T", "B", "MP", "R", "P"};
+    int64_t n = 1;
+    const char *s = shape;
+    if (starts_p) *starts_p = !strncmp(shape, "[P,", 3) || !strcmp(shape, "[P]");
+    if (*s++ != '[') return -1;
+    while (*s && *s != ']') {
+        size_t len = strcspn(s, ",]");
+        int64_t d = -1;
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s + len && len) d = v;
+        if (len == 3 && !strncmp(s, "B+1", 3)) d = sym[RT_SYM_B] + 1;
+        for (int i = 0; i < RT_SYM_COUNT && d < 0; i++)
+            if (strlen(names[i]) == len && !strncmp(s, names[i], len)) d = sym[i];
+        if (d < 0 || (d && n > INT64_MAX / d)) return -1;
+        n *= d;
+        s += len;
+        if (*s == ',') s++;
+    }
+    return *s == ']' ? n : -1;
+}
+
+static const char *config_value(KilnPackage *pkg, const char *key, char *buf, size_t n)
+{
+    sqlite3_stmt *st = NULL;
+    const char *v = NULL;
+    if (sqlite3_prepare_v2(rt_pkg_db(pkg), "SELECT value FROM config WHERE key = ?1", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
+            snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
+            v = buf;
+        }
+    }
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int64_t config_i(KilnPackage *pkg, const char *key, int64_t dflt)
+{
+    char buf[64];
+    const char *v = config_value(pkg, key, buf, sizeof buf);
+    return v ? strtoll(v, NULL, 10) : dflt;
+}
+
+/* ---- open ---- */
+
+static KilnStatus load_kernels(KilnEngine *e)
+{
+    RtPlan *p = e->plan;
+    if (!(e->kernels = calloc((size_t)p->n_kernels + 1, sizeof *e->kernels)))
+        return efail(e, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < p->n_kernels; i++) {
+        if (!p->kernels[i].data) continue; /* not launched by the plan (rt_plan_load checked) */
+        KilnStatus s = rt_exec_load(e->x, &p->kernels[i], &e->kernels[i], e->err, sizeof e->err);
+        if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+}
+
+/* Reads every weight the plan names into device memory, converted to the package's dtypes. */
+static KilnStatus load_weights(KilnEngine *e, const char *path)
+{
+    RtPlan *p = e->plan;
+    RtWeights *w = NULL;
+    RtWeightSpec *specs = calloc((size_t)p->n_weights + 1, sizeof *specs);
+    void *stage = NULL;
+    size_t stage_bytes = 0;
+    KilnStatus s =
+        specs ? rt_w_open(path, &w, e->err, sizeof e->err) : efail(e, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; s == KILN_OK && i < p->n_weights; i++) {
+        const RtPlanWeight *pw = &p->weights[i];
+        if (!rt_w_spec_parse(pw->name, pw->dtype, pw->shape, pw->nbytes, &specs[i]))
+            s = efail(e, KILN_ERR_CORRUPT, "package weight %s: bad shape %s", pw->name, pw->shape);
+    }
+    if (s == KILN_OK) s = rt_w_check(w, specs, p->n_weights, e->err, sizeof e->err);
+    if (s == KILN_OK && !(e->weights = calloc((size_t)p->n_weights + 1, sizeof *e->weights)))
+        s = efail(e, KILN_ERR_NOMEM, "out of memory");
+    int64_t total = 0;
+    for (int i = 0; s == KILN_OK && i < p->n_weights; i++) {
+        size_t n = (size_t)specs[i].nbytes;
+        s = rt_exec_alloc(e->x, n, &e->weights[i], e->err, sizeof e->err);
+        if (s != KILN_OK) break;
+        void *dst = (void *)(uintptr_t)e->weights[i];
+        if (!rt_exec_is_host(e->x)) {
+            if (n > stage_bytes) {
+                free(stage);
+                stage_bytes = n;
+                if (!(stage = malloc(n))) {
+                    s = efail(e, KILN_ERR_NOMEM, "out of host memory (weight %s, %zu bytes)", specs[i].name,
+                              n);
+                    break;
+                }
+            }
+            dst = stage;
+        }
+        s = rt_w_read(w, &specs[i], dst, e->err, sizeof e->err);
+        if (s == KILN_OK && dst == stage)
+            s = rt_exec_put(e->x, e->weights[i], stage, n, e->err, sizeof e->err);
+        total += (int64_t)n;
+    }
+    if (s == KILN_OK && rt_w_gguf(w)) {
+        char terr[400];
+        if (rt_tok_create_gguf(rt_w_gguf(w), &e->tok, terr, sizeof terr) != KILN_OK) {
+            elog(e, "no tokenizer: %s", terr);
+            e->tok = NULL;
+        }
+    }
+    if (s == KILN_OK)
+        elog(e, "weights: %d tensors, %.1f MB from %s", p->n_weights, (double)total / 1e6, path);
+    free(stage);
+    free(specs);
+    rt_w_close(w);
+    return s;
+}
+
+static int input_index(KilnEngine *e, const char *name)
+{
+    int i = rt_plan_buf(e->plan, name);
+    return i >= 0 && e->plan->bufs[i].kind == RT_BUF_INPUT ? i : -1;
+}
+
+/* Sizes the KV pool and allocates every input buffer at the step maxima. */
+static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budget)
+{
+    RtPlan *p = e->plan;
+    int64_t sym[RT_SYM_COUNT] = {0};
+    int64_t page_bytes = 0;
+    sym[RT_SYM_P] = 1;
+    for (int i = 0; i < p->n_bufs; i++) {
+        const RtPlanBuf *b = &p->bufs[i];
+        int starts_p = 0;
+        if (b->kind != RT_BUF_INPUT) continue;
+        int64_t n = shape_elems(b->shape, sym, &starts_p);
+        if (n < 0 || !dtype_bytes(b->dtype))
+            return efail(e, KILN_ERR_CORRUPT, "package input %s: cannot size %s %s", b->name, b->dtype,
+                         b->shape);
+        if (starts_p) page_bytes += n * dtype_bytes(b->dtype);
+    }
+    e->page_size = (int32_t)config_i(pkg, "page_size", 16);
+    e->max_ctx = (int32_t)config_i(pkg, "max_seq_len", 4096);
+    if (page_bytes <= 0 || e->page_size < 1)
+        return efail(e, KILN_ERR_CORRUPT, "package has no paged KV cache inputs");
+    /* KV pool: pages of page_size tokens; enough for max_seqs full contexts at most */
+    int64_t per_seq = (e->max_ctx + e->page_size - 1) / e->page_size;
+    int64_t want = per_seq * e->max_seqs + 1;
+    if (kv_budget <= 0) {
+        if (rt_exec_is_host(e->x))
+            kv_budget = (int64_t)1 << 30;
+        else
+            kv_budget = (int64_t)((double)rt_exec_mem_free(e->x) * 0.9) - ((int64_t)64 << 20);
+    }
+    int64_t pages = kv_budget / page_bytes;
+    if (pages > want) pages = want;
+    if (pages > INT32_MAX / e->page_size) pages = INT32_MAX / e->page_size;
+    if (pages < 2)
+        return efail(e, KILN_ERR_FULL, "KV cache: %lld bytes hold %lld pages of %lld bytes; need at least 2",
+                     (long long)kv_budget, (long long)pages, (long long)page_bytes);
+    e->n_pages = (int32_t)pages;
+    e->max_pages = (int32_t)(per_seq < pages ? per_seq : pages);
+    sym[RT_SYM_T] = e->max_step_tokens, sym[RT_SYM_B] = e->max_seqs, sym[RT_SYM_MP] = e->max_pages;
+    sym[RT_SYM_R] = e->max_seqs, sym[RT_SYM_P] = e->n_pages;
+    if (!(e->inputs = calloc((size_t)p->n_bufs + 1, sizeof *e->inputs)) ||
+        !(e->input_cap = calloc((size_t)p->n_bufs + 1, sizeof *e->input_cap)))
+        return efail(e, KILN_ERR_NOMEM, "out of memory");
+    static const char *const known[] = {"tokens",   "positions", "slots",      "block_table",
+                                        "seq_lens", "cu_q",      "logit_rows", "sampling"};
+    for (int i = 0; i < p->n_bufs; i++) {
+        const RtPlanBuf *b = &p->bufs[i];
+        int starts_p = 0, ok = 0;
+        if (b->kind != RT_BUF_INPUT) continue;
+        int64_t bytes = shape_elems(b->shape, sym, &starts_p) * dtype_bytes(b->dtype);
+        for (unsigned k = 0; k < sizeof known / sizeof known[0]; k++)
+            ok |= !strcmp(b->name, known[k]);
+        if (!ok && !starts_p)
+            return efail(e, KILN_ERR_UNSUPPORTED, "package input %s %s: not one this engine provides",
+                         b->name, b->shape);
+        KilnStatus s = rt_exec_alloc(e->x, (size_t)bytes, &e->inputs[i], e->err, sizeof e->err);
+        if (s != KILN_OK) return s;
+        e->input_cap[i] = bytes;
+        /* the KV pool starts as zeros: attention never reads unwritten rows, but keep them finite */
+        if (starts_p && (s = rt_exec_fill(e->x, e->inputs[i], 0, (size_t)bytes, e->err, sizeof e->err)))
+            return s;
+    }
+    e->in_tokens = input_index(e, "tokens"), e->in_positions = input_index(e, "positions");
+    e->in_slots = input_index(e, "slots"), e->in_block_table = input_index(e, "block_table");
+    e->in_seq_lens = input_index(e, "seq_lens"), e->in_cu_q = input_index(e, "cu_q");
+    e->in_logit_rows = input_index(e, "logit_rows"), e->in_sampling = input_index(e, "sampling");
+    if (e->in_tokens < 0 || e->in_logit_rows < 0)
+        return efail(e, KILN_ERR_UNSUPPORTED, "package has no tokens or logit_rows input");
+    elog(e, "KV cache: %d pages of %d tokens (%.1f MB), up to %d sequences x %d tokens per step", e->n_pages,
+         e->page_size, (double)page_bytes * (double)e->n_pages / 1e6, e->max_seqs, e->max_step_tokens);
+    return KILN_OK;
+}
+
+static KilnStatus alloc_step_arrays(KilnEngine *e)
+{
+    StepIn *in = &e->in;
+    size_t T = (size_t)e->max_step_tokens, B = (size_t)e->max_seqs;
+    in->tokens = calloc(T, 4), in->positions = calloc(T, 4), in->slots = calloc(T, 4);
+    in->block_table = calloc(B * (size_t)e->max_pages, 4), in->seq_lens = calloc(B, 4),
+    in->cu_q = calloc(B + 1, 4);
+    in->logit_rows = calloc(B, 4), in->sampling = calloc(B * 4, 4), in->row_req = calloc(B, sizeof(int));
+    in->items = calloc(B, sizeof *in->items), in->item_req = calloc(B, sizeof(int));
+    if (!in->tokens || !in->positions || !in->slots || !in->block_table || !in->seq_lens || !in->cu_q ||
+        !in->logit_rows || !in->sampling || !in->row_req || !in->items || !in->item_req)
+        return efail(e, KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
+}
+
+void kiln_engine_options_init(KilnEngineOptions *o)
+{
+    memset(o, 0, sizeof *o);
+    o->device = -1;
+}
+
+KilnStatus kiln_engine_open(const char *package, const char *weights, const KilnEngineOptions *opt,
+                            KilnEngine **out, char *err, int errlen)
+{
+    KilnEngineOptions dflt;
+    if (!opt) kiln_engine_options_init(&dflt), opt = &dflt;
+    if (out) *out = NULL;
+    if (!package || !weights || !out)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
+    KilnEngine *e = calloc(1, sizeof *e);
+    if (!e) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+    e->log = opt->log, e->log_user = opt->log_user, e->next_id = 1;
+    KilnPackage *pkg = NULL;
+    KilnStatus s = kiln_package_open(package, &pkg, e->err, sizeof e->err);
+    if (s == KILN_OK) s = rt_exec_open(opt->device, &e->x, e->err, sizeof e->err);
+    if (s == KILN_OK && !rt_exec_target(e->x))
+        s = efail(e, KILN_ERR_UNSUPPORTED, "%s: kiln has no target for this GPU", rt_exec_describe(e->x));
+    if (s == KILN_OK) {
+        elog(e, "device: %s", rt_exec_describe(e->x));
+        s = rt_plan_load(pkg, rt_exec_target(e->x), &e->plan, e->err, sizeof e->err);
+    }
+    if (s == KILN_OK) {
+        RtPlan *p = e->plan;
+        e->max_seqs = (int)(opt->max_seqs > 0 && opt->max_seqs < p->max_seqs ? opt->max_seqs : p->max_seqs);
+        if (e->max_seqs > p->max_rows) e->max_seqs = (int)p->max_rows;
+        int64_t t = opt->max_step_tokens > 0 ? opt->max_step_tokens : 2048;
+        e->max_step_tokens = (int)(t < p->max_tokens ? t : p->max_tokens);
+        e->vocab = (int32_t)config_i(pkg, "vocab_size", 0);
+        e->heads = (int)config_i(pkg, "n_heads", 1), e->kv_heads = (int)config_i(pkg, "n_kv_heads", 1);
+        e->buf_next_tokens = rt_plan_output(p, "next_tokens");
+        if (e->buf_next_tokens < 0 || e->vocab < 1)
+            s = efail(e, KILN_ERR_UNSUPPORTED, "%s: no next_tokens output or vocab_size (not a generator)",
+                      package);
+        e->attn_block_m = 64;
+        for (int i = 0; i < p->n_kernels; i++)
+            if (!strcmp(p->kernels[i].family, "attention"))
+                e->attn_block_m = (int)rt_plan_config_i(&p->kernels[i], "BLOCK_M", 64);
+        elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
+             p->target, p->n_launches, (double)p->act_bytes / 1e6);
+    }
+    if (s == KILN_OK) s = load_kernels(e);
+    if (s == KILN_OK) s = load_weights(e, weights);
+    if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
+    if (s == KILN_OK) s = alloc_inputs(e, pkg, opt->kv_cache_bytes);
+    if (s == KILN_OK) s = alloc_step_arrays(e);
+    if (s == KILN_OK) {
+        RtKvOptions ko = rt_kv_options_default();
+        ko.n_pages = e->n_pages, ko.page_size = e->page_size;
+        s = rt_kv_create(&ko, &e->kv, e->err, sizeof e->err);
+    }
+    e->eos = e->tok ? rt_tok_eos(e->tok) : -1;
+    kiln_package_close(pkg);
+    if (s != KILN_OK) {
+        rt_file_errf(err, errlen, s, "%s", e->err);
+        kiln_engine_close(e);
+        return s;
+    }
+    e->stats.kv_pages = e->n_pages, e->stats.page_size = e->page_size;
+    e->stats.max_seqs = e->max_seqs, e->stats.max_step_tokens = e->max_step_tokens;
+    *out = e;
+    return KILN_OK;
+}
+
+void kiln_engine_close(KilnEngine *e)
+{
+    if (!e) return;
+    for (int i = 0; i < e->n_reqs; i++)
+        free(e->reqs[i].tokens), free(e->reqs[i].stop);
+    free(e->reqs);
+    if (e->x) {
+        for (int i = 0; e->plan && e->kernels && i < e->plan->n_kernels; i++)
+            rt_exec_unload(e->x, e->kernels[i]);
+        for (int i = 0; e->plan && e->weights && i < e->plan->n_weights; i++)
+            rt_exec_free(e->x, e->weights[i]);
+        for (int i = 0; e->plan && e->inputs && i < e->plan->n_bufs; i++)
+            if (e->inputs[i]) rt_exec_free(e->x, e->inputs[i]);
+        if (e->arena) rt_exec_free(e->x, e->arena);
+    }
+    free(e->kernels), free(e->weights), free(e->inputs), free(e->input_cap);
+    StepIn *in = &e->in;
+    free(in->tokens), free(in->positions), free(in->slots), free(in->block_table), free(in->seq_lens);
+    free(in->cu_q), free(in->logit_rows), free(in->sampling), free(in->row_req), free(in->items);
+    free(in->item_req);
+    rt_kv_destroy(e->kv);
+    rt_tok_destroy(e->tok);
+    rt_plan_free(e->plan);
+    rt_exec_close(e->x);
+    free(e);
+}
+
+const char *kiln_engine_errmsg(const KilnEngine *e)
+{
+    return e ? e->err : "";
+}
+
+const char *kiln_engine_device(const KilnEngine *e)
+{
+    return e && e->x ? rt_exec_describe(e->x) : "";
+}
+
+/* ---- requests ---- */
+
+void kiln_sampling_init(KilnSampling *s)
+{
+    memset(s, 0, sizeof *s);
+    s->top_p = 1.0f;
+    s->max_tokens = 256;
+}
+
+KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
+                              KilnTokenCallback cb, void *user, int64_t *request)
+{
+    KilnSampling dflt;
+    if (!s) kiln_sampling_init(&dflt), s = &dflt;
+    if (request) *request = 0;
+    if (!prompt || n < 1) return efail(e, KILN_ERR_ARG, "submit: empty prompt");
+    if (n >= e->max_ctx)
+        return efail(e, KILN_ERR_ARG, "submit: prompt of %d tokens; the context holds %d", n, e->max_ctx);
+    for (int i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= e->vocab)
+            return efail(e, KILN_ERR_ARG, "submit: token %d at %d is outside the vocabulary (%d)", prompt[i],
+                         i, e->vocab);
+    if (s->n_stop < 0 || (s->n_stop && !s->stop_tokens))
+        return efail(e, KILN_ERR_ARG, "submit: bad stop tokens");
+    if (e->n_reqs == e->cap_reqs) {
+        int cap = e->cap_reqs ? 2 * e->cap_reqs : 16;
+        Req *r = realloc(e->reqs, (size_t)cap * sizeof *r);
+        if (!r) return efail(e, KILN_ERR_NOMEM, "out of memory");
+        e->reqs = r, e->cap_reqs = cap;
+    }
+    Req *r = &e->reqs[e->n_reqs];
+    memset(r, 0, sizeof *r);
+    r->cap = n + 64;
+    r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
+    r->stop = s->n_stop ? malloc((size_t)s->n_stop * sizeof *r->stop) : NULL;
+    if (!r->tokens || (s->n_stop && !r->stop)) {
+        free(r->tokens), free(r->stop);
+        return efail(e, KILN_ERR_NOMEM, "out of memory");
+    }
+    memcpy(r->tokens, prompt, (size_t)n * sizeof *prompt);
+    if (s->n_stop) memcpy(r->stop, s->stop_tokens, (size_t)s->n_stop * sizeof *r->stop);
+    r->n_tokens = r->n_prompt = n;
+    r->seq = -1;
+    r->state = REQ_WAITING;
+    r->s = *s;
+    r->s.stop_tokens = r->stop;
+    r->cb = cb, r->user = user;
+    r->id = e->next_id++;
+    e->n_reqs++;
+    if (request) *request = r->id;
+    return KILN_OK;
+}
+
+KilnStatus kiln_engine_abort(KilnEngine *e, int64_t request)
+{
+    for (int i = 0; i < e->n_reqs; i++)
+        if (e->reqs[i].id == request && e->reqs[i].state != REQ_DONE) {
+            e->reqs[i].state = REQ_DONE;
+            e->reqs[i].finish = KILN_FINISH_ABORT;
+            return KILN_OK;
+        }
+    return efail(e, KILN_ERR_ARG, "abort: no request %lld", (long long)request);
+}
+
+/* Gives a running request's pages back; it will prefill everything again when readmitted. */
+static void preempt(KilnEngine *e, Req *r)
+{
+    rt_kv_seq_free(e->kv, r->seq);
+    r->seq = -1, r->n_done = 0, r->state = REQ_WAITING;
+    e->stats.preemptions++;
+    elog(e, "request %lld preempted (out of KV pages); it will be recomputed", (long long)r->id);
+}
+
+/* Ends finished requests (callbacks already told them, except aborts) and compacts the list. */
+static void reap(KilnEngine *e)
+{
+    int j = 0;
+    for (int i = 0; i < e->n_reqs; i++) {
+        Req *r = &e->reqs[i];
+        if (r->state != REQ_DONE) {
+            e->reqs[j++] = *r;
+            continue;
+        }
+        if (r->seq >= 0) rt_kv_seq_free(e->kv, r->seq);
+        if ((r->finish == KILN_FINISH_ABORT || r->finish == KILN_FINISH_ERROR) && r->cb)
+            r->cb(r->user, r->id, -1, r->finish);
+        free(r->tokens), free(r->stop);
+    }
+    e->n_reqs = j;
+}
+
+/* Copies rows [0, n) of page src to page dst in every paged input (copy-on-write of a shared page). */
+static KilnStatus copy_page(KilnEngine *e, const RtKvCopy *c)
+{
+    for (int i = 0; i < e->plan->n_bufs; i++) {
+        const RtPlanBuf *b = &e->plan->bufs[i];
+        if (b->kind != RT_BUF_INPUT || strncmp(b->shape, "[P,", 3)) continue;
+        int64_t page = e->input_cap[i] / e->n_pages, row = page / e->page_size;
+        KilnStatus s = rt_exec_copy(e->x, e->inputs[i] + (uint64_t)(c->dst * page),
+                                    e->inputs[i] + (uint64_t)(c->src * page), (size_t)(row * c->n_tokens),
+                                    e->err, sizeof e->err);
+        if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+}
+
+/* Adds up to `room` tokens of request r to the step. Returns the tokens added (0: none fit), or -1 when
+ * the KV pool is full for it. */
+static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
+{
+    int chunk = r->n_tokens - r->n_done;
+    if (chunk > room) chunk = room;
+    if (chunk <= 0) return 0;
+    if (r->seq < 0 && rt_kv_seq_create(e->kv, &r->seq) != KILN_OK) return -1;
+    RtKvCopy cow;
+    KilnStatus a = rt_kv_seq_append(e->kv, r->seq, chunk, &cow);
+    if (a == KILN_ERR_FULL) return -1;
+    if (a != KILN_OK) {
+        *s = efail(e, a, "KV cache: %s", rt_kv_errmsg(e->kv));
+        return 0;
+    }
+    if (cow.src >= 0 && (*s = copy_page(e, &cow)) != KILN_OK) return 0;
+    return chunk;
+}
+
+static uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Picks this step's sequences and chunks into e->in. Returns the number of items. */
+static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
+{
+    StepIn *in = &e->in;
+    int n = 0, T = 0;
+    for (int pass = 0; pass < 2 && *s == KILN_OK; pass++) {
+        for (int i = 0; i < e->n_reqs && *s == KILN_OK; i++) {
+            Req *r = &e->reqs[i];
+            if (r->state != (pass ? REQ_WAITING : REQ_RUNNING)) continue;
+            if (n == e->max_seqs || T == e->max_step_tokens) break;
+            int got = schedule_one(e, r, e->max_step_tokens - T, s);
+            while (got < 0 && pass == 0) { /* preempt the latest running request not yet in this step */
+                int victim = -1;
+                for (int j = e->n_reqs - 1; j > i && victim < 0; j--)
+                    if (e->reqs[j].state == REQ_RUNNING) victim = j;
+                if (victim < 0) break;
+                preempt(e, &e->reqs[victim]);
+                got = schedule_one(e, r, e->max_step_tokens - T, s);
+            }
+            if (got < 0) {
+                if (pass == 0)
+                    preempt(e, r);
+                else if (r->seq >= 0 && !rt_kv_seq_len(e->kv, r->seq))
+                    rt_kv_seq_free(e->kv, r->seq), r->seq = -1;
+                if (pass == 1) break; /* no room for new requests this step */
+                continue;
+            }
+            if (!got) continue;
+            r->state = REQ_RUNNING;
+            in->items[n] = (RtKvStepSeq){r->seq, got};
+            in->item_req[n] = i;
+            memcpy(in->tokens + T, r->tokens + r->n_done, (size_t)got * sizeof *in->tokens);
+            T += got;
+            n++;
+        }
+    }
+    /* a logit row for each sequence whose chunk reaches its last known token */
+    int R = 0;
+    for (int k = 0, t = 0; k < n; k++) {
+        Req *r = &e->reqs[in->item_req[k]];
+        t += in->items[k].n_new;
+        if (r->n_done + in->items[k].n_new < r->n_tokens) continue;
+        in->logit_rows[R] = t - 1;
+        in->row_req[R] = in->item_req[k];
+        float *sp = in->sampling + 4 * R;
+        sp[0] = r->s.temperature, sp[1] = (float)r->s.top_k, sp[2] = r->s.top_p;
+        /* a fresh seed per request and token, exact in f32 (< 2^24) */
+        sp[3] = (float)(mix64(r->s.seed ^ mix64((uint64_t)r->generated)) & 0xffffff);
+        R++;
+    }
+    *n_rows = R;
+    return n;
+}
+
+static KilnStatus put_input(KilnEngine *e, int buf, const void *src, size_t bytes)
+{
+    if (buf < 0) return KILN_OK;
+    if ((int64_t)bytes > e->input_cap[buf])
+        return efail(e, KILN_ERR_ARG, "step input %s: %zu bytes, room for %lld", e->plan->bufs[buf].name,
+                     bytes, (long long)e->input_cap[buf]);
+    return rt_exec_put(e->x, e->inputs[buf], src, bytes, e->err, sizeof e->err);
+}
+
+/* Runs every launch of the plan for a step of the given sizes. */
+static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const int64_t rtv[RT_RTV_COUNT])
+{
+    const RtPlan *p = e->plan;
+    for (int i = 0; i < p->n_launches; i++) {
+        const RtPlanLaunch *l = &p->launches[i];
+        const RtPlanKernel *k = &p->kernels[l->kernel];
+        uint64_t ptrs[RT_PLAN_MAX_ARGS];
+        int32_t ints[RT_PLAN_MAX_ARGS];
+        int64_t vals[RT_PLAN_MAX_ARGS] = {0};
+        void *args[RT_PLAN_MAX_ARGS];
+        for (int a = 0; a < l->n_args; a++) {
+            const RtPlanArg *g = &l->args[a];
+            switch (g->kind) {
+            case RT_ARG_INPUT: ptrs[a] = e->inputs[g->index]; break;
+            case RT_ARG_WEIGHT: ptrs[a] = e->weights[g->index]; break;
+            case RT_ARG_ACT: ptrs[a] = e->arena + (uint64_t)p->bufs[g->index].offset; break;
+            case RT_ARG_SYM: vals[a] = sym[g->index]; break;
+            case RT_ARG_RTV: vals[a] = rtv[g->index]; break;
+            }
+            if (g->kind == RT_ARG_SYM || g->kind == RT_ARG_RTV) {
+                ints[a] = (int32_t)vals[a];
+                args[a] = &ints[a];
+            } else {
+                args[a] = &ptrs[a];
+            }
+        }
+        unsigned grid[3];
+        rt_plan_grid(k, vals, grid);
+        KilnStatus s = rt_exec_launch(e->x, e->kernels[l->kernel], args, grid, e->err, sizeof e->err);
+        if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+}
+
+/* Runs the plan over in->items[0..B), whose tokens are in in->tokens and whose R logit rows and sampling
+ * parameters are set: builds the step arrays, uploads every input, launches every kernel. */
+static KilnStatus run_batch(KilnEngine *e, int B, int R)
+{
+    StepIn *in = &e->in;
+    int32_t mp = 1;
+    for (int k = 0; k < B; k++) {
+        const int32_t *pg;
+        int32_t np = rt_kv_seq_pages(e->kv, in->items[k].seq, &pg);
+        if (np > mp) mp = np;
+    }
+    RtKvStep st = {.block_table = in->block_table,
+                   .max_pages = mp,
+                   .seq_lens = in->seq_lens,
+                   .cu_q = in->cu_q,
+                   .slots = in->slots,
+                   .positions = in->positions,
+                   .t_cap = e->max_step_tokens};
+    if (rt_kv_step_build(e->kv, in->items, B, &st) != KILN_OK)
+        return efail(e, KILN_ERR_ARG, "step: %s", rt_kv_errmsg(e->kv));
+    size_t T = (size_t)st.n_tokens;
+    int64_t sym[RT_SYM_COUNT] = {0}, rtv[RT_RTV_COUNT] = {0};
+    sym[RT_SYM_T] = st.n_tokens, sym[RT_SYM_B] = B, sym[RT_SYM_MP] = mp, sym[RT_SYM_R] = R;
+    sym[RT_SYM_P] = e->n_pages;
+    rtv[RT_RTV_MAX_Q] = st.max_q;
+    rtv[RT_RTV_N_SPLITS] = rt_exec_is_host(e->x)
+                               ? 1
+                               : rt_kv_attention_splits(&st, B, e->heads, e->kv_heads, e->attn_block_m,
+                                                        rt_exec_sm_count(e->x), e->plan->max_split_rows);
+    rtv[RT_RTV_SPLIT_TOKENS] = rtv[RT_RTV_N_SPLITS] > 1 ? st.n_tokens : 0;
+    KilnStatus s;
+    if ((s = put_input(e, e->in_tokens, in->tokens, T * 4)) ||
+        (s = put_input(e, e->in_positions, in->positions, T * 4)) ||
+        (s = put_input(e, e->in_slots, in->slots, T * 4)) ||
+        (s = put_input(e, e->in_block_table, in->block_table, (size_t)B * (size_t)mp * 4)) ||
+        (s = put_input(e, e->in_seq_lens, in->seq_lens, (size_t)B * 4)) ||
+        (s = put_input(e, e->in_cu_q, in->cu_q, (size_t)(B + 1) * 4)) ||
+        (s = put_input(e, e->in_logit_rows, in->logit_rows, (size_t)R * 4)) ||
+        (s = put_input(e, e->in_sampling, in->sampling, (size_t)R * 16)))
+        return s;
+    return run_plan(e, sym, rtv);
+}
+
+/* Reports token tok of request r and decides whether it ends it. */
+static void deliver(KilnEngine *e, Req *r, int32_t tok)
+{
+    if (r->n_tokens == r->cap) {
+        int cap = 2 * r->cap;
+        int32_t *t = realloc(r->tokens, (size_t)cap * sizeof *t);
+        if (!t) {
+            r->state = REQ_DONE, r->finish = KILN_FINISH_ERROR;
+            efail(e, KILN_ERR_NOMEM, "out of memory");
+            return;
+        }
+        r->tokens = t, r->cap = cap;
+    }
+    r->tokens[r->n_tokens++] = tok;
+    r->generated++;
+    e->stats.generated_tokens++;
+    KilnFinish f = KILN_FINISH_NONE;
+    if (tok == e->eos && !r->s.ignore_eos) f = KILN_FINISH_STOP;
+    for (int i = 0; i < r->s.n_stop && !f; i++)
+        if (tok == r->stop[i]) f = KILN_FINISH_STOP;
+    if (!f && ((r->s.max_tokens > 0 && r->generated >= r->s.max_tokens) || r->n_tokens >= e->max_ctx))
+        f = KILN_FINISH_LENGTH;
+    int stop = r->cb ? r->cb(r->user, r->id, tok, f) : 0;
+    if (f)
+        r->state = REQ_DONE, r->finish = f;
+    else if (stop)
+        r->state = REQ_DONE, r->finish = KILN_FINISH_ABORT;
+}
+
+static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
+{
+    for (int i = 0; i < e->n_reqs; i++)
+        if (e->reqs[i].state != REQ_DONE) e->reqs[i].state = REQ_DONE, e->reqs[i].finish = KILN_FINISH_ERROR;
+    reap(e);
+    return s;
+}
+
+KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
+{
+    double t0 = now_s();
+    KilnStatus s = KILN_OK;
+    StepIn *in = &e->in;
+    reap(e); /* requests aborted since the last step */
+    int R = 0, B = schedule(e, &R, &s);
+    if (s != KILN_OK) return fail_all(e, s);
+    if (B > 0) {
+        if ((s = run_batch(e, B, R)) != KILN_OK) return fail_all(e, s);
+        int32_t next[1024];
+        int32_t *out = R <= 1024 ? next : malloc((size_t)R * sizeof *out);
+        if (!out) s = efail(e, KILN_ERR_NOMEM, "out of memory");
+        if (!s)
+            s = rt_exec_get(e->x, out, e->arena + (uint64_t)e->plan->bufs[e->buf_next_tokens].offset,
+                            (size_t)R * 4, e->err, sizeof e->err);
+        if (s != KILN_OK) {
+            if (out != next) free(out);
+            return fail_all(e, s);
+        }
+        for (int k = 0; k < B; k++) {
+            Req *r = &e->reqs[in->item_req[k]];
+            r->n_done += in->items[k].n_new;
+            if (r->n_done <= r->n_prompt) e->stats.prompt_tokens += in->items[k].n_new;
+        }
+        for (int i = 0; i < R; i++)
+            deliver(e, &e->reqs[in->row_req[i]], out[i]);
+        if (out != next) free(out);
+        e->stats.steps++;
+    }
+    reap(e);
+    e->stats.step_seconds += now_s() - t0;
+    if (pending) *pending = e->n_reqs;
+    return KILN_OK;
+}
+
+void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *st)
+{
+    *st = e->stats;
+    st->running = st->waiting = 0;
+    for (int i = 0; i < e->n_reqs; i++) {
+        if (e->reqs[i].state == REQ_RUNNING) st->running++;
+        if (e->reqs[i].state == REQ_WAITING) st->waiting++;
+    }
+    st->kv_pages_free = e->kv ? rt_kv_pages_free(e->kv) : 0;
+}
+
+int kiln_engine_vocab(const KilnEngine *e)
+{
+    return e->vocab;
+}
+
+KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float *logits)
+{
+    StepIn *in = &e->in;
+    int out_buf = rt_plan_output(e->plan, "logits");
+    if (e->n_reqs) return efail(e, KILN_ERR_ARG, "score: requests are pending");
+    if (!tokens || !logits || n < 1 || n > e->max_step_tokens || n > e->max_seqs || n >= e->max_ctx)
+        return efail(e, KILN_ERR_ARG, "score: %d tokens (1..%d in one step)", n,
+                     e->max_step_tokens < e->max_seqs ? e->max_step_tokens : e->max_seqs);
+    if (out_buf < 0) return efail(e, KILN_ERR_UNSUPPORTED, "score: the package has no logits output");
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= e->vocab)
+            return efail(e, KILN_ERR_ARG, "score: token %d at %d is outside the vocabulary", tokens[i], i);
+    int32_t seq;
+    RtKvCopy cow;
+    KilnStatus s = rt_kv_seq_create(e->kv, &seq);
+    if (s == KILN_OK && (s = rt_kv_seq_append(e->kv, seq, n, &cow)) != KILN_OK) {
+        rt_kv_seq_free(e->kv, seq);
+        return efail(e, s, "score: %s", rt_kv_errmsg(e->kv));
+    }
+    if (s != KILN_OK) return efail(e, s, "score: %s", rt_kv_errmsg(e->kv));
+    in->items[0] = (RtKvStepSeq){seq, n};
+    memcpy(in->tokens, tokens, (size_t)n * sizeof *tokens);
+    for (int i = 0; i < n; i++) {
+        in->logit_rows[i] = i;
+        memset(in->sampling + 4 * i, 0, 16); /* greedy */
+        in->sampling[4 * i + 2] = 1.0f;
+    }
+    if ((s = run_batch(e, 1, n)) == KILN_OK)
+        s = rt_exec_get(e->x, logits, e->arena + (uint64_t)e->plan->bufs[out_buf].offset,
+                        (size_t)n * (size_t)e->vocab * 4, e->err, sizeof e->err);
+    rt_kv_seq_free(e->kv, seq);
+    return s;
+}
+
+/* ---- tokenizer ---- */
+
+KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n)
+{
+    if (!e->tok)
+        return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none (give token ids)");
+    int flags = RT_TOK_PARSE_SPECIAL | (rt_tok_add_bos(e->tok) ? RT_TOK_ADD_BOS : 0);
+    return rt_tok_encode(e->tok, text, text ? strlen(text) : 0, flags, ids, cap, n, e->err, sizeof e->err);
+}
+
+KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
+                                  size_t *len)
+{
+    if (!e->tok) return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none");
+    return rt_tok_decode(e->tok, ids, n, 0, out, cap, len, e->err, sizeof e->err);
+}

@@ -1,0 +1,268 @@
+/* rt_exec.c — the host and CUDA executors behind one interface (rt_exec.h).
+ *
+ * Host kernels are "host-so" binaries: each kernel's code linked into a shared object of its own by
+ * `kiln compile --target host`. The runtime links no compiler: it writes the bytes to an anonymous
+ * memory file (memfd_create; else an unlinked temporary file) and dlopens it through /proc/self/fd.
+ * The entry is `void entry(void *const *args, const int32_t *grid)` (codegen/llvm/cg_host.h) and runs
+ * every program itself.
+ */
+#define _GNU_SOURCE
+#include "rt_exec.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "rt_device.h"
+#include "rt_file.h"
+
+typedef void (*RtHostEntry)(void *const *args, const int32_t *grid);
+
+struct RtExec {
+    RtDevice *dev; /* NULL: the host */
+    char desc[320];
+};
+
+struct RtExecKernel {
+    void *so; /* host: the library and the descriptor of its memory file */
+    int fd;
+    RtHostEntry entry;
+    RtModule *mod; /* GPU */
+    RtFunction *fn;
+    unsigned block, smem;
+    char name[128];
+};
+
+KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
+{
+    *out = NULL;
+    RtExec *x = calloc(1, sizeof *x);
+    if (!x) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+    if (device != -2) {
+        KilnStatus s = rt_dev_open(device < 0 ? 0 : device, &x->dev);
+        if (s != KILN_OK && (device >= 0 || s != KILN_ERR_UNSUPPORTED)) {
+            free(x);
+            return rt_file_errf(err, errlen, s, "GPU %d: %s", device < 0 ? 0 : device, rt_dev_errmsg());
+        }
+    }
+    if (x->dev) {
+        const RtDevInfo *i = rt_dev_info(x->dev);
+        snprintf(x->desc, sizeof x->desc, "%s (%s, %d SMs, %.1f GB)", i->name,
+                 rt_dev_target(x->dev) ? rt_dev_target(x->dev) : "no kiln target", i->sm_count,
+                 (double)i->mem_total / 1e9);
+    } else {
+        snprintf(x->desc, sizeof x->desc, "host CPU (%ld threads online; kernels run on one)",
+                 sysconf(_SC_NPROCESSORS_ONLN));
+    }
+    *out = x;
+    return KILN_OK;
+}
+
+void rt_exec_close(RtExec *x)
+{
+    if (!x) return;
+    rt_dev_close(x->dev);
+    free(x);
+}
+
+int rt_exec_is_host(const RtExec *x)
+{
+    return !x->dev;
+}
+
+const char *rt_exec_target(const RtExec *x)
+{
+    return x->dev ? rt_dev_target(x->dev) : "host";
+}
+
+const char *rt_exec_describe(const RtExec *x)
+{
+    return x->desc;
+}
+
+int rt_exec_sm_count(const RtExec *x)
+{
+    return x->dev ? rt_dev_info(x->dev)->sm_count : 1;
+}
+
+size_t rt_exec_mem_free(RtExec *x)
+{
+    size_t f = 0, t = 0;
+    if (x->dev) return rt_dev_mem_info(x->dev, &f, &t) == KILN_OK ? f : 0;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : 0;
+}
+
+/* ---- kernels ---- */
+
+static KilnStatus host_load(const RtPlanKernel *pk, RtExecKernel *k, char *err, int errlen)
+{
+    int fd = -1;
+#ifdef MFD_CLOEXEC
+    fd = memfd_create(k->name, MFD_CLOEXEC);
+#endif
+    if (fd < 0) {
+        char tmpl[] = "/tmp/kiln-kernel-XXXXXX";
+        if ((fd = mkstemp(tmpl)) >= 0) unlink(tmpl);
+    }
+    if (fd < 0)
+        return rt_file_errf(err, errlen, KILN_ERR_IO, "kernel %s: no temporary file: %s", k->name,
+                            strerror(errno));
+    const unsigned char *p = pk->data;
+    for (size_t off = 0; off < pk->size;) {
+        ssize_t w = write(fd, p + off, pk->size - off);
+        if (w <= 0) {
+            k->fd = fd;
+            return rt_file_errf(err, errlen, KILN_ERR_IO, "kernel %s: cannot write its code: %s", k->name,
+                                strerror(errno));
+        }
+        off += (size_t)w;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    /* the descriptor stays open while the code is loaded: dlopen knows libraries by name, and a closed
+     * descriptor's number (so its /proc path) would come back for the next kernel */
+    k->fd = fd;
+    k->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!k->so)
+        return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "kernel %s: cannot load host code: %s", k->name,
+                            dlerror());
+    *(void **)&k->entry = dlsym(k->so, pk->entry);
+    if (!k->entry)
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "kernel %s: host code has no symbol %s", k->name,
+                            pk->entry);
+    return KILN_OK;
+}
+
+static KilnStatus dev_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel *k, char *err, int errlen)
+{
+    KilnStatus s = rt_dev_module_load(x->dev, pk->data, pk->size, &k->mod);
+    if (s == KILN_OK) s = rt_dev_function(k->mod, pk->entry, &k->fn);
+    if (s == KILN_OK && pk->smem > 48 * 1024) s = rt_dev_function_set_smem(k->fn, pk->smem);
+    if (s != KILN_OK) return rt_file_errf(err, errlen, s, "kernel %s: %s", k->name, rt_dev_errmsg());
+    return KILN_OK;
+}
+
+KilnStatus rt_exec_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel **out, char *err, int errlen)
+{
+    *out = NULL;
+    RtExecKernel *k = calloc(1, sizeof *k);
+    if (!k) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+    snprintf(k->name, sizeof k->name, "%s", pk->name);
+    k->block = pk->block > 0 ? (unsigned)pk->block : 1, k->smem = pk->smem > 0 ? (unsigned)pk->smem : 0;
+    int host_fmt = !strcmp(pk->format, "host-so"),
+        dev_fmt = !strcmp(pk->format, "cubin") || !strcmp(pk->format, "ptx");
+    KilnStatus s;
+    if (x->dev ? !dev_fmt : !host_fmt)
+        s = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "kernel %s: a %s binary cannot run on the %s",
+                         pk->name, pk->format, x->dev ? "GPU" : "host");
+    else
+        s = x->dev ? dev_load(x, pk, k, err, errlen) : host_load(pk, k, err, errlen);
+    if (s != KILN_OK) {
+        rt_exec_unload(x, k);
+        return s;
+    }
+    *out = k;
+    return KILN_OK;
+}
+
+void rt_exec_unload(RtExec *x, RtExecKernel *k)
+{
+    (void)x;
+    if (!k) return;
+    if (k->so) dlclose(k->so);
+    if (k->fd > 0) close(k->fd);
+    rt_dev_module_unload(k->mod);
+    free(k);
+}
+
+KilnStatus rt_exec_launch(RtExec *x, RtExecKernel *k, void **args, const unsigned grid[3], char *err,
+                          int errlen)
+{
+    if (!grid[0] || !grid[1] || !grid[2]) return KILN_OK;
+    if (!x->dev) {
+        int32_t g[3] = {(int32_t)grid[0], (int32_t)grid[1], (int32_t)grid[2]};
+        k->entry((void *const *)args, g);
+        return KILN_OK;
+    }
+    unsigned block[3] = {k->block, 1, 1};
+    KilnStatus s = rt_dev_launch(k->fn, grid, block, k->smem, NULL, args);
+    if (s != KILN_OK) return rt_file_errf(err, errlen, s, "kernel %s: %s", k->name, rt_dev_errmsg());
+    return KILN_OK;
+}
+
+/* ---- memory ---- */
+
+KilnStatus rt_exec_alloc(RtExec *x, size_t bytes, uint64_t *addr, char *err, int errlen)
+{
+    *addr = 0;
+    if (!bytes) bytes = 1;
+    if (x->dev) {
+        KilnStatus s = rt_dev_alloc(x->dev, bytes, addr);
+        if (s != KILN_OK)
+            return rt_file_errf(err, errlen, s, "out of GPU memory (%.1f MB): %s", (double)bytes / 1e6,
+                                rt_dev_errmsg());
+        return KILN_OK;
+    }
+    void *p = NULL;
+    if (posix_memalign(&p, 256, (bytes + 255) & ~(size_t)255))
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of host memory (%.1f MB)", (double)bytes / 1e6);
+    *addr = (uint64_t)(uintptr_t)p;
+    return KILN_OK;
+}
+
+void rt_exec_free(RtExec *x, uint64_t addr)
+{
+    if (x->dev)
+        rt_dev_free(x->dev, addr);
+    else
+        free((void *)(uintptr_t)addr);
+}
+
+static KilnStatus dev_status(KilnStatus s, const char *what, char *err, int errlen)
+{
+    return s == KILN_OK ? s : rt_file_errf(err, errlen, s, "%s: %s", what, rt_dev_errmsg());
+}
+
+KilnStatus rt_exec_put(RtExec *x, uint64_t dst, const void *src, size_t bytes, char *err, int errlen)
+{
+    if (!bytes) return KILN_OK;
+    if (x->dev) return dev_status(rt_dev_copy_htod(x->dev, dst, src, bytes), "copy to the GPU", err, errlen);
+    memcpy((void *)(uintptr_t)dst, src, bytes);
+    return KILN_OK;
+}
+
+KilnStatus rt_exec_get(RtExec *x, void *dst, uint64_t src, size_t bytes, char *err, int errlen)
+{
+    if (!bytes) return KILN_OK;
+    if (x->dev)
+        return dev_status(rt_dev_copy_dtoh(x->dev, dst, src, bytes), "copy from the GPU", err, errlen);
+    memcpy(dst, (const void *)(uintptr_t)src, bytes);
+    return KILN_OK;
+}
+
+KilnStatus rt_exec_copy(RtExec *x, uint64_t dst, uint64_t src, size_t bytes, char *err, int errlen)
+{
+    if (!bytes) return KILN_OK;
+    if (x->dev) return dev_status(rt_dev_copy_dtod(x->dev, dst, src, bytes), "copy on the GPU", err, errlen);
+    memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+    return KILN_OK;
+}
+
+KilnStatus rt_exec_fill(RtExec *x, uint64_t dst, unsigned char byte, size_t bytes, char *err, int errlen)
+{
+    if (!bytes) return KILN_OK;
+    if (x->dev) return dev_status(rt_dev_memset8(x->dev, dst, byte, bytes), "memset on the GPU", err, errlen);
+    memset((void *)(uintptr_t)dst, byte, bytes);
+    return KILN_OK;
+}
+
+KilnStatus rt_exec_sync(RtExec *x, char *err, int errlen)
+{
+    if (!x->dev) return KILN_OK;
+    return dev_status(rt_dev_synchronize(x->dev), "GPU", err, errlen);
+}

