@@ -40,5 +40,12 @@ int cli_inspect(const CliArgs *a);
 int cli_kernels(const CliArgs *a);
 /* `kiln run`: parses its own options (argv after "run"). */
 int cli_run(int argc, char **argv);
+/* `kiln db ...` and `kiln tune ...` parse their own arguments (argv after the command name). */
+int cli_db(int argc, char **argv);
+int cli_tune(int argc, char **argv);
+/* The tuning store's path: given (--db), else $KILN_TUNE_DB, else $XDG_CACHE_HOME/kiln/tune.db, else
+ * ~/.cache/kiln/tune.db (built in buf, n bytes); NULL when there is none. *is_default (may be NULL) is 1
+ * for the last two, whose directory the CLI may create. */
+const char *cli_tune_db_path(const char *given, char *buf, size_t n, int *is_default);
 
 #endif

@@ -17,6 +17,10 @@ static const char usage[] =
     "  inspect PACKAGE              print a package's summary\n"
     "  kernels PACKAGE              list a package's kernels and binaries\n"
     "  run PACKAGE --weights W --prompt TEXT   generate text (kiln run --help for its options)\n"
+    "  tune PACKAGE [--db F] [--budget SECONDS] [--kernels PATTERN]\n"
+    "                               tune the package's kernels on this GPU into the tuning DB\n"
+    "  db list|show|pin|unpin|export|import|prune|upgrade [--db F]\n"
+    "                               look after the tuning DB ('kiln db help' for more)\n"
     "  version                      print kiln's version\n"
     "\n"
     "options:\n"
@@ -30,7 +34,9 @@ static const char usage[] =
     "  -j N                compile with N threads (default: all CPUs)\n"
     "  --cache-dir DIR     kernel binary cache (default $KILN_CACHE_DIR or ~/.cache/kiln)\n"
     "  --no-cache          compile every kernel afresh\n"
-    "  -v                  print timings\n";
+    "  -v                  print timings\n"
+    "  --db FILE           (tune, db) the tuning DB (default $KILN_TUNE_DB, else\n"
+    "                      $XDG_CACHE_HOME/kiln/tune.db, else ~/.cache/kiln/tune.db)\n";
 
 void cli_error(const char *fmt, ...)
 {
@@ -145,6 +151,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(cmd, "run")) return cli_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "db")) return cli_db(argc - 2, argv + 2);
+    if (!strcmp(cmd, "tune")) return cli_tune(argc - 2, argv + 2);
     static const struct {
         const char *name;
         int (*fn)(const CliArgs *);

@@ -85,7 +85,8 @@ struct sqlite3 *rt_pkg_db(KilnPackage *pkg);
 /* The package's path as opened (owned by the package). */
 const char *rt_pkg_path(KilnPackage *pkg);
 
-/* ---- internal: shared by rt_package.c (writer) and rt_pkg_read.c (reader); not for other callers ---- */
+/* ---- internal: shared by rt_package.c (writer), rt_pkg_read.c (reader) and rt_tunedb.c (the tuning store,
+ * which keeps the same file conventions); not for other callers ---- */
 /* The schema (CREATE TABLE statements). The reader requires every table and column it names. */
 extern const char rt_pkg_schema_sql[];
 /* FNV-1a 64 (offset basis 0xcbf29ce484222325): the content hash stored beside the graph text. It equals

@@ -1,0 +1,485 @@
+/* at_store.c — the tuning store's write side (at_store.h): devices, results by the put and merge rules,
+ * pins, prune, export to a new file and import from one.
+ *
+ * Every public call is one BEGIN IMMEDIATE ... COMMIT on the store's connection (WAL, busy timeout:
+ * rt_tunedb.c), and any failure rolls the whole call back. Rows are decided by reading the existing row
+ * for the key (device, ir_hash, bucket) inside that transaction, so two tuners writing the same key
+ * serialize and the later one sees the earlier one's row.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "at_store.h"
+
+#include "ir/base.h" /* KILN_VERSION_STRING */
+#include "rt_file.h" /* rt_file_errf */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+const char *at_put_outcome_name(AtPutOutcome o)
+{
+    switch (o) {
+    case AT_PUT_INSERTED: return "inserted";
+    case AT_PUT_REPLACED: return "replaced";
+    case AT_PUT_KEPT_PINNED: return "kept (pinned)";
+    case AT_PUT_KEPT_BETTER: return "kept (not beaten)";
+    }
+    return "?";
+}
+
+/* ---- transactions and errors ---- */
+
+static KilnStatus at_sql_fail(RtTdb *db, int rc, const char *what, char *err, int errlen)
+{
+    KilnStatus s = rt_tdb_status(rc);
+    if (s == KILN_OK) s = KILN_ERR_IO;
+    const char *m = sqlite3_errmsg(rt_tdb_sqlite(db));
+    if (s == KILN_ERR_CORRUPT)
+        return rt_file_errf(err, errlen, s, "%s: corrupt tuning DB (%s: %s)", rt_tdb_path(db), what, m);
+    return rt_file_errf(err, errlen, s, "%s: %s: %s", rt_tdb_path(db), what, m);
+}
+
+static KilnStatus at_exec(RtTdb *db, const char *sql, const char *what, char *err, int errlen)
+{
+    int rc = sqlite3_exec(rt_tdb_sqlite(db), sql, NULL, NULL, NULL);
+    return rc == SQLITE_OK ? KILN_OK : at_sql_fail(db, rc, what, err, errlen);
+}
+
+static KilnStatus at_begin(RtTdb *db, char *err, int errlen)
+{
+    return at_exec(db, "BEGIN IMMEDIATE", "cannot start a write", err, errlen);
+}
+
+/* Commits s == KILN_OK work, else (or when COMMIT fails) rolls back. Returns the first failure. */
+static KilnStatus at_end(RtTdb *db, KilnStatus s, char *err, int errlen)
+{
+    if (s == KILN_OK) s = at_exec(db, "COMMIT", "cannot commit", err, errlen);
+    if (s != KILN_OK) sqlite3_exec(rt_tdb_sqlite(db), "ROLLBACK", NULL, NULL, NULL);
+    return s;
+}
+
+static KilnStatus at_prepare(RtTdb *db, sqlite3_stmt **st, const char *sql, char *err, int errlen)
+{
+    int rc = sqlite3_prepare_v2(rt_tdb_sqlite(db), sql, -1, st, NULL);
+    return rc == SQLITE_OK ? KILN_OK : at_sql_fail(db, rc, "cannot prepare", err, errlen);
+}
+
+/* ---- checks ---- */
+
+static int at_text_ok(const char *s, int max)
+{
+    return s && *s && strlen(s) < (size_t)max;
+}
+
+static int at_is_fp(const char *s)
+{
+    if (!s || strlen(s) != RT_TDB_FP_LEN - 1) return 0;
+    for (; *s; s++)
+        if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f'))) return 0;
+    return 1;
+}
+
+KilnStatus at_result_check(const AtResult *r, char *err, int errlen)
+{
+    RtTdbBucket b;
+    char why[200];
+    if (!r) return rt_file_errf(err, errlen, KILN_ERR_ARG, "result: missing");
+    const char *name = r->kernel && *r->kernel ? r->kernel : "(no kernel)";
+    if (!at_is_fp(r->device))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "result %.80s: device is not a fingerprint (16 hex digits)", name);
+    if (!at_text_ok(r->kernel, RT_TDB_MAX_NAME) || !at_text_ok(r->ir_hash, RT_TDB_MAX_NAME))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: kernel and ir_hash must be 1..%d bytes",
+                            name, RT_TDB_MAX_NAME - 1);
+    if (!at_text_ok(r->config, RT_TDB_MAX_CONFIG))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: config must be 1..%d bytes", name,
+                            RT_TDB_MAX_CONFIG - 1);
+    if (rt_tdb_bucket_parse(r->bucket, &b, why, sizeof why))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: %s", name, why);
+    if (!(isfinite(r->median_us) && isfinite(r->p20_us) && isfinite(r->p80_us) && r->p20_us > 0 &&
+          r->p20_us <= r->median_us && r->median_us <= r->p80_us))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "result %.80s: times must be finite with 0 < p20 <= median <= p80 (%g, %g, %g)",
+                            name, r->p20_us, r->median_us, r->p80_us);
+    if (r->samples < 1 || r->candidates < 0 || r->invalid < 0 || r->invalid > r->candidates ||
+        !(r->default_us <= 0 || isfinite(r->default_us)))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: bad samples, counts or default time",
+                            name);
+    if ((r->kiln_version && !at_text_ok(r->kiln_version, 32)) ||
+        (r->tuned_at && !at_text_ok(r->tuned_at, 32)))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "result %.80s: kiln_version and tuned_at must be 1..31 bytes", name);
+    return KILN_OK;
+}
+
+/* ---- devices ---- */
+
+/* Inserts (or ignores) one device row, inside the caller's transaction. */
+static KilnStatus at_device_insert(RtTdb *db, const char *fp, const RtTdbDevice *d, char *err, int errlen)
+{
+    sqlite3_stmt *st = NULL;
+    char now[32];
+    rt_tdb_now(now);
+    KilnStatus s =
+        at_prepare(db, &st,
+                   "INSERT OR IGNORE INTO devices(fingerprint, name, arch, sm_count, mem_bytes, driver,"
+                   " cuda, added) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                   err, errlen);
+    if (s) return s;
+    const char *text[] = {fp, d->name, d->arch};
+    for (int i = 0; i < 3; i++)
+        sqlite3_bind_text(st, 1 + i, text[i], -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 4, d->sm_count);
+    sqlite3_bind_int64(st, 5, d->mem_bytes);
+    sqlite3_bind_text(st, 6, d->driver, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 7, d->cuda, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 8, now, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) s = at_sql_fail(db, rc, "cannot add device", err, errlen);
+    sqlite3_finalize(st);
+    return s;
+}
+
+KilnStatus at_store_device(RtTdb *db, const RtTdbDevice *d, char fp[RT_TDB_FP_LEN], char *err, int errlen)
+{
+    if (!db || !d || !fp) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_device: missing argument");
+    if (!*d->name || !*d->arch || d->sm_count < 0 || d->mem_bytes < 0 ||
+        !memchr(d->name, 0, sizeof d->name) || !memchr(d->arch, 0, sizeof d->arch) ||
+        !memchr(d->driver, 0, sizeof d->driver) || !memchr(d->cuda, 0, sizeof d->cuda))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: device: missing name or arch, or a bad field",
+                            rt_tdb_path(db));
+    rt_tdb_fingerprint(d, fp);
+    KilnStatus s = at_begin(db, err, errlen);
+    if (s) return s;
+    return at_end(db, at_device_insert(db, fp, d, err, errlen), err, errlen);
+}
+
+/* ---- results ---- */
+
+/* Writes r inside the caller's transaction by the put rule (merge 0) or the merge rule (merge 1). */
+static KilnStatus at_write(RtTdb *db, const AtResult *r, int merge, AtPutOutcome *out, char *err, int errlen)
+{
+    RtTdbBucket b;
+    char bucket[RT_TDB_MAX_BUCKET], now[32];
+    KilnStatus s = at_result_check(r, err, errlen);
+    if (s) return s;
+    rt_tdb_bucket_parse(r->bucket, &b, NULL, 0);
+    rt_tdb_bucket_format(&b, bucket);
+    rt_tdb_now(now);
+
+    sqlite3_stmt *st = NULL;
+    if ((s = at_prepare(
+             db, &st,
+             "SELECT (SELECT count(*) FROM devices WHERE fingerprint = ?1), r.id, r.pinned, r.median_us"
+             " FROM (SELECT 1) LEFT JOIN results r ON r.device = ?1 AND r.ir_hash = ?2 AND r.bucket = ?3",
+             err, errlen)))
+        return s;
+    sqlite3_bind_text(st, 1, r->device, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, r->ir_hash, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 3, bucket, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        s = at_sql_fail(db, rc, "cannot read results", err, errlen);
+        sqlite3_finalize(st);
+        return s;
+    }
+    int known = sqlite3_column_int(st, 0) > 0, exists = sqlite3_column_type(st, 1) != SQLITE_NULL;
+    int64_t id = sqlite3_column_int64(st, 1);
+    int pinned = sqlite3_column_int(st, 2) != 0;
+    double old = sqlite3_column_double(st, 3);
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!known)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: device %s is not registered", rt_tdb_path(db),
+                            r->device);
+
+    AtPutOutcome what = exists ? AT_PUT_REPLACED : AT_PUT_INSERTED;
+    if (exists && pinned)
+        what = AT_PUT_KEPT_PINNED;
+    else if (exists && merge && !r->pinned && !(r->median_us < old))
+        what = AT_PUT_KEPT_BETTER;
+    if (out) *out = what;
+    if (what == AT_PUT_KEPT_PINNED || what == AT_PUT_KEPT_BETTER) return KILN_OK;
+
+    const char *sql =
+        exists ? "UPDATE results SET device = ?1, kernel = ?2, ir_hash = ?3, bucket = ?4, config = ?5,"
+                 " median_us = ?6, p20_us = ?7, p80_us = ?8, samples = ?9, default_us = ?10,"
+                 " candidates = ?11, invalid = ?12, kiln_version = ?13, tuned_at = ?14, pinned = ?15"
+                 " WHERE id = ?16"
+               : "INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us,"
+                 " p80_us, samples, default_us, candidates, invalid, kiln_version, tuned_at, pinned)"
+                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+    if ((s = at_prepare(db, &st, sql, err, errlen))) return s;
+    const char *text[] = {r->device, r->kernel, r->ir_hash, bucket, r->config};
+    for (int i = 0; i < 5; i++)
+        sqlite3_bind_text(st, 1 + i, text[i], -1, SQLITE_TRANSIENT);
+    sqlite3_bind_double(st, 6, r->median_us);
+    sqlite3_bind_double(st, 7, r->p20_us);
+    sqlite3_bind_double(st, 8, r->p80_us);
+    sqlite3_bind_int(st, 9, r->samples);
+    if (r->default_us > 0)
+        sqlite3_bind_double(st, 10, r->default_us);
+    else
+        sqlite3_bind_null(st, 10);
+    sqlite3_bind_int(st, 11, r->candidates);
+    sqlite3_bind_int(st, 12, r->invalid);
+    sqlite3_bind_text(st, 13, r->kiln_version ? r->kiln_version : KILN_VERSION_STRING, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 14, r->tuned_at ? r->tuned_at : now, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 15, merge && r->pinned ? 1 : 0);
+    if (exists) sqlite3_bind_int64(st, 16, id);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE) s = at_sql_fail(db, rc, "cannot write result", err, errlen);
+    sqlite3_finalize(st);
+    return s;
+}
+
+KilnStatus at_store_put(RtTdb *db, const AtResult *r, AtPutOutcome *out, char *err, int errlen)
+{
+    if (!db) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_put: no store");
+    KilnStatus s = at_result_check(r, err, errlen);
+    if (s || (s = at_begin(db, err, errlen))) return s;
+    return at_end(db, at_write(db, r, 0, out, err, errlen), err, errlen);
+}
+
+/* ---- pins and prune ---- */
+
+KilnStatus at_store_pin(RtTdb *db, const RtTdbFilter *f, int pin, int64_t *changed, char *err, int errlen)
+{
+    if (changed) *changed = 0;
+    if (!db || !f) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_pin: missing argument");
+    RtTdbFilter cf;
+    char canon[RT_TDB_MAX_BUCKET], where[512], sql[768];
+    KilnStatus s = rt_tdb_filter_canon(f, &cf, canon, err, errlen);
+    if (s) return s;
+    rt_tdb_filter_sql(&cf, where, sizeof where);
+    snprintf(sql, sizeof sql, "UPDATE results SET pinned = ?1%s%s pinned != ?1", where,
+             where[0] ? " AND" : " WHERE");
+    if ((s = at_begin(db, err, errlen))) return s;
+    sqlite3_stmt *st = NULL;
+    if (!(s = at_prepare(db, &st, sql, err, errlen))) {
+        sqlite3_bind_int(st, 1, pin ? 1 : 0);
+        rt_tdb_filter_bind(st, &cf, 2);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE)
+            s = at_sql_fail(db, rc, "cannot pin", err, errlen);
+        else if (changed)
+            *changed = sqlite3_changes(rt_tdb_sqlite(db));
+    }
+    sqlite3_finalize(st);
+    return at_end(db, s, err, errlen);
+}
+
+KilnStatus at_store_prune(RtTdb *db, const RtTdbFilter *f, int64_t *removed, char *err, int errlen)
+{
+    if (removed) *removed = 0;
+    if (!db || !f) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_prune: missing argument");
+    if (f->id <= 0 && !f->device && !f->kernel && !f->ir_hash && !f->bucket && !f->kiln_version && !f->before)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "%s: prune needs a criterion (age, kiln version, device, kernel, ...)",
+                            rt_tdb_path(db));
+    RtTdbFilter cf;
+    char canon[RT_TDB_MAX_BUCKET], where[512], sql[768];
+    KilnStatus s = rt_tdb_filter_canon(f, &cf, canon, err, errlen);
+    if (s) return s;
+    rt_tdb_filter_sql(&cf, where, sizeof where);
+    snprintf(sql, sizeof sql, "DELETE FROM results%s", where);
+    if ((s = at_begin(db, err, errlen))) return s;
+    sqlite3_stmt *st = NULL;
+    if (!(s = at_prepare(db, &st, sql, err, errlen))) {
+        rt_tdb_filter_bind(st, &cf, 1);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE)
+            s = at_sql_fail(db, rc, "cannot prune", err, errlen);
+        else if (removed)
+            *removed = sqlite3_changes(rt_tdb_sqlite(db));
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!s && f->device &&
+        !(s = at_prepare(db, &st,
+                         "DELETE FROM devices WHERE instr(fingerprint, ?1) = 1"
+                         " AND NOT EXISTS (SELECT 1 FROM results r WHERE r.device = devices.fingerprint)",
+                         err, errlen))) {
+        sqlite3_bind_text(st, 1, f->device, -1, SQLITE_TRANSIENT);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_DONE) s = at_sql_fail(db, rc, "cannot prune devices", err, errlen);
+    }
+    sqlite3_finalize(st);
+    return at_end(db, s, err, errlen);
+}
+
+/* ---- import and export: copying rows between two stores ---- */
+
+typedef struct AtDev {
+    char fp[RT_TDB_FP_LEN];
+    RtTdbDevice d;
+    int ok;     /* its fields hash to its fingerprint */
+    int copied; /* written to the destination (export) */
+} AtDev;
+
+typedef struct AtCopy {
+    RtTdb *dst;
+    AtDev *devs;
+    int n_devs, cap_devs;
+    AtMergeStats *st; /* import */
+    int64_t rows;     /* export */
+    KilnStatus status;
+    char *err;
+    int errlen;
+} AtCopy;
+
+static int at_copy_dev(void *ctx, const char *fp, const RtTdbDevice *d, int64_t results)
+{
+    AtCopy *c = ctx;
+    if (c->n_devs == c->cap_devs) {
+        int cap = c->cap_devs ? 2 * c->cap_devs : 8;
+        AtDev *n = realloc(c->devs, sizeof *n * (size_t)cap);
+        if (!n) {
+            c->status =
+                rt_file_errf(c->err, c->errlen, KILN_ERR_NOMEM, "%s: out of memory", rt_tdb_path(c->dst));
+            return 1;
+        }
+        c->devs = n, c->cap_devs = cap;
+    }
+    AtDev *x = &c->devs[c->n_devs++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->fp, sizeof x->fp, "%s", fp);
+    x->d = *d;
+    char want[RT_TDB_FP_LEN];
+    rt_tdb_fingerprint(d, want);
+    x->ok = !strcmp(want, fp);
+    return 0;
+}
+
+static AtDev *at_find_dev(AtCopy *c, const char *fp)
+{
+    for (int i = 0; i < c->n_devs; i++)
+        if (!strcmp(c->devs[i].fp, fp)) return &c->devs[i];
+    return NULL;
+}
+
+static int at_copy_row(void *ctx, const RtTdbRow *row)
+{
+    AtCopy *c = ctx;
+    AtDev *dev = at_find_dev(c, row->device);
+    if (!dev || !dev->ok) {
+        if (c->st) c->st->bad_device++;
+        return 0;
+    }
+    AtResult r = {.device = row->device,
+                  .kernel = row->kernel,
+                  .ir_hash = row->ir_hash,
+                  .bucket = row->bucket,
+                  .config = row->config,
+                  .median_us = row->median_us,
+                  .p20_us = row->p20_us,
+                  .p80_us = row->p80_us,
+                  .samples = row->samples,
+                  .default_us = row->default_us,
+                  .candidates = row->candidates,
+                  .invalid = row->invalid,
+                  .kiln_version = row->kiln_version,
+                  .tuned_at = row->tuned_at,
+                  .pinned = row->pinned};
+    if (row->damaged || at_result_check(&r, NULL, 0)) {
+        if (c->st) c->st->bad_row++;
+        return 0;
+    }
+    if (!dev->copied) {
+        if ((c->status = at_device_insert(c->dst, dev->fp, &dev->d, c->err, c->errlen))) return 1;
+        dev->copied = 1;
+    }
+    AtPutOutcome what;
+    if ((c->status = at_write(c->dst, &r, 1, &what, c->err, c->errlen))) return 1;
+    c->rows++;
+    if (c->st) {
+        int64_t *count[] = {&c->st->inserted, &c->st->replaced, &c->st->kept_pinned, &c->st->kept_better};
+        (*count[what])++;
+    }
+    return 0;
+}
+
+/* Copies src's rows that f selects into c->dst by the merge rule (an export's destination is new, so
+ * there every row goes in as it is, pin flag included), inside one transaction of dst. */
+static KilnStatus at_copy(RtTdb *src, const RtTdbFilter *f, AtCopy *c)
+{
+    KilnStatus s = rt_tdb_devices(src, at_copy_dev, c, c->err, c->errlen);
+    if (s || (s = c->status)) return s;
+    if ((s = at_begin(c->dst, c->err, c->errlen))) return s;
+    s = rt_tdb_rows(src, f, at_copy_row, c, c->err, c->errlen);
+    if (!s) s = c->status;
+    return at_end(c->dst, s, c->err, c->errlen);
+}
+
+KilnStatus at_store_import(RtTdb *db, const char *src, AtMergeStats *stats, char *err, int errlen)
+{
+    AtMergeStats local;
+    if (!stats) stats = &local;
+    memset(stats, 0, sizeof *stats);
+    if (!db || !src) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_import: missing argument");
+    RtTdb *in = NULL;
+    KilnStatus s = rt_tdb_open(src, RT_TDB_READ, &in, err, errlen);
+    if (s) return s;
+    AtCopy c = {.dst = db, .st = stats, .err = err, .errlen = errlen};
+    s = at_copy(in, NULL, &c);
+    free(c.devs);
+    rt_tdb_close(in);
+    return s;
+}
+
+KilnStatus at_store_export(RtTdb *db, const RtTdbFilter *f, const char *path, int64_t *rows, char *err,
+                           int errlen)
+{
+    if (rows) *rows = 0;
+    if (!db || !path || !*path)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_export: missing argument");
+    struct stat st;
+    if (lstat(path, &st) == 0)
+        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: exists (export writes a new file)", path);
+    size_t n = strlen(path) + 48;
+    char *tmp = malloc(n);
+    if (!tmp) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    int fd = -1;
+    for (int i = 0; i < 100 && fd < 0; i++) {
+        snprintf(tmp, n, "%s.tmp.%ld.%d", path, (long)getpid(), i);
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        KilnStatus s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot create a temporary file: %s", path,
+                                    strerror(errno));
+        free(tmp);
+        return s;
+    }
+    close(fd);
+
+    RtTdb *out = NULL;
+    AtCopy c = {.err = err, .errlen = errlen};
+    KilnStatus s = rt_tdb_open(tmp, RT_TDB_WRITE_ROLLBACK, &out, err, errlen);
+    if (!s) {
+        c.dst = out;
+        s = at_copy(db, f, &c);
+    }
+    free(c.devs);
+    rt_tdb_close(out);
+    if (!s) {
+        fd = open(tmp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) != 0)
+            s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot sync: %s", tmp, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    if (!s && link(tmp, path) != 0)
+        s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot move the export into place: %s", path,
+                         strerror(errno));
+    unlink(tmp);
+    free(tmp);
+    if (!s && rows) *rows = c.rows;
+    return s;
+}
