@@ -306,22 +306,33 @@ static void launch_geometry(const CgJob *job, int *block, int *smem)
         *block = li.threads, *smem = li.smem_bytes;
 }
 
-/* The kernel the host target gets: the family's default for one row of M (m_hint=1) when that differs
- * from the default and keeps its parameters. The host backend computes whole tiles, masked rows
- * included, so a decode step (M = 1) in 128-row tiles would do 128 times the work; small tiles cost the
- * host nothing at large M. Falls back to the default kernel. */
-static KirKernel *host_variant(const SchedKernel *sk, const KirConfig *dflt, IrArena *arena, KirKernel *k)
+/* Small-M variants of a kernel whose family shapes its default by the typical row count (m_hint: the
+ * linear layers): the defaults for m_hint 1, 16 and 64 that differ from the default config and from each
+ * other and keep its parameters (so the launch plan serves all). A GPU target gets them beside the
+ * default and the runtime picks one per launch by M (the smallest BM >= M, else the largest BM:
+ * docs/RUNTIME.md); decode steps then run decode-shaped tiles. The host target gets only the first (the
+ * host backend computes whole tiles, masked rows included, so small tiles never cost it). Returns how
+ * many were written to out (max 3). */
+static int small_m_variants(const SchedKernel *sk, const KirKernel *k, IrArena *arena, KirKernel **out)
 {
-    if (kfam_spec_i(&sk->spec, "m_hint", 0) > 0) return k;
-    KfamSpec spec = sk->spec;
-    KirConfig cfg = {0};
-    KirKernel *hk = NULL;
-    IrDiag d = {0};
-    kfam_spec_int(&spec, "m_hint", 1);
-    sk->fam->defaults(&spec, &cfg);
-    if (same_config(&cfg, dflt) || sk->fam->build(arena, &sk->spec, &cfg, &hk, &d) != IR_OK) return k;
-    if (hk->n_params != k->n_params) return k;
-    return hk;
+    static const int hints[] = {1, 16, 64};
+    int n = 0;
+    if (kfam_spec_i(&sk->spec, "m_hint", 0) > 0) return 0;
+    for (unsigned h = 0; h < sizeof hints / sizeof hints[0]; h++) {
+        KfamSpec spec = sk->spec;
+        KirConfig cfg = {0};
+        KirKernel *vk = NULL;
+        IrDiag d = {0};
+        kfam_spec_int(&spec, "m_hint", hints[h]);
+        sk->fam->defaults(&spec, &cfg);
+        int dup = same_config(&cfg, &k->cfg);
+        for (int i = 0; i < n && !dup; i++)
+            dup = same_config(&cfg, &out[i]->cfg);
+        if (dup || sk->fam->build(arena, &sk->spec, &cfg, &vk, &d) != IR_OK || vk->n_params != k->n_params)
+            continue;
+        out[n++] = vk;
+    }
+    return n;
 }
 
 /* Builds every kernel of the schedule at its default config, writes the kernel rows, compiles them for
@@ -331,9 +342,11 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
 {
     int rc = 1, nk = s->n_kernels;
     KirKernel **kk = calloc((size_t)nk + 1, sizeof *kk);
-    CgJob *jobs = calloc((size_t)nk * (size_t)n_targets + 1, sizeof *jobs);
+    CgJob *jobs = calloc((size_t)nk * (size_t)n_targets * 4 + 1, sizeof *jobs);
+    /* optional[j]: job j is a small-M variant; one that does not fit its target is left out */
+    char *optional = calloc((size_t)nk * (size_t)n_targets * 4 + 1, 1);
     char salt[64];
-    if (!kk || !jobs) {
+    if (!kk || !jobs || !optional) {
         cli_error("out of memory");
         goto done;
     }
@@ -377,11 +390,19 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
             goto done;
         }
         st->built++;
-        KirKernel *host_k = host_variant(sk, &cfg, arena, kk[i]);
-        for (int t = 0; t < n_targets; t++)
-            jobs[st->jobs++] = (CgJob){.k = targets[t]->backend == CG_BACKEND_HOST ? host_k : kk[i],
-                                       .target = targets[t],
-                                       .kernel_row = i};
+        KirKernel *var[3];
+        int nv = small_m_variants(sk, kk[i], arena, var);
+        for (int t = 0; t < n_targets; t++) {
+            if (targets[t]->backend == CG_BACKEND_HOST) {
+                jobs[st->jobs++] = (CgJob){.k = nv ? var[0] : kk[i], .target = targets[t], .kernel_row = i};
+                continue;
+            }
+            jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t], .kernel_row = i};
+            for (int v = 0; v < nv; v++) {
+                optional[st->jobs] = 1;
+                jobs[st->jobs++] = (CgJob){.k = var[v], .target = targets[t], .kernel_row = i};
+            }
+        }
     }
     st->build_ms = ir_now_ms() - t0;
     if (check_launch_args(s, kk)) goto done;
@@ -396,10 +417,16 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
         o.cache_dir = NULL; /* the retries below would only be refused again */
     }
     for (int j = 0; j < st->jobs; j++)
-        if (jobs[j].status == IR_ERR_LIMIT || jobs[j].status == IR_ERR_UNSUPPORTED)
+        if (!optional[j] && (jobs[j].status == IR_ERR_LIMIT || jobs[j].status == IR_ERR_UNSUPPORTED))
             retry_config(&jobs[j], s, kk, nk, arena, &o, a->verbose);
     for (int j = 0; j < st->jobs; j++) {
         CgJob *job = &jobs[j];
+        if (optional[j] && job->status != IR_OK) continue;
+        int dup = 0; /* a variant whose config the default's retry already took */
+        for (int i = 0; i < j && optional[j] && !dup; i++)
+            dup = jobs[i].status == IR_OK && jobs[i].kernel_row == job->kernel_row &&
+                  jobs[i].target == job->target && same_config(&jobs[i].k->cfg, &job->k->cfg);
+        if (dup) continue;
         if (job->status != IR_OK) {
             cli_error("%s for %s: %s", job->k->name, job->target->name, job->msg);
             goto done;
@@ -422,6 +449,7 @@ done:
         cg_binary_free(&jobs[j].bin);
     free(jobs);
     free(kk);
+    free(optional);
     return rc;
 }
 

@@ -24,6 +24,8 @@ static const char run_usage[] =
     "  --kv-cache-mb N     KV-cache pool size (default: from free memory)\n"
     "  --print-ids         print the generated token ids (one line per prompt) instead of text\n"
     "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
+    "  --profile           time every kernel (slow) and print a table at the end (with -v)\n"
+    "  --no-cuda-graphs    launch decode steps kernel by kernel\n"
     "  -v                  say what the engine does, and timings\n";
 
 typedef struct RunState {
@@ -174,6 +176,10 @@ int cli_run(int argc, char **argv)
             want_prompt_ids = 1;
         else if (!strcmp(a, "--ignore-eos"))
             s.ignore_eos = 1;
+        else if (!strcmp(a, "--profile"))
+            o.profile = 1;
+        else if (!strcmp(a, "--no-cuda-graphs"))
+            o.no_cuda_graphs = 1;
         else if (!strcmp(a, "--weights"))
             weights = v;
         else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {

@@ -77,7 +77,12 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
     kir_config_set(cfg, "WARPS", warps);
-    kir_config_set(cfg, "STAGES", small_m ? 4 : 3); /* decode: more bytes in flight per SM */
+    /* decode: more bytes in flight per SM, as many stages as fit beside silu_mul's second B tile (the
+     * operands' pipeline within 160 KiB leaves sm_90a room for the epilogue) */
+    int64_t stages = small_m ? 4 : 3, stage_bytes = (bm * bk + (silu ? 2 : 1) * bk * bn) * 2;
+    while (small_m && stages > 2 && stages * stage_bytes > 160 * 1024)
+        stages--;
+    kir_config_set(cfg, "STAGES", stages);
     kir_config_set(cfg, "SPLIT_K", 1);
 }
 

@@ -25,6 +25,8 @@ typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
 enum {
     CUDA_SUCCESS = 0,
@@ -45,6 +47,7 @@ enum {
     CU_JIT_ERROR_LOG_BUFFER = 5,
     CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
     CU_STREAM_NON_BLOCKING = 1,
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
     CU_EVENT_DEFAULT = 0,
 };
 
@@ -84,7 +87,15 @@ enum {
     X(EventDestroy, "cuEventDestroy_v2", (CUevent))                                                          \
     X(EventRecord, "cuEventRecord", (CUevent, CUstream))                                                     \
     X(EventSynchronize, "cuEventSynchronize", (CUevent))                                                     \
-    X(EventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))
+    X(EventElapsedTime, "cuEventElapsedTime_v2", (float *, CUevent, CUevent))                                \
+    X(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", (CUdeviceptr, const void *, size_t, CUstream))                \
+    X(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", (void *, CUdeviceptr, size_t, CUstream))                      \
+    X(StreamBeginCapture, "cuStreamBeginCapture_v2", (CUstream, int))                                        \
+    X(StreamEndCapture, "cuStreamEndCapture", (CUstream, CUgraph *))                                         \
+    X(GraphInstantiate, "cuGraphInstantiateWithFlags", (CUgraphExec *, CUgraph, unsigned long long))         \
+    X(GraphLaunch, "cuGraphLaunch", (CUgraphExec, CUstream))                                                 \
+    X(GraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                                 \
+    X(GraphDestroy, "cuGraphDestroy", (CUgraph))
 
 typedef struct RtCu {
 #define RT_CU_FIELD(f, sym, params) CUresult(*f) params;
@@ -116,6 +127,12 @@ struct RtFunction {
 struct RtStream {
     RtDevice *dev;
     CUstream s;
+};
+
+struct RtGraph {
+    RtDevice *dev;
+    CUgraph g;
+    CUgraphExec exec;
 };
 
 struct RtEvent {
@@ -525,4 +542,73 @@ KilnStatus rt_dev_event_elapsed_ms(RtEvent *start, RtEvent *end, float *ms)
     if (s != KILN_OK) return s;
     CU_CHECK(start->dev, EventElapsedTime, (ms, start->e, end->e));
     return KILN_OK;
+}
+
+KilnStatus rt_dev_copy_htod_async(RtStream *st, uint64_t dst, const void *src, size_t bytes)
+{
+    KilnStatus s = make_current(st->dev);
+    if (s != KILN_OK || !bytes) return s;
+    CU_CHECK(st->dev, MemcpyHtoDAsync, (dst, src, bytes, st->s));
+    return KILN_OK;
+}
+
+KilnStatus rt_dev_copy_dtoh_async(RtStream *st, void *dst, uint64_t src, size_t bytes)
+{
+    KilnStatus s = make_current(st->dev);
+    if (s != KILN_OK || !bytes) return s;
+    CU_CHECK(st->dev, MemcpyDtoHAsync, (dst, src, bytes, st->s));
+    return KILN_OK;
+}
+
+KilnStatus rt_dev_capture_begin(RtStream *st)
+{
+    KilnStatus s = make_current(st->dev);
+    if (s != KILN_OK) return s;
+    CU_CHECK(st->dev, StreamBeginCapture, (st->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    return KILN_OK;
+}
+
+KilnStatus rt_dev_capture_end(RtStream *st, RtGraph **out)
+{
+    *out = NULL;
+    RtDevice *d = st->dev;
+    KilnStatus s = make_current(d);
+    if (s != KILN_OK) return s;
+    RtGraph *g = calloc(1, sizeof *g);
+    CUgraph graph = NULL;
+    CUresult r = d->cu.StreamEndCapture(st->s, &graph); /* ends the capture even when g is NULL */
+    if (r != CUDA_SUCCESS) {
+        free(g);
+        return cu_fail(d, "cuStreamEndCapture", r);
+    }
+    if (!g) {
+        d->cu.GraphDestroy(graph);
+        return fail(KILN_ERR_NOMEM, "rt_dev_capture_end: out of memory");
+    }
+    g->dev = d, g->g = graph;
+    if ((r = d->cu.GraphInstantiate(&g->exec, graph, 0)) != CUDA_SUCCESS) {
+        d->cu.GraphDestroy(graph);
+        free(g);
+        return cu_fail(d, "cuGraphInstantiateWithFlags", r);
+    }
+    *out = g;
+    return KILN_OK;
+}
+
+KilnStatus rt_dev_graph_launch(RtGraph *g, RtStream *st)
+{
+    KilnStatus s = make_current(g->dev);
+    if (s != KILN_OK) return s;
+    CU_CHECK(g->dev, GraphLaunch, (g->exec, st->s));
+    return KILN_OK;
+}
+
+void rt_dev_graph_destroy(RtGraph *g)
+{
+    if (!g) return;
+    if (make_current(g->dev) == KILN_OK) {
+        g->dev->cu.GraphExecDestroy(g->exec);
+        g->dev->cu.GraphDestroy(g->g);
+    }
+    free(g);
 }

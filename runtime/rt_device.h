@@ -97,4 +97,17 @@ KilnStatus rt_dev_event_synchronize(RtEvent *e);
 /* Milliseconds between two recorded, completed events. */
 KilnStatus rt_dev_event_elapsed_ms(RtEvent *start, RtEvent *end, float *ms);
 
+/* Stream-ordered copies (host memory pageable: the call returns once src may be reused). */
+KilnStatus rt_dev_copy_htod_async(RtStream *s, uint64_t dst, const void *src, size_t bytes);
+KilnStatus rt_dev_copy_dtoh_async(RtStream *s, void *dst, uint64_t src, size_t bytes);
+
+/* CUDA graphs: launches on stream s between begin and end are recorded, not run (thread-local capture);
+ * end instantiates them as one graph that rt_dev_graph_launch replays on a stream with the same
+ * arguments (pointers and scalars are baked in). */
+typedef struct RtGraph RtGraph;
+KilnStatus rt_dev_capture_begin(RtStream *s);
+KilnStatus rt_dev_capture_end(RtStream *s, RtGraph **out);
+KilnStatus rt_dev_graph_launch(RtGraph *g, RtStream *s);
+void rt_dev_graph_destroy(RtGraph *g); /* NULL is fine */
+
 #endif

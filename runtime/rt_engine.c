@@ -53,6 +53,15 @@ typedef struct StepIn {
     int *item_req;
 } StepIn;
 
+enum { MAX_GRAPHS = 64 };
+
+/* A captured decode step: every launch of the plan for B sequences of one new token each, with n_splits
+ * splits of the attention (the block table's stride is always max_pages), replayed in one call. */
+typedef struct StepGraph {
+    int B, n_splits;
+    RtExecGraph *g;
+} StepGraph;
+
 struct KilnEngine {
     RtExec *x;
     RtPlan *plan;
@@ -72,6 +81,10 @@ struct KilnEngine {
     int n_reqs, cap_reqs;
     int64_t next_id;
     StepIn in;
+    StepGraph graphs[MAX_GRAPHS];
+    int n_graphs, use_graphs, profile;
+    double *prof_s;  /* per kernel: seconds (profile) */
+    int64_t *prof_n; /* per kernel: launches */
     KilnEngineStats stats;
     void (*log)(void *, const char *);
     void *log_user;
@@ -182,13 +195,16 @@ static int64_t config_i(KilnPackage *pkg, const char *key, int64_t dflt)
 static KilnStatus load_kernels(KilnEngine *e)
 {
     RtPlan *p = e->plan;
-    if (!(e->kernels = calloc((size_t)p->n_kernels + 1, sizeof *e->kernels)))
+    if (!(e->kernels = calloc((size_t)p->n_kernels * RT_PLAN_MAX_VARIANTS + 1, sizeof *e->kernels)))
         return efail(e, KILN_ERR_NOMEM, "out of memory");
-    for (int i = 0; i < p->n_kernels; i++) {
-        if (!p->kernels[i].data) continue; /* not launched by the plan (rt_plan_load checked) */
-        KilnStatus s = rt_exec_load(e->x, &p->kernels[i], &e->kernels[i], e->err, sizeof e->err);
-        if (s != KILN_OK) return s;
-    }
+    int n = 0;
+    for (int i = 0; i < p->n_kernels; i++)
+        for (int b = 0; b < p->kernels[i].n_bins; b++, n++) { /* none: not launched (rt_plan_load checked) */
+            KilnStatus s = rt_exec_load(e->x, p->kernels[i].name, &p->kernels[i].bins[b],
+                                        &e->kernels[i * RT_PLAN_MAX_VARIANTS + b], e->err, sizeof e->err);
+            if (s != KILN_OK) return s;
+        }
+    elog(e, "kernels: %d binaries for %d kernels", n, p->n_kernels);
     return KILN_OK;
 }
 
@@ -359,6 +375,7 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     KilnEngine *e = calloc(1, sizeof *e);
     if (!e) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
     e->log = opt->log, e->log_user = opt->log_user, e->next_id = 1;
+    e->profile = opt->profile;
     KilnPackage *pkg = NULL;
     KilnStatus s = kiln_package_open(package, &pkg, e->err, sizeof e->err);
     if (s == KILN_OK) s = rt_exec_open(opt->device, &e->x, e->err, sizeof e->err);
@@ -383,7 +400,7 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
         e->attn_block_m = 64;
         for (int i = 0; i < p->n_kernels; i++)
             if (!strcmp(p->kernels[i].family, "attention"))
-                e->attn_block_m = (int)rt_plan_config_i(&p->kernels[i], "BLOCK_M", 64);
+                e->attn_block_m = (int)rt_plan_config_i(p->kernels[i].bins[0].config, "BLOCK_M", 64);
         elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
              p->target, p->n_launches, (double)p->act_bytes / 1e6);
     }
@@ -398,6 +415,11 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
         s = rt_kv_create(&ko, &e->kv, e->err, sizeof e->err);
     }
     e->eos = e->tok ? rt_tok_eos(e->tok) : -1;
+    e->use_graphs = s == KILN_OK && !rt_exec_is_host(e->x) && !opt->no_cuda_graphs && !e->profile;
+    if (s == KILN_OK && e->profile &&
+        (!(e->prof_s = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_s)) ||
+         !(e->prof_n = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_n))))
+        s = efail(e, KILN_ERR_NOMEM, "out of memory");
     kiln_package_close(pkg);
     if (s != KILN_OK) {
         rt_file_errf(err, errlen, s, "%s", e->err);
@@ -410,14 +432,37 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     return KILN_OK;
 }
 
+/* The profile: seconds per kernel, most first. */
+static void log_profile(KilnEngine *e)
+{
+    const RtPlan *p = e->plan;
+    double total = 0;
+    for (int i = 0; i < p->n_kernels; i++)
+        total += e->prof_s[i];
+    elog(e, "profile: %.3f s in kernels over %lld steps", total, (long long)e->stats.steps);
+    for (int done = 0; done < p->n_kernels; done++) {
+        int best = -1;
+        for (int i = 0; i < p->n_kernels; i++)
+            if (e->prof_n[i] >= 0 && (best < 0 || e->prof_s[i] > e->prof_s[best])) best = i;
+        if (best < 0 || !e->prof_n[best]) break;
+        elog(e, "  %6.2f%% %9.3f ms %7lld launches  %s", total > 0 ? 100 * e->prof_s[best] / total : 0,
+             1e3 * e->prof_s[best], (long long)e->prof_n[best], p->kernels[best].name);
+        e->prof_n[best] = -1;
+    }
+}
+
 void kiln_engine_close(KilnEngine *e)
 {
     if (!e) return;
+    if (e->prof_s && e->prof_n && e->plan) log_profile(e);
+    free(e->prof_s), free(e->prof_n);
+    for (int i = 0; i < e->n_graphs; i++)
+        rt_exec_graph_free(e->graphs[i].g);
     for (int i = 0; i < e->n_reqs; i++)
         free(e->reqs[i].tokens), free(e->reqs[i].stop);
     free(e->reqs);
     if (e->x) {
-        for (int i = 0; e->plan && e->kernels && i < e->plan->n_kernels; i++)
+        for (int i = 0; e->plan && e->kernels && i < e->plan->n_kernels * RT_PLAN_MAX_VARIANTS; i++)
             rt_exec_unload(e->x, e->kernels[i]);
         for (int i = 0; e->plan && e->weights && i < e->plan->n_weights; i++)
             rt_exec_free(e->x, e->weights[i]);
@@ -671,11 +716,42 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
             }
         }
         unsigned grid[3];
-        rt_plan_grid(k, vals, grid);
-        KilnStatus s = rt_exec_launch(e->x, e->kernels[l->kernel], args, grid, e->err, sizeof e->err);
+        int b = rt_plan_pick(k, vals);
+        rt_plan_grid(&k->bins[b], vals, grid);
+        double t0 = e->profile ? now_s() : 0;
+        KilnStatus s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_VARIANTS + b], args, grid,
+                                      e->err, sizeof e->err);
+        if (s == KILN_OK && e->profile && (s = rt_exec_sync(e->x, e->err, sizeof e->err)) == KILN_OK)
+            e->prof_s[l->kernel] += now_s() - t0, e->prof_n[l->kernel]++;
         if (s != KILN_OK) return s;
     }
     return KILN_OK;
+}
+
+/* Runs a decode step of B sequences as a graph: the one captured for (B, n_splits), or captures it now.
+ * When capturing fails, graphs are turned off and the step runs launch by launch. */
+static KilnStatus run_graph(KilnEngine *e, int B, int n_splits, const int64_t *sym, const int64_t *rtv)
+{
+    for (int i = 0; i < e->n_graphs; i++)
+        if (e->graphs[i].B == B && e->graphs[i].n_splits == n_splits)
+            return rt_exec_graph_launch(e->x, e->graphs[i].g, e->err, sizeof e->err);
+    if (e->n_graphs == MAX_GRAPHS) return run_plan(e, sym, rtv);
+    RtExecGraph *g = NULL;
+    KilnStatus s = rt_exec_capture_begin(e->x, e->err, sizeof e->err);
+    if (s == KILN_OK) {
+        KilnStatus r = run_plan(e, sym, rtv);
+        s = rt_exec_capture_end(e->x, &g, e->err, sizeof e->err);
+        if (r != KILN_OK) s = r;
+    }
+    if (s != KILN_OK) {
+        elog(e, "CUDA graphs off: %s", e->err);
+        e->use_graphs = 0;
+        e->err[0] = 0;
+        return run_plan(e, sym, rtv);
+    }
+    e->graphs[e->n_graphs++] = (StepGraph){B, n_splits, g};
+    elog(e, "captured a decode step of %d sequences (%d attention splits) as a CUDA graph", B, n_splits);
+    return rt_exec_graph_launch(e->x, g, e->err, sizeof e->err);
 }
 
 /* Runs the plan over in->items[0..B), whose tokens are in in->tokens and whose R logit rows and sampling
@@ -683,12 +759,15 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
 static KilnStatus run_batch(KilnEngine *e, int B, int R)
 {
     StepIn *in = &e->in;
-    int32_t mp = 1;
+    int32_t mp = 1, decode = R == B;
     for (int k = 0; k < B; k++) {
         const int32_t *pg;
         int32_t np = rt_kv_seq_pages(e->kv, in->items[k].seq, &pg);
         if (np > mp) mp = np;
+        decode &= in->items[k].n_new == 1;
     }
+    int graph = decode && e->use_graphs;
+    if (graph) mp = e->max_pages; /* a replayed step bakes the block table's stride in */
     RtKvStep st = {.block_table = in->block_table,
                    .max_pages = mp,
                    .seq_lens = in->seq_lens,
@@ -718,7 +797,8 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
         (s = put_input(e, e->in_logit_rows, in->logit_rows, (size_t)R * 4)) ||
         (s = put_input(e, e->in_sampling, in->sampling, (size_t)R * 16)))
         return s;
-    return run_plan(e, sym, rtv);
+    if (!graph) return run_plan(e, sym, rtv);
+    return run_graph(e, B, (int)rtv[RT_RTV_N_SPLITS], sym, rtv);
 }
 
 /* Reports token tok of request r and decides whether it ends it. */

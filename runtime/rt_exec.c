@@ -23,8 +23,13 @@
 typedef void (*RtHostEntry)(void *const *args, const int32_t *grid);
 
 struct RtExec {
-    RtDevice *dev; /* NULL: the host */
+    RtDevice *dev;    /* NULL: the host */
+    RtStream *stream; /* GPU: every copy and launch of the engine, in order (capturable) */
     char desc[320];
+};
+
+struct RtExecGraph {
+    RtGraph *g;
 };
 
 struct RtExecKernel {
@@ -49,6 +54,12 @@ KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
             return rt_file_errf(err, errlen, s, "GPU %d: %s", device < 0 ? 0 : device, rt_dev_errmsg());
         }
     }
+    if (x->dev && rt_dev_stream_create(x->dev, &x->stream) != KILN_OK) {
+        KilnStatus s = rt_file_errf(err, errlen, KILN_ERR_DEVICE, "GPU: %s", rt_dev_errmsg());
+        rt_dev_close(x->dev);
+        free(x);
+        return s;
+    }
     if (x->dev) {
         const RtDevInfo *i = rt_dev_info(x->dev);
         snprintf(x->desc, sizeof x->desc, "%s (%s, %d SMs, %.1f GB)", i->name,
@@ -65,6 +76,7 @@ KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
 void rt_exec_close(RtExec *x)
 {
     if (!x) return;
+    rt_dev_stream_destroy(x->stream);
     rt_dev_close(x->dev);
     free(x);
 }
@@ -99,7 +111,7 @@ size_t rt_exec_mem_free(RtExec *x)
 
 /* ---- kernels ---- */
 
-static KilnStatus host_load(const RtPlanKernel *pk, RtExecKernel *k, char *err, int errlen)
+static KilnStatus host_load(const RtPlanBinary *pk, RtExecKernel *k, char *err, int errlen)
 {
     int fd = -1;
 #ifdef MFD_CLOEXEC
@@ -138,7 +150,7 @@ static KilnStatus host_load(const RtPlanKernel *pk, RtExecKernel *k, char *err, 
     return KILN_OK;
 }
 
-static KilnStatus dev_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel *k, char *err, int errlen)
+static KilnStatus dev_load(RtExec *x, const RtPlanBinary *pk, RtExecKernel *k, char *err, int errlen)
 {
     KilnStatus s = rt_dev_module_load(x->dev, pk->data, pk->size, &k->mod);
     if (s == KILN_OK) s = rt_dev_function(k->mod, pk->entry, &k->fn);
@@ -147,19 +159,20 @@ static KilnStatus dev_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel *k, c
     return KILN_OK;
 }
 
-KilnStatus rt_exec_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel **out, char *err, int errlen)
+KilnStatus rt_exec_load(RtExec *x, const char *name, const RtPlanBinary *pk, RtExecKernel **out, char *err,
+                        int errlen)
 {
     *out = NULL;
     RtExecKernel *k = calloc(1, sizeof *k);
     if (!k) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-    snprintf(k->name, sizeof k->name, "%s", pk->name);
+    snprintf(k->name, sizeof k->name, "%s", name);
     k->block = pk->block > 0 ? (unsigned)pk->block : 1, k->smem = pk->smem > 0 ? (unsigned)pk->smem : 0;
     int host_fmt = !strcmp(pk->format, "host-so"),
         dev_fmt = !strcmp(pk->format, "cubin") || !strcmp(pk->format, "ptx");
     KilnStatus s;
     if (x->dev ? !dev_fmt : !host_fmt)
         s = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "kernel %s: a %s binary cannot run on the %s",
-                         pk->name, pk->format, x->dev ? "GPU" : "host");
+                         name, pk->format, x->dev ? "GPU" : "host");
     else
         s = x->dev ? dev_load(x, pk, k, err, errlen) : host_load(pk, k, err, errlen);
     if (s != KILN_OK) {
@@ -190,7 +203,7 @@ KilnStatus rt_exec_launch(RtExec *x, RtExecKernel *k, void **args, const unsigne
         return KILN_OK;
     }
     unsigned block[3] = {k->block, 1, 1};
-    KilnStatus s = rt_dev_launch(k->fn, grid, block, k->smem, NULL, args);
+    KilnStatus s = rt_dev_launch(k->fn, grid, block, k->smem, x->stream, args);
     if (s != KILN_OK) return rt_file_errf(err, errlen, s, "kernel %s: %s", k->name, rt_dev_errmsg());
     return KILN_OK;
 }
@@ -231,7 +244,8 @@ static KilnStatus dev_status(KilnStatus s, const char *what, char *err, int errl
 KilnStatus rt_exec_put(RtExec *x, uint64_t dst, const void *src, size_t bytes, char *err, int errlen)
 {
     if (!bytes) return KILN_OK;
-    if (x->dev) return dev_status(rt_dev_copy_htod(x->dev, dst, src, bytes), "copy to the GPU", err, errlen);
+    if (x->dev) /* pageable source: the call returns once src may be reused */
+        return dev_status(rt_dev_copy_htod_async(x->stream, dst, src, bytes), "copy to the GPU", err, errlen);
     memcpy((void *)(uintptr_t)dst, src, bytes);
     return KILN_OK;
 }
@@ -239,16 +253,35 @@ KilnStatus rt_exec_put(RtExec *x, uint64_t dst, const void *src, size_t bytes, c
 KilnStatus rt_exec_get(RtExec *x, void *dst, uint64_t src, size_t bytes, char *err, int errlen)
 {
     if (!bytes) return KILN_OK;
-    if (x->dev)
-        return dev_status(rt_dev_copy_dtoh(x->dev, dst, src, bytes), "copy from the GPU", err, errlen);
+    if (x->dev) {
+        KilnStatus s = rt_dev_copy_dtoh_async(x->stream, dst, src, bytes);
+        if (s == KILN_OK) s = rt_dev_stream_synchronize(x->stream);
+        return dev_status(s, "copy from the GPU", err, errlen);
+    }
     memcpy(dst, (const void *)(uintptr_t)src, bytes);
     return KILN_OK;
+}
+
+/* Device-wide operations (rare: a KV page copy-on-write, clearing the pool) are ordered with the
+ * engine's stream by synchronizing around them. */
+static KilnStatus dev_ordered(RtExec *x, KilnStatus (*op)(RtDevice *, uint64_t, uint64_t, size_t), uint64_t a,
+                              uint64_t b, size_t n, const char *what, char *err, int errlen)
+{
+    KilnStatus s = rt_dev_stream_synchronize(x->stream);
+    if (s == KILN_OK) s = op(x->dev, a, b, n);
+    if (s == KILN_OK) s = rt_dev_synchronize(x->dev);
+    return dev_status(s, what, err, errlen);
+}
+
+static KilnStatus dev_memset(RtDevice *d, uint64_t dst, uint64_t byte, size_t n)
+{
+    return rt_dev_memset8(d, dst, (unsigned char)byte, n);
 }
 
 KilnStatus rt_exec_copy(RtExec *x, uint64_t dst, uint64_t src, size_t bytes, char *err, int errlen)
 {
     if (!bytes) return KILN_OK;
-    if (x->dev) return dev_status(rt_dev_copy_dtod(x->dev, dst, src, bytes), "copy on the GPU", err, errlen);
+    if (x->dev) return dev_ordered(x, rt_dev_copy_dtod, dst, src, bytes, "copy on the GPU", err, errlen);
     memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
     return KILN_OK;
 }
@@ -256,7 +289,7 @@ KilnStatus rt_exec_copy(RtExec *x, uint64_t dst, uint64_t src, size_t bytes, cha
 KilnStatus rt_exec_fill(RtExec *x, uint64_t dst, unsigned char byte, size_t bytes, char *err, int errlen)
 {
     if (!bytes) return KILN_OK;
-    if (x->dev) return dev_status(rt_dev_memset8(x->dev, dst, byte, bytes), "memset on the GPU", err, errlen);
+    if (x->dev) return dev_ordered(x, dev_memset, dst, byte, bytes, "memset on the GPU", err, errlen);
     memset((void *)(uintptr_t)dst, byte, bytes);
     return KILN_OK;
 }
@@ -264,5 +297,39 @@ KilnStatus rt_exec_fill(RtExec *x, uint64_t dst, unsigned char byte, size_t byte
 KilnStatus rt_exec_sync(RtExec *x, char *err, int errlen)
 {
     if (!x->dev) return KILN_OK;
-    return dev_status(rt_dev_synchronize(x->dev), "GPU", err, errlen);
+    return dev_status(rt_dev_stream_synchronize(x->stream), "GPU", err, errlen);
+}
+
+KilnStatus rt_exec_capture_begin(RtExec *x, char *err, int errlen)
+{
+    if (!x->dev) return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "graphs need a GPU");
+    return dev_status(rt_dev_capture_begin(x->stream), "graph capture", err, errlen);
+}
+
+KilnStatus rt_exec_capture_end(RtExec *x, RtExecGraph **out, char *err, int errlen)
+{
+    *out = NULL;
+    RtGraph *graph = NULL;
+    KilnStatus s = rt_dev_capture_end(x->stream, &graph);
+    if (s != KILN_OK) return dev_status(s, "graph capture", err, errlen);
+    RtExecGraph *g = calloc(1, sizeof *g);
+    if (!g) {
+        rt_dev_graph_destroy(graph);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+    }
+    g->g = graph;
+    *out = g;
+    return KILN_OK;
+}
+
+KilnStatus rt_exec_graph_launch(RtExec *x, RtExecGraph *g, char *err, int errlen)
+{
+    return dev_status(rt_dev_graph_launch(g->g, x->stream), "graph launch", err, errlen);
+}
+
+void rt_exec_graph_free(RtExecGraph *g)
+{
+    if (!g) return;
+    rt_dev_graph_destroy(g->g);
+    free(g);
 }

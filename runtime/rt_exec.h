@@ -5,7 +5,7 @@
  *     RtExec *x;
  *     if (rt_exec_open(-1, &x, err, sizeof err)) fail(err);   // -1: GPU 0 if there is one, else the host
  *     RtExecKernel *k;
- *     rt_exec_load(x, plan_kernel, &k, err, sizeof err);      // format must suit the executor
+ *     rt_exec_load(x, "rmsnorm_4096", &plan_kernel->bins[0], &k, err, sizeof err);
  *     uint64_t buf;  rt_exec_alloc(x, bytes, &buf, ...);      // a device address (host: a pointer)
  *     void *args[] = {&buf, &n};  rt_exec_launch(x, k, args, grid, ...);
  *     rt_exec_sync(x, ...);
@@ -38,7 +38,9 @@ int rt_exec_sm_count(const RtExec *x); /* multiprocessors; 1 on the host */
 /* Free device memory in bytes (host: available physical memory). */
 size_t rt_exec_mem_free(RtExec *x);
 
-KilnStatus rt_exec_load(RtExec *x, const RtPlanKernel *pk, RtExecKernel **out, char *err, int errlen);
+/* Loads binary b of kernel `name` (its format must suit the executor). */
+KilnStatus rt_exec_load(RtExec *x, const char *name, const RtPlanBinary *b, RtExecKernel **out, char *err,
+                        int errlen);
 void rt_exec_unload(RtExec *x, RtExecKernel *k);
 /* args[i] points to argument i's value (uint64_t addresses for pointers, int32_t scalars). A grid with a
  * zero axis launches nothing. */
@@ -52,5 +54,13 @@ KilnStatus rt_exec_get(RtExec *x, void *dst, uint64_t src, size_t bytes, char *e
 KilnStatus rt_exec_copy(RtExec *x, uint64_t dst, uint64_t src, size_t bytes, char *err, int errlen);
 KilnStatus rt_exec_fill(RtExec *x, uint64_t dst, unsigned char byte, size_t bytes, char *err, int errlen);
 KilnStatus rt_exec_sync(RtExec *x, char *err, int errlen);
+
+/* GPU only: launches between capture_begin and capture_end are recorded into a graph (not run), which
+ * graph_launch replays in one call, with the same arguments. */
+typedef struct RtExecGraph RtExecGraph;
+KilnStatus rt_exec_capture_begin(RtExec *x, char *err, int errlen);
+KilnStatus rt_exec_capture_end(RtExec *x, RtExecGraph **out, char *err, int errlen);
+KilnStatus rt_exec_graph_launch(RtExec *x, RtExecGraph *g, char *err, int errlen);
+void rt_exec_graph_free(RtExecGraph *g); /* NULL is fine */
 
 #endif

@@ -162,13 +162,13 @@ static int param_index(const RtPlanKernel *k, const char *name, size_t n)
 }
 
 /* "cdiv(n_tokens*1,1) 4 1" */
-static void parse_grid(Loader *L, RtPlanKernel *k, const char *text)
+static void parse_grid(Loader *L, const RtPlanKernel *k, RtPlanBinary *b, const char *text)
 {
     const char *s = text;
     for (int a = 0; a < 3 && !L->s; a++) {
         while (*s == ' ')
             s++;
-        RtGridAxis *g = &k->grid[a];
+        RtGridAxis *g = &b->grid[a];
         char *end;
         if (!strncmp(s, "cdiv(", 5)) {
             const char *name = s + 5, *star = strchr(name, '*');
@@ -212,6 +212,8 @@ static void load_kernels(Loader *L)
         }
         k->name = dup_col(L, st, 1), k->family = dup_col(L, st, 2), k->spec = dup_col(L, st, 3);
         if (!L->s) parse_params(L, k, (const char *)sqlite3_column_text(st, 4));
+        k->m_param = param_index(k, "M", 1);
+        if (k->m_param >= 0 && k->param_is_ptr[k->m_param]) k->m_param = -1;
     }
     sqlite3_finalize(st);
     /* one binary per kernel for the target: the first by config order (a tuned config, when the
@@ -226,7 +228,11 @@ static void load_kernels(Loader *L)
             break;
         }
         RtPlanKernel *k = &p->kernels[id];
-        if (k->data) continue;
+        if (k->n_bins == RT_PLAN_MAX_VARIANTS) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: more than %d %s binaries", k->name, RT_PLAN_MAX_VARIANTS,
+                 p->target);
+            break;
+        }
         const void *data = sqlite3_column_blob(st, 7);
         size_t size = (size_t)sqlite3_column_bytes(st, 7);
         const char *hash = (const char *)sqlite3_column_text(st, 8);
@@ -237,15 +243,17 @@ static void load_kernels(Loader *L)
                  want, hash ? hash : "none");
             break;
         }
-        k->config = dup_col(L, st, 1), k->format = dup_col(L, st, 3), k->entry = dup_col(L, st, 4);
-        k->block = sqlite3_column_int(st, 5), k->smem = sqlite3_column_int(st, 6);
-        if (!(k->data = malloc(size))) {
+        RtPlanBinary *b = &k->bins[k->n_bins++];
+        b->config = dup_col(L, st, 1), b->format = dup_col(L, st, 3), b->entry = dup_col(L, st, 4);
+        b->block = sqlite3_column_int(st, 5), b->smem = sqlite3_column_int(st, 6);
+        b->bm = rt_plan_config_i(b->config, "BM", 0);
+        if (!(b->data = malloc(size))) {
             fail(L, KILN_ERR_NOMEM, "out of memory");
             break;
         }
-        memcpy(k->data, data, size);
-        k->size = size;
-        parse_grid(L, k, (const char *)sqlite3_column_text(st, 2));
+        memcpy(b->data, data, size);
+        b->size = size;
+        parse_grid(L, k, b, (const char *)sqlite3_column_text(st, 2));
     }
     sqlite3_finalize(st);
 }
@@ -306,7 +314,7 @@ static void load_launches(Loader *L)
         }
         l->kernel = (int)id;
         const RtPlanKernel *k = &p->kernels[id];
-        if (!k->data) {
+        if (!k->n_bins) {
             fail(L, KILN_ERR_UNSUPPORTED, "no %s binary for kernel %s (compile with --target %s)", p->target,
                  k->name, p->target);
             break;
@@ -360,8 +368,9 @@ void rt_plan_free(RtPlan *p)
     if (!p) return;
     for (int i = 0; p->kernels && i < p->n_kernels; i++) {
         RtPlanKernel *k = &p->kernels[i];
-        free(k->name), free(k->family), free(k->spec), free(k->config), free(k->format), free(k->entry);
-        free(k->data);
+        free(k->name), free(k->family), free(k->spec);
+        for (int b = 0; b < k->n_bins; b++)
+            free(k->bins[b].config), free(k->bins[b].format), free(k->bins[b].entry), free(k->bins[b].data);
         for (int j = 0; j < k->n_params; j++)
             free(k->param_names[j]);
     }
@@ -387,19 +396,32 @@ int rt_plan_output(const RtPlan *p, const char *output)
     return -1;
 }
 
-void rt_plan_grid(const RtPlanKernel *k, const int64_t *vals, unsigned grid[3])
+int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals)
+{
+    if (k->n_bins < 2 || k->m_param < 0) return 0;
+    int64_t m = vals[k->m_param];
+    int best = -1, largest = 0;
+    for (int i = 0; i < k->n_bins; i++) {
+        int64_t bm = k->bins[i].bm;
+        if (bm > k->bins[largest].bm) largest = i;
+        if (bm >= m && (best < 0 || bm < k->bins[best].bm)) best = i;
+    }
+    return best >= 0 ? best : largest;
+}
+
+void rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3])
 {
     for (int a = 0; a < 3; a++) {
-        const RtGridAxis *g = &k->grid[a];
+        const RtGridAxis *g = &b->grid[a];
         int64_t n = g->param < 0 ? g->c : (vals[g->param] * g->mul + g->div - 1) / g->div;
         grid[a] = n < 0 ? 0 : (unsigned)n;
     }
 }
 
-int64_t rt_plan_config_i(const RtPlanKernel *k, const char *key, int64_t dflt)
+int64_t rt_plan_config_i(const char *config, const char *key, int64_t dflt)
 {
     size_t n = strlen(key);
-    for (const char *s = k->config ? k->config : ""; (s = strstr(s, key)); s += n)
-        if ((s == k->config || s[-1] == ' ') && s[n] == '=') return strtoll(s + n + 1, NULL, 10);
+    for (const char *s = config ? config : ""; (s = strstr(s, key)); s += n)
+        if ((s == config || s[-1] == ' ') && s[n] == '=') return strtoll(s + n + 1, NULL, 10);
     return dflt;
 }

@@ -43,16 +43,29 @@ typedef struct RtGridAxis {
     int64_t c, mul, div;
 } RtGridAxis;
 
+enum { RT_PLAN_MAX_VARIANTS = 4 };
+
+/* One compiled binary of a kernel for the plan's target, at one config. */
+typedef struct RtPlanBinary {
+    char *config;         /* "BM=16 BN=32 ..." */
+    char *format, *entry; /* "cubin", "ptx", "host-so"; the symbol */
+    RtGridAxis grid[3];
+    int block, smem;
+    int64_t bm; /* the config's BM (0: none) */
+    void *data; /* the binary, hash verified */
+    size_t size;
+} RtPlanBinary;
+
 typedef struct RtPlanKernel {
-    char *name, *family, *spec, *config; /* config: the binary's (the one the target got) */
+    char *name, *family, *spec;
     int n_params;
     char *param_names[RT_PLAN_MAX_ARGS];
     int param_is_ptr[RT_PLAN_MAX_ARGS]; /* else an i32 scalar (the only scalar type a plan passes) */
-    RtGridAxis grid[3];
-    char *format, *entry; /* "cubin", "ptx", "host-so"; the symbol */
-    int block, smem;
-    void *data; /* the binary, hash verified */
-    size_t size;
+    int m_param;                        /* the i32 param "M" (rows of a linear layer), or -1 */
+    /* the target's binaries, by config; several when the compiler added small-M variants of a linear
+     * layer (rt_plan_pick chooses per launch) */
+    int n_bins;
+    RtPlanBinary bins[RT_PLAN_MAX_VARIANTS];
 } RtPlanKernel;
 
 typedef struct RtPlanLaunch {
@@ -94,10 +107,13 @@ void rt_plan_free(RtPlan *p); /* NULL is fine */
 int rt_plan_buf(const RtPlan *p, const char *name);
 /* The buffer that holds graph output `output`, or -1. */
 int rt_plan_output(const RtPlan *p, const char *output);
-/* Evaluates kernel k's grid for i32 param values vals[n_params] (pointer params ignored): each axis
+/* The binary of kernel k a launch with i32 param values vals[n_params] runs: with one binary, it; else,
+ * by M (the "M" param), the smallest BM >= M, else the largest BM (ties: the first). */
+int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals);
+/* Evaluates a binary's grid for i32 param values vals[n_params] (pointer params ignored): each axis
  * clamped at 0. */
-void rt_plan_grid(const RtPlanKernel *k, const int64_t *vals, unsigned grid[3]);
-/* A config value ("BLOCK_M") of a kernel's config text, or dflt. */
-int64_t rt_plan_config_i(const RtPlanKernel *k, const char *key, int64_t dflt);
+void rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3]);
+/* A config value ("BLOCK_M") of a config text, or dflt. */
+int64_t rt_plan_config_i(const char *config, const char *key, int64_t dflt);
 
 #endif
