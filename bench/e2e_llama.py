@@ -110,7 +110,10 @@ def main():
     if a.layers:
         cfg["num_hidden_layers"] = a.layers
     torch.manual_seed(0)
-    hf_cfg = LlamaConfig(**cfg, attention_bias=False, mlp_bias=False)
+    # a true f32 reference: no TF32 in matmuls, and eager attention (SDPA's f32 kernels may use TF32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    hf_cfg = LlamaConfig(**cfg, attention_bias=False, mlp_bias=False, attn_implementation="eager")
     with torch.device("cuda"):
         model = LlamaForCausalLM(hf_cfg).float().eval()  # HF's init (normal, std 0.02)
     V = cfg["vocab_size"]

@@ -169,7 +169,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     } else {
         if (epi == KFAM_EPI_SILU_MUL) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (epi == KFAM_EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
-        if (gather) rows = kir_param(&b, "rows", kir_ptr(KIR_I32), KIR_PARAM_RDONLY);
+        if (gather) rows = kir_param(&b, "rows", kir_ptr(KIR_I32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS);
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(odt), 0);
     }
