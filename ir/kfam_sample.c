@@ -28,7 +28,8 @@
  *   out_tokens  ptr<i32> [n_rows]
  *   n_rows      i32
  * Grid (n_rows, 1, 1). Config: BLOCK (columns per tile of every pass over the row), WARPS. Cost: the
- * row is read 1 (greedy) or 3 + 32 per active bisection times; n_rows * V must fit i32.
+ * row is read once when greedy (mode greedy, or T <= 0 in mode sample: the other passes run over no
+ * columns), else 2, +1 with top-p, + 32 per active bisection; n_rows * V must fit i32.
  */
 #include "kfam_impl.h"
 
@@ -62,22 +63,35 @@ static KirValue *row_tile(KirBuilder *b, const Row *r, KirValue *c0, KirValue **
                     *mask ? kir_const_f(b, KIR_F32, -INFINITY) : NULL);
 }
 
-static KirBlock *row_loop(KirBuilder *b, const Row *r, KirValue *const *inits, int n)
+/* A loop over the row's columns [0, hi) in BLOCK steps; hi is V, or 0 to skip a pass a row does not need. */
+static KirBlock *row_loop_to(KirBuilder *b, const Row *r, KirValue *hi, KirValue *const *inits, int n)
 {
-    return kir_for_begin(b, kir_const_i32(b, 0), r->cV, kir_const_i32(b, r->block), inits, n, 0);
+    return kir_for_begin(b, kir_const_i32(b, 0), hi, kir_const_i32(b, r->block), inits, n, 0);
 }
 
-/* sum over the row of select(x >= t, e(x), 0) with e(x) = exp((x - mx) * inv_t) (f32 scalar). */
-static KirValue *mass_at(KirBuilder *b, const Row *r, KirValue *t, KirValue *mx, KirValue *inv_t)
+static KirBlock *row_loop(KirBuilder *b, const Row *r, KirValue *const *inits, int n)
+{
+    return row_loop_to(b, r, r->cV, inits, n);
+}
+
+/* sum over the row of select(x >= t, e(x), 0) with e(x) = exp((x - mx) * inv_t) (f32 scalar); over
+ * columns [0, hi) (hi = 0: 0). */
+static KirValue *mass_to(KirBuilder *b, const Row *r, KirValue *hi, KirValue *t, KirValue *mx,
+                         KirValue *inv_t)
 {
     KirValue *zero = kir_const_f(b, KIR_F32, 0);
-    KirBlock *body = row_loop(b, r, &zero, 1);
+    KirBlock *body = row_loop_to(b, r, hi, &zero, 1);
     KirValue *cols, *mask;
     KirValue *x = row_tile(b, r, body->args[0], &cols, &mask);
     KirValue *e = kir_unary(b, KIR_OP_EXP, kir_mul(b, kir_sub(b, x, mx), inv_t));
     KirValue *part = kir_reduce(b, kir_select(b, kir_binary(b, KIR_OP_GE, x, t), e, zero), KIR_RED_SUM, 0);
     KirValue *acc = kir_add(b, body->args[1], part);
     return kir_for_end(b, &acc, 1)->res[0];
+}
+
+static KirValue *mass_at(KirBuilder *b, const Row *r, KirValue *t, KirValue *mx, KirValue *inv_t)
+{
+    return mass_to(b, r, r->cV, t, mx, inv_t);
 }
 
 /* Value bisection over (lo, hi), `iters` (i32 scalar) times; is_top_p picks the predicate. Returns lo. */
@@ -102,6 +116,36 @@ static KirValue *bisect(KirBuilder *b, const Row *r, KirValue *iters, KirValue *
     }
     KirValue *next[2] = {kir_select(b, ok, mid, l), kir_select(b, ok, h, mid)};
     return kir_for_end(b, next, 2)->res[0];
+}
+
+/* The index of the row's maximum over columns [0, hi) (ties: the smallest; 0 when hi = 0 or every
+ * value is -inf). With seed: of x * inv_t + Gumbel noise over the allowed set {x >= thresh}. */
+static KirValue *argmax_pass(KirBuilder *b, const Row *r, KirValue *hi, KirValue *seed, KirValue *inv_t,
+                             KirValue *thresh, KirValue *hot)
+{
+    KirValue *ninf = kir_const_f(b, KIR_F32, -INFINITY);
+    KirValue *inits[2] = {ninf, kir_const_i32(b, 0)};
+    KirBlock *body = row_loop_to(b, r, hi, inits, 2);
+    KirValue *cols, *mask;
+    KirValue *x = row_tile(b, r, body->args[0], &cols, &mask);
+    KirValue *zt = x, *allowed = mask;
+    if (seed) {
+        KirValue *u =
+            kir_binary(b, KIR_OP_MAX, kir_rand(b, seed, cols), kir_const_f(b, KIR_F32, ldexp(1.0, -25)));
+        KirValue *g = kir_unary(
+            b, KIR_OP_NEG, kir_unary(b, KIR_OP_LOG, kir_unary(b, KIR_OP_NEG, kir_unary(b, KIR_OP_LOG, u))));
+        g = kir_select(b, hot, g, kir_const_f(b, KIR_F32, 0));
+        zt = kir_add(b, kir_mul(b, x, inv_t), g);
+        allowed = kfam_and(b, kir_binary(b, KIR_OP_GE, x, thresh), mask);
+    }
+    if (allowed) zt = kir_select(b, allowed, zt, ninf);
+    KirValue *tmax = kir_reduce(b, zt, KIR_RED_MAX, 0);
+    KirValue *at_max = kfam_and(b, kir_binary(b, KIR_OP_EQ, zt, tmax), allowed);
+    KirValue *tidx = kir_reduce(b, kir_select(b, at_max, cols, kir_const_i32(b, 2147483647)), KIR_RED_MIN, 0);
+    KirValue *better = kir_binary(b, KIR_OP_GT, tmax, body->args[1]);
+    KirValue *next[2] = {kir_select(b, better, tmax, body->args[1]),
+                         kir_select(b, better, tidx, body->args[2])};
+    return kir_for_end(b, next, 2)->res[1];
 }
 
 static IrStatus sample_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
@@ -146,9 +190,11 @@ static IrStatus sample_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         hot = kir_binary(&b, KIR_OP_GT, T, kir_const_f(&b, KIR_F32, 0));
         inv_t = kir_select(&b, hot, kir_div(&b, one, T), one);
 
-        /* pass: max, and min over the finite logits */
+        /* pass: max, and min over the finite logits (hot rows only: a greedy row skips every pass but
+         * the last) */
         KirValue *inits[2] = {ninf, pinf};
-        KirBlock *body = row_loop(&b, &r, inits, 2);
+        KirValue *zero_i = kir_const_i32(&b, 0);
+        KirBlock *body = row_loop_to(&b, &r, kir_select(&b, hot, r.cV, zero_i), inits, 2);
         KirValue *cols, *mask;
         KirValue *x = row_tile(&b, &r, body->args[0], &cols, &mask);
         KirValue *fin = kir_select(&b, kir_binary(&b, KIR_OP_GT, x, ninf), x, pinf);
@@ -164,37 +210,21 @@ static IrStatus sample_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
             kir_binary(&b, KIR_OP_AND, kir_binary(&b, KIR_OP_GT, topk, none), kir_lt(&b, topk, r.cV)));
         KirValue *t_k = bisect(&b, &r, kir_select(&b, k_on, iters, none), mn, mx, 0, topk, NULL, mx, inv_t);
         KirValue *p_on = kir_binary(&b, KIR_OP_AND, live, kir_lt(&b, topp, one));
-        KirValue *z = mass_at(&b, &r, t_k, mx, inv_t);
+        KirValue *z = mass_to(&b, &r, kir_select(&b, p_on, r.cV, none), t_k, mx, inv_t);
         thresh = bisect(&b, &r, kir_select(&b, p_on, iters, none), t_k, mx, 1, NULL, kir_mul(&b, topp, z), mx,
                         inv_t);
     }
 
-    /* final pass: argmax over the allowed set of x / T + g */
-    KirValue *inits[2] = {ninf, kir_const_i32(&b, 0)};
-    KirBlock *body = row_loop(&b, &r, inits, 2);
-    KirValue *cols, *mask;
-    KirValue *x = row_tile(&b, &r, body->args[0], &cols, &mask);
-    KirValue *zt = x, *allowed = mask;
-    if (sampling) {
-        KirValue *u =
-            kir_binary(&b, KIR_OP_MAX, kir_rand(&b, seed, cols), kir_const_f(&b, KIR_F32, ldexp(1.0, -25)));
-        KirValue *g =
-            kir_unary(&b, KIR_OP_NEG,
-                      kir_unary(&b, KIR_OP_LOG, kir_unary(&b, KIR_OP_NEG, kir_unary(&b, KIR_OP_LOG, u))));
-        g = kir_select(&b, hot, g, kir_const_f(&b, KIR_F32, 0)); /* T <= 0 or NaN: greedy */
-        zt = kir_add(&b, kir_mul(&b, x, inv_t), g);
-        allowed = kfam_and(&b, kir_binary(&b, KIR_OP_GE, x, thresh), mask);
-    }
-    if (allowed) zt = kir_select(&b, allowed, zt, ninf);
-    KirValue *tmax = kir_reduce(&b, zt, KIR_RED_MAX, 0);
-    KirValue *at_max = kfam_and(&b, kir_binary(&b, KIR_OP_EQ, zt, tmax), allowed);
-    KirValue *tidx =
-        kir_reduce(&b, kir_select(&b, at_max, cols, kir_const_i32(&b, 2147483647)), KIR_RED_MIN, 0);
-    KirValue *better = kir_binary(&b, KIR_OP_GT, tmax, body->args[1]);
-    KirValue *next[2] = {kir_select(&b, better, tmax, body->args[1]),
-                         kir_select(&b, better, tidx, body->args[2])};
-    KirInst *loop = kir_for_end(&b, next, 2);
-    kir_store(&b, dst, row, loop->res[1], NULL);
+    /* final pass: argmax over the allowed set of x / T + g (hot rows), or plain argmax (greedy rows and
+     * mode greedy): two loops, each over the whole row or over nothing */
+    KirValue *tok = argmax_pass(&b, &r, sampling ? kir_select(&b, hot, kir_const_i32(&b, 0), r.cV) : r.cV,
+                                NULL, NULL, NULL, NULL);
+    if (sampling)
+        tok = kir_select(
+            &b, hot,
+            argmax_pass(&b, &r, kir_select(&b, hot, r.cV, kir_const_i32(&b, 0)), seed, inv_t, thresh, hot),
+            tok);
+    kir_store(&b, dst, row, tok, NULL);
     return kfam_kernel_end(&b, out);
 }
 
