@@ -24,7 +24,7 @@ static const char run_usage[] =
     "  --kv-cache-mb N     KV-cache pool size (default: from free memory)\n"
     "  --print-ids         print the generated token ids (one line per prompt) instead of text\n"
     "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
-    "  --profile           time every kernel (slow) and print a table at the end (with -v)\n"
+    "  --profile           time every kernel (GPU events; graphs off) and print a table (with -v)\n"
     "  --no-cuda-graphs    launch decode steps kernel by kernel\n"
     "  -v                  say what the engine does, and timings\n";
 

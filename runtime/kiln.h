@@ -107,8 +107,8 @@ typedef struct KilnEngineOptions {
     int max_seqs;           /* sequences per step; 0: the package's planned maximum */
     int max_step_tokens; /* tokens per step (prompts are prefilled in chunks of this); 0: min(plan, 2048) */
     int no_cuda_graphs;  /* 1: launch every kernel of a decode step (default: replay captured graphs) */
-    int profile;         /* 1: time every kernel (synchronizes after each launch: slow) and log a table per
-                            kernel at close */
+    int profile;         /* 1: time every kernel (GPU events between launches; the host clock on the host;
+                            CUDA graphs off) and log a table per kernel at close */
     void (*log)(void *user, const char *line); /* what the engine chose and did (verbose); NULL: quiet */
     void *log_user;
 } KilnEngineOptions;

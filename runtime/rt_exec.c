@@ -10,6 +10,7 @@
 #include "rt_exec.h"
 
 #include <dlfcn.h>
+#include <time.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,8 @@ typedef void (*RtHostEntry)(void *const *args, const int32_t *grid);
 struct RtExec {
     RtDevice *dev;    /* NULL: the host */
     RtStream *stream; /* GPU: every copy and launch of the engine, in order (capturable) */
+    RtEvent **marks;  /* profiling (GPU), created on first use */
+    double *mark_s;   /* profiling (host) */
     char desc[320];
 };
 
@@ -76,6 +79,9 @@ KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
 void rt_exec_close(RtExec *x)
 {
     if (!x) return;
+    for (int i = 0; x->marks && i < RT_EXEC_MAX_MARKS; i++)
+        rt_dev_event_destroy(x->marks[i]);
+    free(x->marks), free(x->mark_s);
     rt_dev_stream_destroy(x->stream);
     rt_dev_close(x->dev);
     free(x);
@@ -298,6 +304,35 @@ KilnStatus rt_exec_sync(RtExec *x, char *err, int errlen)
 {
     if (!x->dev) return KILN_OK;
     return dev_status(rt_dev_stream_synchronize(x->stream), "GPU", err, errlen);
+}
+
+KilnStatus rt_exec_mark(RtExec *x, int i, char *err, int errlen)
+{
+    if (i < 0 || i >= RT_EXEC_MAX_MARKS)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "mark %d out of range", i);
+    if (!x->dev) {
+        if (!x->mark_s && !(x->mark_s = calloc(RT_EXEC_MAX_MARKS, sizeof *x->mark_s)))
+            return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        x->mark_s[i] = (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+        return KILN_OK;
+    }
+    if (!x->marks && !(x->marks = calloc(RT_EXEC_MAX_MARKS, sizeof *x->marks)))
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+    KilnStatus s = x->marks[i] ? KILN_OK : rt_dev_event_create(x->dev, &x->marks[i]);
+    if (s == KILN_OK) s = rt_dev_event_record(x->marks[i], x->stream);
+    return dev_status(s, "profiling event", err, errlen);
+}
+
+double rt_exec_marks_ms(RtExec *x, int a, int b)
+{
+    if (a < 0 || b < 0 || a >= RT_EXEC_MAX_MARKS || b >= RT_EXEC_MAX_MARKS) return 0;
+    if (!x->dev) return x->mark_s ? 1e3 * (x->mark_s[b] - x->mark_s[a]) : 0;
+    float ms = 0;
+    if (!x->marks || !x->marks[a] || !x->marks[b] || rt_dev_event_elapsed_ms(x->marks[a], x->marks[b], &ms))
+        return 0;
+    return ms;
 }
 
 KilnStatus rt_exec_capture_begin(RtExec *x, char *err, int errlen)

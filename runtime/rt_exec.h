@@ -55,6 +55,13 @@ KilnStatus rt_exec_copy(RtExec *x, uint64_t dst, uint64_t src, size_t bytes, cha
 KilnStatus rt_exec_fill(RtExec *x, uint64_t dst, unsigned char byte, size_t bytes, char *err, int errlen);
 KilnStatus rt_exec_sync(RtExec *x, char *err, int errlen);
 
+/* Profiling marks: mark i records "now" in stream order (a GPU event; the host clock on the host, where
+ * launches run synchronously); after rt_exec_sync, marks_ms gives the time from mark a to mark b. Marks
+ * are numbered 0 .. RT_EXEC_MAX_MARKS-1 and reused. */
+enum { RT_EXEC_MAX_MARKS = 4096 };
+KilnStatus rt_exec_mark(RtExec *x, int i, char *err, int errlen);
+double rt_exec_marks_ms(RtExec *x, int a, int b);
+
 /* GPU only: launches between capture_begin and capture_end are recorded into a graph (not run), which
  * graph_launch replays in one call, with the same arguments. */
 typedef struct RtExecGraph RtExecGraph;
