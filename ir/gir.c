@@ -237,10 +237,10 @@ static GirNode *node_new(GirGraph *g, GirOp op, GirLoc loc)
     return n;
 }
 
-/* Creates the node's output values from inferred types and appends the node. */
-static int node_commit(GirGraph *g, GirNode *n, const GirType *types)
+/* Creates the node's n_out output values from inferred types and appends the node. */
+static int node_commit(GirGraph *g, GirNode *n, const GirType *types, int n_out)
 {
-    n->n_out = gir_op_n_out(n->op);
+    n->n_out = n_out;
     for (int i = 0; i < n->n_out; i++) {
         GirValue *v = ir_arena_alloc(g->arena, sizeof *v);
         if (!v) return 0;
@@ -314,7 +314,7 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
     if (!n || !nm) goto oom;
     n->attr[0] = gir_attr_str("name", nm);
     n->n_attr = 1;
-    if (!node_commit(g, n, &t)) goto oom;
+    if (!node_commit(g, n, &t, 1)) goto oom;
     return n->out[0];
 oom:
     ir_diag_set(d, IR_ERR_NOMEM, "%sout of memory", where);
@@ -400,6 +400,7 @@ GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, cons
     IrDiag local = {0};
     GirAttr norm[GIR_MAX_ATTRS];
     GirType types[GIR_MAX_OUT];
+    int n_out = 0;
 
     if ((unsigned)op >= GIR_OP_COUNT || (gir_op_flags(op) & GIR_F_LEAF)) {
         ir_diag_set(d, IR_ERR_INPUT, "%s%s cannot be built with gir_node_add", where, name);
@@ -420,7 +421,7 @@ GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, cons
             return NULL;
         }
     if (check_attrs(op, attrs, n_attr, norm, &local) != IR_OK ||
-        gir_infer(g, op, in, n_in, norm, n_attr, types, &local) != IR_OK) {
+        gir_infer(g, op, in, n_in, norm, n_attr, types, &n_out, &local) != IR_OK) {
         ir_diag_set(d, local.status, "%s%s: %s", where, name, local.msg);
         return NULL;
     }
@@ -434,7 +435,7 @@ GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, cons
         n->attr[i] = norm[i];
         if (norm[i].kind == GIR_ATTR_STR && !(n->attr[i].s = ir_arena_strdup(g->arena, norm[i].s))) goto oom;
     }
-    if (!node_commit(g, n, types)) goto oom;
+    if (!node_commit(g, n, types, n_out)) goto oom;
     return n;
 oom:
     ir_diag_set(d, IR_ERR_NOMEM, "%sout of memory", where);
@@ -465,9 +466,10 @@ IrStatus gir_verify(const GirGraph *g, IrDiag *d)
         IrDiag local = {0};
         GirAttr norm[GIR_MAX_ATTRS];
         GirType types[GIR_MAX_OUT];
+        int n_out = 0;
         if (n->id != i) return bad(d, n, "id does not match its position");
         if ((unsigned)n->op >= GIR_OP_COUNT) return bad(d, n, "unknown op");
-        if (n->n_out != gir_op_n_out(n->op)) return bad(d, n, "wrong number of outputs");
+        if (n->n_out < 0 || n->n_out > GIR_MAX_OUT) return bad(d, n, "wrong number of outputs");
         if (n->n_in < gir_op_min_in(n->op) || n->n_in > gir_op_max_in(n->op)) return bad(d, n, "wrong arity");
         for (int k = 0; k < n->n_in; k++) {
             const GirValue *v = n->in[k];
@@ -481,14 +483,16 @@ IrStatus gir_verify(const GirGraph *g, IrDiag *d)
                 return bad(d, n, "malformed output value");
         if (check_attrs(n->op, n->attr, n->n_attr, norm, &local) != IR_OK) return bad(d, n, local.msg);
         if (gir_op_flags(n->op) & GIR_F_LEAF) {
+            if (n->n_out != 1) return bad(d, n, "wrong number of outputs");
             const char *name = gir_attr_s(n, "name", "");
             for (int j = 0; j < i; j++)
                 if (g->nodes[j]->op == n->op && strcmp(gir_attr_s(g->nodes[j], "name", ""), name) == 0)
                     return bad(d, n, "duplicate leaf name");
             continue;
         }
-        if (gir_infer(g, n->op, n->in, n->n_in, n->attr, n->n_attr, types, &local) != IR_OK)
+        if (gir_infer(g, n->op, n->in, n->n_in, n->attr, n->n_attr, types, &n_out, &local) != IR_OK)
             return bad(d, n, local.msg);
+        if (n->n_out != n_out) return bad(d, n, "wrong number of outputs");
         for (int k = 0; k < n->n_out; k++)
             if (!gir_type_eq(&types[k], &n->out[k]->type))
                 return bad(d, n, "output type differs from inference");

@@ -156,10 +156,11 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
 GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, const GirAttr *attrs, int n_attr,
                       GirLoc loc, IrDiag *d);
 
-/* Shape/dtype inference for one node from its inputs and attributes: fills out_types[0..n_out).
+/* Shape/dtype inference for one node from its inputs and attributes: sets *n_out to the node's output
+ * count (the op table's, or 2 for matmul {epilogue="pair"}) and fills out_types[0..*n_out).
  * Returns IR_OK or an error (message without location) in d. Used by the builder and the verifier. */
 IrStatus gir_infer(const GirGraph *g, GirOp op, GirValue *const *in, int n_in, const GirAttr *attrs,
-                   int n_attr, GirType *out_types, IrDiag *d);
+                   int n_attr, GirType *out_types, int *n_out, IrDiag *d);
 
 /* Checks every invariant: order, ids, arity, schemas, inferred types, unique names, symbols.
  * Returns IR_OK or IR_ERR_INTERNAL with the first broken invariant in d. */

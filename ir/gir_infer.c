@@ -164,36 +164,41 @@ static IrStatus infer_rms_norm(const Ctx *c, GirType *out, int fused)
     return IR_OK;
 }
 
-static IrStatus infer_matmul(const Ctx *c, GirType *out)
+/* Epilogue "pair" (two products of one x, weights of one type) is the only op form with 2 outputs. */
+static IrStatus infer_matmul(const Ctx *c, GirType *out, int *n_out)
 {
     TRY(want_rank(c, 0, 2, "x"));
     TRY(want_act(c, 0, "x"));
     TRY(want_rank(c, 1, 2, "weight [N,K]"));
     TRY(want_dim(c, T(c, 1)->dim[1], T(c, 0)->dim[1], "weight K"));
     const char *epi = as(c, "epilogue", "none");
-    if (!strcmp(epi, "silu_mul")) {
-        if (c->n_in != 3) return fail(c, "epilogue silu_mul takes x, w_gate, w_up");
-        if (!gir_type_eq(T(c, 1), T(c, 2))) return fail(c, "w_gate and w_up differ");
+    int pair = !strcmp(epi, "pair");
+    if (pair || !strcmp(epi, "silu_mul")) {
+        if (c->n_in != 3)
+            return fail(c, pair ? "epilogue pair takes x, w, w2" : "epilogue silu_mul takes x, w_gate, w_up");
+        if (!gir_type_eq(T(c, 1), T(c, 2)))
+            return fail(c, pair ? "w and w2 differ" : "w_gate and w_up differ");
     } else if (strcmp(epi, "none")) {
-        return fail(c, "unknown epilogue '%s' (none, silu_mul)", epi);
+        return fail(c, "unknown epilogue '%s' (none, silu_mul, pair)", epi);
     } else if (c->n_in == 3) {
         TRY(want_rank(c, 2, 1, "bias"));
         TRY(want_dim(c, T(c, 2)->dim[0], T(c, 1)->dim[0], "bias length"));
     }
     out[0] = gir_type(T(c, 0)->dtype, 2, (GirDim[]){T(c, 0)->dim[0], T(c, 1)->dim[0]});
+    out[1] = out[0];
+    *n_out = pair ? 2 : 1;
     return IR_OK;
 }
 
-static IrStatus infer_rope(const Ctx *c, GirType *out)
+/* Input p: positions i32[T] for the tokens of input x; the rope attributes (theta, scaling and what the
+ * scaling needs) for head_dim. Shared by rope and kv_write with positions. */
+static IrStatus check_rope(const Ctx *c, int x, int p)
 {
-    TRY(want_rank(c, 0, 2, "x"));
-    TRY(want_act(c, 0, "x"));
-    TRY(want_rank(c, 1, 1, "positions"));
-    TRY(want_dtype(c, 1, GIR_I32, "positions"));
-    TRY(want_dim(c, T(c, 1)->dim[0], T(c, 0)->dim[0], "positions length"));
-    int64_t hd = ai(c, "head_dim", 0);
-    TRY(heads_fit(c, T(c, 0)->dim[1], ai(c, "heads", 0), hd, "x"));
-    if (hd % 2) return fail(c, "head_dim must be even for rotary embedding");
+    TRY(want_rank(c, p, 1, "positions"));
+    TRY(want_dtype(c, p, GIR_I32, "positions"));
+    TRY(want_dim(c, T(c, p)->dim[0], T(c, x)->dim[0], "positions length"));
+    if (ai(c, "head_dim", 0) % 2) return fail(c, "head_dim must be even for rotary embedding");
+    if (!attr(c, "theta")) return fail(c, "rotary embedding needs theta");
     const char *sc = as(c, "scaling", "none");
     if (strcmp(sc, "none") && strcmp(sc, "llama3") && strcmp(sc, "linear"))
         return fail(c, "unknown rope scaling '%s' (none, linear, llama3)", sc);
@@ -201,6 +206,15 @@ static IrStatus infer_rope(const Ctx *c, GirType *out)
     if (!strcmp(sc, "llama3") &&
         (!attr(c, "low_freq_factor") || !attr(c, "high_freq_factor") || !attr(c, "original_max_pos")))
         return fail(c, "llama3 scaling needs low_freq_factor, high_freq_factor, original_max_pos");
+    return IR_OK;
+}
+
+static IrStatus infer_rope(const Ctx *c, GirType *out)
+{
+    TRY(want_rank(c, 0, 2, "x"));
+    TRY(want_act(c, 0, "x"));
+    TRY(heads_fit(c, T(c, 0)->dim[1], ai(c, "heads", 0), ai(c, "head_dim", 0), "x"));
+    TRY(check_rope(c, 0, 1));
     out[0] = *T(c, 0);
     return IR_OK;
 }
@@ -234,6 +248,14 @@ static IrStatus infer_kv_write(const Ctx *c, GirType *out)
     TRY(want_rank(c, 4, 1, "slots"));
     TRY(want_dtype(c, 4, GIR_I32, "slots"));
     TRY(want_dim(c, T(c, 4)->dim[0], T(c, 0)->dim[0], "slots length"));
+    if (c->n_in == 6) { /* K rotated on the way (fuse-rope-kv-write) */
+        TRY(check_rope(c, 0, 5));
+    } else {
+        static const char *const rope_keys[] = {"theta",           "scaling",          "factor",
+                                                "low_freq_factor", "high_freq_factor", "original_max_pos"};
+        for (int i = 0; i < 6; i++)
+            if (attr(c, rope_keys[i])) return fail(c, "rope attribute '%s' needs positions", rope_keys[i]);
+    }
     out[0] = *T(c, 2);
     out[1] = *T(c, 3);
     return IR_OK;
@@ -340,16 +362,17 @@ static IrStatus infer_spec_verify(const Ctx *c, GirType *out)
 }
 
 IrStatus gir_infer(const GirGraph *g, GirOp op, GirValue *const *in, int n_in, const GirAttr *attrs,
-                   int n_attr, GirType *out, IrDiag *d)
+                   int n_attr, GirType *out, int *n_out, IrDiag *d)
 {
     Ctx c = {g, in, n_in, attrs, n_attr, d};
+    *n_out = gir_op_n_out(op);
     switch (op) {
     case GIR_OP_INPUT:
     case GIR_OP_WEIGHT: return IR_OK; /* leaves carry their declared type */
     case GIR_OP_EMBEDDING: return infer_embedding(&c, out);
     case GIR_OP_RMS_NORM: return infer_rms_norm(&c, out, 0);
     case GIR_OP_ADD_RMS_NORM: return infer_rms_norm(&c, out, 1);
-    case GIR_OP_MATMUL: return infer_matmul(&c, out);
+    case GIR_OP_MATMUL: return infer_matmul(&c, out, n_out);
     case GIR_OP_ROPE: return infer_rope(&c, out);
     case GIR_OP_KV_WRITE: return infer_kv_write(&c, out);
     case GIR_OP_ATTENTION: return infer_attention(&c, out);

@@ -1,6 +1,8 @@
 /* gir_passes.c — the graph pipeline: a list of passes, each followed by the verifier (QBE-style driver).
  *   fuse-add-norm  add(a, b) feeding rms_norm  ->  add_rms_norm(a, b, w) giving (normed, sum)
  *   fuse-silu-mul  silu_mul of two plain matmuls of one x  ->  matmul {epilogue="silu_mul"}
+ *   fuse-rope-kv-write  kv_write(rope(k, positions), ...)  ->  kv_write(k, ..., positions) {rope attrs}
+ *   fuse-matmul-pair    two plain matmuls of one x, weights of one type  ->  matmul {epilogue="pair"}
  *   dce            drop nodes whose results nobody uses (effects and outputs always stay)
  * Every pass rewrites in place and leaves node ids dense and in topological order.
  */
@@ -85,13 +87,21 @@ static int is_plain_matmul(const GirNode *n)
     return n->op == GIR_OP_MATMUL && n->n_in == 2 && !gir_node_attr(n, "epilogue");
 }
 
-static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
+/* uses[value id]: how many node inputs read each value (malloc'd, n_values entries); NULL when out of
+ * memory. */
+static int *count_uses(const GirGraph *g)
 {
     int *uses = calloc((size_t)g->n_values + 1, sizeof(int));
-    if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "fuse-silu-mul: out of memory");
-    for (int i = 0; i < g->n_nodes; i++)
+    for (int i = 0; uses && i < g->n_nodes; i++)
         for (int k = 0; k < g->nodes[i]->n_in; k++)
             uses[g->nodes[i]->in[k]->id]++;
+    return uses;
+}
+
+static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
+{
+    int *uses = count_uses(g);
+    if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "fuse-silu-mul: out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
         GirNode *n = g->nodes[i];
         if (n->op != GIR_OP_SILU_MUL) continue;
@@ -109,6 +119,82 @@ static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
         n->n_attr = 1;
     }
     free(uses);
+    return IR_OK;
+}
+
+/* kv_write(rope(k, positions), v, k_cache, v_cache, slots) -> kv_write(k, v, k_cache, v_cache, slots,
+ * positions) with the rope's attributes: the kernel rotates K on its way into the cache (bit-identical:
+ * the same f32 math and one rounding, docs/KERNELS.md kv_write). Only when the rope's result has no
+ * other use and its heads and head_dim are the kv_write's; dce then drops the rope. */
+static IrStatus pass_fuse_rope_kv_write(GirGraph *g, IrDiag *d)
+{
+    static const char *const keys[] = {"theta",           "scaling",          "factor",
+                                       "low_freq_factor", "high_freq_factor", "original_max_pos"};
+    int *uses = count_uses(g);
+    if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "fuse-rope-kv-write: out of memory");
+    for (int i = 0; i < g->n_nodes; i++) {
+        GirNode *n = g->nodes[i];
+        if (n->op != GIR_OP_KV_WRITE || n->n_in != 5) continue;
+        GirNode *rope = n->in[0]->def;
+        if (rope->op != GIR_OP_ROPE || uses[n->in[0]->id] != 1 ||
+            gir_attr_i(rope, "heads", 0) != gir_attr_i(n, "kv_heads", -1) ||
+            gir_attr_i(rope, "head_dim", 0) != gir_attr_i(n, "head_dim", -1))
+            continue;
+        n->in[0] = rope->in[0];
+        n->in[5] = rope->in[1];
+        n->n_in = 6;
+        for (int k = 0; k < 6; k++) {
+            const GirAttr *a = gir_node_attr(rope, keys[k]);
+            if (a) n->attr[n->n_attr++] = *a;
+        }
+    }
+    free(uses);
+    return IR_OK;
+}
+
+/* matmul(x, w), matmul(x, w2) -> one matmul(x, w, w2) {epilogue="pair"} giving both products: one launch
+ * reads x once and streams both weights (Llama's k and v projections). Both plain (no bias, no
+ * epilogue), used (dead matmuls that earlier fusions left for dce do not count), weights of one type
+ * (dtype and shape). Pairs are taken greedily in graph order: each unpaired matmul with the first later
+ * one that qualifies, so with q, k, v of one shape (MHA) q pairs with k and v stays alone. The fused node
+ * takes the later matmul's place (after both weights), so when the earlier one's result is used in
+ * between it is not paired. Its two output values are the two matmuls' own: uses need no rewriting. */
+static IrStatus pass_fuse_matmul_pair(GirGraph *g, IrDiag *d)
+{
+    int *uses = count_uses(g);
+    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
+    if (!uses || !dead) {
+        free(uses);
+        free(dead);
+        return ir_diag_set(d, IR_ERR_NOMEM, "fuse-matmul-pair: out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        GirNode *a = g->nodes[i];
+        if (!is_plain_matmul(a) || !uses[a->out[0]->id]) continue;
+        for (int j = i + 1; j < g->n_nodes; j++) {
+            GirNode *b = g->nodes[j];
+            if (!is_plain_matmul(b) || !uses[b->out[0]->id] || b->in[0] != a->in[0] ||
+                !gir_type_eq(&a->in[1]->type, &b->in[1]->type))
+                continue;
+            if (used_between(g, a->out[0], i + 1, j)) break;
+            GirValue *first = a->out[0], *second = b->out[0];
+            b->in[2] = b->in[1];
+            b->in[1] = a->in[1];
+            b->n_in = 3;
+            b->attr[0] = gir_attr_str("epilogue", "pair");
+            b->n_attr = 1;
+            first->def = b; /* index 0 already */
+            second->index = 1;
+            b->out[0] = first;
+            b->out[1] = second;
+            b->n_out = 2;
+            dead[i] = 1;
+            break;
+        }
+    }
+    compact(g, dead);
+    free(uses);
+    free(dead);
     return IR_OK;
 }
 
@@ -145,6 +231,8 @@ static const struct {
 } pipeline[] = {
     {"fuse-add-norm", pass_fuse_add_norm},
     {"fuse-silu-mul", pass_fuse_silu_mul},
+    {"fuse-rope-kv-write", pass_fuse_rope_kv_write},
+    {"fuse-matmul-pair", pass_fuse_matmul_pair},
     {"dce", pass_dce},
 };
 

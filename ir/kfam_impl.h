@@ -39,15 +39,18 @@ KirValue *kfam_outer_mask(KirBuilder *b, KirValue *mrow, KirValue *mcol, int m, 
 KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2);
 
 /* ---- linear-layer epilogues, shared by matmul, its split-K epilogue and qmatmul (kfam_matmul.c) ---- */
-enum { KFAM_EPI_NONE, KFAM_EPI_BIAS, KFAM_EPI_RESIDUAL, KFAM_EPI_SILU_MUL };
-/* The spec's `epilogue` (none | bias | residual | silu_mul; default none) as KFAM_EPI_*, -1 if unknown. */
+enum { KFAM_EPI_NONE, KFAM_EPI_BIAS, KFAM_EPI_RESIDUAL, KFAM_EPI_SILU_MUL, KFAM_EPI_PAIR };
+/* The spec's `epilogue` (none | bias | residual | silu_mul | pair; default none) as KFAM_EPI_*, -1 if
+ * unknown. */
 int kfam_epilogue_of(const KfamSpec *s);
+/* 1 for the epilogues with a second weight and a second accumulator (silu_mul, pair). */
+int kfam_epilogue_two_weights(int epi);
 /* Stores epilogue(acc) for one [rows, cols] f32 tile, rounding to odt (dtype dt for the residual's
- * re-rounding, as HF does): acc2 the up projection (silu_mul), bias [N] read at cols/nmask, r and dst
- * addressed by offs/mask. The math is in kfam_matmul.c's note. */
+ * re-rounding, as HF does): acc2 the second weight's product (silu_mul: up; pair: stored to dst2), bias
+ * [N] read at cols/nmask, r, dst and dst2 addressed by offs/mask. The math is in kfam_matmul.c's note. */
 void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
-                          KirValue *bias, KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask,
-                          KirValue *offs, KirValue *mask);
+                          KirValue *bias, KirValue *r, KirValue *dst, KirValue *dst2, KirValue *cols,
+                          KirValue *nmask, KirValue *offs, KirValue *mask);
 
 /* The tiling of a linear layer out[M,N] = x[M,K] @ w[N,K]^T (matmul, qmatmul): grid (cdiv(M, BM),
  * cdiv(N, BN), split); program rows rm [BM] and columns rn [BN] with their masks (nmask NULL when BN

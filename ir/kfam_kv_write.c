@@ -8,7 +8,8 @@
  *   k_cache[slot, h, :] = k[t, h*D : h*D + D]     (rope=1: rope(k[t, h*D : h*D + D], positions[t]))
  *   v_cache[slot, h, :] = v[t, h*D : h*D + D]
  * rope=0 is a copy (bitwise exact). rope=1 rotates K exactly as the rope family does (HF rotate_half;
- * f32 math, one rounding to dtype: the math is shared, kfam_rope_cos_sin in kfam.c).
+ * f32 math, one rounding to dtype: the math is shared, kfam_rope_cos_sin in kfam.c), bit-identical to a
+ * rope launch followed by rope=0, so the graph pass fuse-rope-kv-write folds the rope of K into it.
  *
  * Invariant: cache offsets are i64 (slot widened before the multiply), since a pool can hold more than
  * 2^31 elements; offsets into k and v are i32 (n_tokens * Hkv * D < 2^31).

@@ -8,6 +8,9 @@
  *   "residual"  out = dtype(f32(dtype(acc)) + f32(r[m,n]))
  *   "silu_mul"  two weights, gate w and up w2:  out = dtype(silu(acc_g) * acc_u),  silu(g) = g / (1 +
  * exp(-g))
+ *   "pair"      two weights w and w2 of one shape, two outputs:  out = dtype(acc),  out2 = dtype(acc2)
+ *               (two linear layers of one x in one launch; each output bit-identical to epilogue none
+ *               with its weight at the same config)
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), epilogue (default "none"), optional m_hint (typical M; only the
  * default config reads it), gather (1: A's row m is x[rows[m]], the logits of selected tokens; epilogue
@@ -16,22 +19,23 @@
  * Params, in order, SPLIT_K = 1 (bracketed ones only with their epilogue or option):
  *   x     ptr<dtype> [M, K]   rdonly    (gather: [T, K], rows index it)
  *   w     ptr<dtype> [N, K]   rdonly
- *   [w2   ptr<dtype> [N, K]   rdonly]   silu_mul: the up projection
+ *   [w2   ptr<dtype> [N, K]   rdonly]   silu_mul: the up projection; pair: the second weight
  *   [bias ptr<dtype> [N]      rdonly]   bias
  *   [rows ptr<i32> [M]        rdonly]   gather
  *   [r    ptr<dtype> [M, N]]            residual; out may alias r
  *   out   ptr<out_dtype> [M, N]
+ *   [out2 ptr<out_dtype> [M, N]]        pair: x @ w2^T
  *   M     i32
- * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul is INVALID): params x, w, ws, M, where ws is
- * ptr<f32> [M, N], zeroed by the caller; program z adds (atomic_add) its partial product over K slice
+ * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul and pair are INVALID): params x, w, ws, M, where ws
+ * is ptr<f32> [M, N], zeroed by the caller; program z adds (atomic_add) its partial product over K slice
  * [z*KS, z*KS + KS) into ws (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK), and matmul_splitk_epilogue then
  * applies the epilogue and writes out.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK (tile sizes), WARPS, STAGES (the K loop's pipelining hint), SPLIT_K.
  * The K loop is the canonical shape backends pattern-match: `for k in [lo, hi) step BK` carrying acc (and
  * acc2), whose body loads the A tile [BM,BK] at rows*K + k + cols, the B tile [BK,BN] at n*K + k + kk
- * (w read transposed through offsets) and does `dot` (two for silu_mul). M is always masked; N and K only
- * when BN, BK do not divide them. Offsets are i32: N*K and M*max(N, K) must stay below 2^31.
+ * (w read transposed through offsets) and does `dot` (two for silu_mul and pair). M is always masked; N and K
+ * only when BN, BK do not divide them. Offsets are i32: N*K and M*max(N, K) must stay below 2^31.
  *
  * matmul_splitk_epilogue — spec N, dtype, epilogue (none | bias | residual); params ws (ptr<f32> [M,N]
  * rdonly), [bias], [r], out, M; grid (M, cdiv(N, BLOCK)); config BLOCK, WARPS; the same epilogue math.
@@ -50,21 +54,27 @@ int kfam_epilogue_of(const KfamSpec *s)
     if (!strcmp(e, "bias")) return KFAM_EPI_BIAS;
     if (!strcmp(e, "residual")) return KFAM_EPI_RESIDUAL;
     if (!strcmp(e, "silu_mul")) return KFAM_EPI_SILU_MUL;
+    if (!strcmp(e, "pair")) return KFAM_EPI_PAIR;
     return -1;
+}
+
+int kfam_epilogue_two_weights(int epi)
+{
+    return epi == KFAM_EPI_SILU_MUL || epi == KFAM_EPI_PAIR;
 }
 
 /* Defaults shaped for the CUDA backend's fast paths (docs/BACKENDS.md): BM = 16 x WARPS and BK a multiple
  * of 64 let sm_90a use wgmma. Large or unknown M: 128x256x64 tiles, 8 warps (128x128 per accumulator for
- * silu_mul's two). M known to be small (m_hint <= 64): 64-row tiles, long K steps to stream weights, and
- * N tiles narrow enough that there are about as many programs as SMs. Small
- * N or K shrink the tiles; other targets fall back through kfam_config_candidates. */
+ * the two of silu_mul and pair). M known to be small (m_hint <= 64): 64-row tiles, long K steps to stream
+ * weights, and N tiles narrow enough that there are about as many programs as SMs. Small N or K shrink the
+ * tiles; other targets fall back through kfam_config_candidates. */
 static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
-    int silu = kfam_epilogue_of(s) == KFAM_EPI_SILU_MUL;
+    int two = kfam_epilogue_two_weights(kfam_epilogue_of(s));
     int small_m = m > 0 && m <= 64;
     int64_t bm = small_m ? 64 : 128, warps = small_m ? 4 : 8;
-    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || silu ? 128 : 256);
+    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || two ? 128 : 256);
     while (small_m && bn > 32 && N / bn < 120)
         bn /= 2; /* decode streams weights: fill ~132 SMs */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, small_m ? 128 : 64);
@@ -77,9 +87,9 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
     kir_config_set(cfg, "WARPS", warps);
-    /* decode: more bytes in flight per SM, as many stages as fit beside silu_mul's second B tile (the
-     * operands' pipeline within 160 KiB leaves sm_90a room for the epilogue) */
-    int64_t stages = small_m ? 4 : 3, stage_bytes = (bm * bk + (silu ? 2 : 1) * bk * bn) * 2;
+    /* decode: more bytes in flight per SM, as many stages as fit beside a second B tile (silu_mul, pair;
+     * the operands' pipeline within 160 KiB leaves sm_90a room for the epilogue) */
+    int64_t stages = small_m ? 4 : 3, stage_bytes = (bm * bk + (two ? 2 : 1) * bk * bn) * 2;
     while (small_m && stages > 2 && stages * stage_bytes > 160 * 1024)
         stages--;
     kir_config_set(cfg, "STAGES", stages);
@@ -88,8 +98,8 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 
 /* out = epilogue(acc) for one [rows, cols] tile; offs/mask address it in out (and r), cols/nmask in bias. */
 void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
-                          KirValue *bias, KirValue *r, KirValue *dst, KirValue *cols, KirValue *nmask,
-                          KirValue *offs, KirValue *mask)
+                          KirValue *bias, KirValue *r, KirValue *dst, KirValue *dst2, KirValue *cols,
+                          KirValue *nmask, KirValue *offs, KirValue *mask)
 {
     int rows = acc->type.shape[0];
     KirValue *zero = kir_const_f(b, dt, 0);
@@ -109,6 +119,7 @@ void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, Kir
         o = kir_cast(b, kir_add(b, kir_cast(b, o, KIR_F32), rv), dt);
     }
     kir_store(b, dst, offs, o, mask);
+    if (epi == KFAM_EPI_PAIR) kir_store(b, dst2, offs, kir_cast(b, acc2, odt), mask);
 }
 
 static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
@@ -122,7 +133,9 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         return d->status;
     int epi = kfam_epilogue_of(s);
     if (epi < 0)
-        return ir_diag_set(d, IR_ERR_INPUT, "matmul: epilogue must be none, bias, residual or silu_mul");
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "matmul: epilogue must be none, bias, residual, silu_mul or pair");
+    int two = kfam_epilogue_two_weights(epi);
     int gather = (int)kfam_spec_i(s, "gather", 0);
     KirDtype odt = dt;
     const char *os = kfam_spec_s(s, "out_dtype", NULL), *ws_ = kfam_spec_s(s, "wdtype", NULL);
@@ -150,9 +163,9 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int stages = (int)kir_config_get(&cfg, "STAGES", 1);
     if (stages < 1 || stages > 8)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: STAGES=%d is outside [1, 8]", stages);
-    if (split > 1 && (epi == KFAM_EPI_SILU_MUL || gather || odt != dt))
+    if (split > 1 && (two || gather || odt != dt))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
-                           "matmul: silu_mul, gathered rows and f32 output have no split-K form");
+                           "matmul: silu_mul, pair, gathered rows and f32 output have no split-K form");
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -163,15 +176,16 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
     KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *w = kir_param(&b, "w", kir_ptr(dt), KIR_PARAM_RDONLY);
-    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *ws = NULL, *rows = NULL;
+    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL, *rows = NULL;
     if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
-        if (epi == KFAM_EPI_SILU_MUL) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (two) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (epi == KFAM_EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (gather) rows = kir_param(&b, "rows", kir_ptr(KIR_I32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS);
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(odt), 0);
+        if (epi == KFAM_EPI_PAIR) dst2 = kir_param(&b, "out2", kir_ptr(odt), 0);
     }
     KfamMmTiles t;
     kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &t);
@@ -206,7 +220,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (split > 1)
         kir_atomic_add(&b, ws, c_offs, loop->res[0], c_mask);
     else
-        kfam_matmul_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, rn,
+        kfam_matmul_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn,
                              nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
@@ -273,7 +287,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirConfig cfg;
     if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_dtype(s, &dt, d)) return d->status;
     int epi = kfam_epilogue_of(s);
-    if (epi < 0 || epi == KFAM_EPI_SILU_MUL)
+    if (epi < 0 || kfam_epilogue_two_weights(epi))
         return ir_diag_set(d, IR_ERR_INPUT,
                            "matmul_splitk_epilogue: epilogue must be none, bias or residual");
     kfam_config_merge(&kfam_matmul_splitk_epilogue, s, given, &cfg);
@@ -300,7 +314,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirValue *offs = kir_expand(&b, kir_add(&b, kir_mul(&b, kir_pid(&b, 0), cN), cols), 0);
     KirValue *mask = nmask ? kir_expand(&b, nmask, 0) : NULL;
     KirValue *acc = kir_load(&b, ws, offs, mask, mask ? kir_const_f(&b, KIR_F32, 0) : NULL);
-    kfam_matmul_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, cols, nmask, offs, mask);
+    kfam_matmul_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, NULL, cols, nmask, offs, mask);
     return kfam_kernel_end(&b, out);
 }
 

@@ -27,7 +27,9 @@
  *            (-1)^s * (m + 1024 [e > 0]) * 2^(max(e, 1) - 25) for sign s, exponent e, mantissa m;
  *            non-finite halves (e = 31) decode to unspecified finite values.
  * Epilogues (the dense matmul family's, docs/KERNELS.md): none, bias, residual, silu_mul (two quantized
- * weights of the same format, gate w and up w2, each with its own scales and zeros).
+ * weights of the same format, gate w and up w2, each with its own scales and zeros), pair (two weights
+ * of the same format as silu_mul's, two outputs out = dtype(acc), out2 = dtype(acc2), each bit-identical
+ * to epilogue none with its weight at the same config).
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
  * accept group=32), zeros (w4a16 only, 0 or 1, default 0), epilogue (default none), optional m_hint
@@ -38,14 +40,15 @@
  *   w        ptr<i32 | i8 | u8>  rdonly   the format's quantized data (above)
  *   [scales  ptr<dtype>          rdonly]  w4a16, w8a16
  *   [zeros   ptr<u8>             rdonly]  w4a16 with zeros=1
- *   [w2, scales2, zeros2]                 silu_mul: the up projection, same formats
+ *   [w2, scales2, zeros2]                 silu_mul, pair: the second weight, same format
  *   [bias    ptr<dtype> [N]      rdonly]  bias
  *   [r       ptr<dtype> [M, N]]           residual; out may alias r
  *   out      ptr<dtype> [M, N]
+ *   [out2    ptr<dtype> [M, N]]           pair: x @ dequant(w2)^T
  *   M        i32
- * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul is INVALID): params x, w, [scales], [zeros], ws,
- * M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial product over K slice
- * [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add, and the dense
+ * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul and pair are INVALID): params x, w, [scales],
+ * [zeros], ws, M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial product over K
+ * slice [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add, and the dense
  * family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 scales the partial first.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
@@ -99,17 +102,17 @@ static int64_t group_of(const KfamSpec *s, int fmt)
 
 /* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
  * enough for about one program per SM and 128-long K steps (a few groups or blocks per trip: more bytes in
- * flight), 4 warps, 4 stages. Large or unknown M: 128x128 tiles (64 wide for silu_mul's two accumulators and
- * dequantized tiles), 8 warps, 3 stages. BK is at least the group and at most pow2(K); stages drop until the
- * dot operands' pipeline fits 200 KiB of shared memory. */
+ * flight), 4 warps, 4 stages. Large or unknown M: 128x128 tiles (64 wide for the two accumulators and
+ * dequantized tiles of silu_mul and pair), 8 warps, 3 stages. BK is at least the group and at most pow2(K);
+ * stages drop until the dot operands' pipeline fits 200 KiB of shared memory. */
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
-    int fmt = format_of(s), silu = kfam_epilogue_of(s) == KFAM_EPI_SILU_MUL;
+    int fmt = format_of(s), two = kfam_epilogue_two_weights(kfam_epilogue_of(s));
     int small_m = m > 0 && m <= 64;
     int64_t g = fmt >= 0 ? group_of(s, fmt) : 32;
     int64_t bm = small_m ? kfam_clamp(kfam_pow2_ceil(m), 16, 64) : 128;
-    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !silu ? 128 : 64);
+    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !two ? 128 : 64);
     while (small_m && bn > 32 && N / bn < 120)
         bn /= 2; /* decode streams weights: fill ~132 SMs */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m ? 128 : 64);
@@ -117,7 +120,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
-    int64_t stage_bytes = (silu ? 2 : 1) * (bm * bk + bk * bn) * 2, stages = small_m ? 4 : 3;
+    int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * 2, stages = small_m ? 4 : 3;
     while (stages > 1 && stages * stage_bytes > 200 * 1024)
         stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
     kir_config_set(cfg, "WARPS", small_m ? 4 : 8);
@@ -254,7 +257,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         return d->status;
     int epi = kfam_epilogue_of(s), fmt = format_of(s);
     if (epi < 0)
-        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: epilogue must be none, bias, residual or silu_mul");
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "qmatmul: epilogue must be none, bias, residual, silu_mul or pair");
     if (fmt < 0)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: wfmt must be w4a16, w8a16, q4_0, q4_1 or q8_0 (got %s)",
                            kfam_spec_s(s, "wfmt", "none"));
@@ -289,8 +293,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
                            (long long)g);
-    if (split > 1 && epi == KFAM_EPI_SILU_MUL)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul has no split-K form");
+    if (split > 1 && kfam_epilogue_two_weights(epi))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul and pair have no split-K form");
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -304,14 +308,15 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     QWeight qw = {0}, qw2 = {0};
     KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
     qweight_params(&b, fmt, dt, (int)zeros, names1, &qw);
-    KirValue *bias = NULL, *r = NULL, *dst = NULL, *ws = NULL;
+    KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL;
     if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
-        if (epi == KFAM_EPI_SILU_MUL) qweight_params(&b, fmt, dt, (int)zeros, names2, &qw2);
+        if (kfam_epilogue_two_weights(epi)) qweight_params(&b, fmt, dt, (int)zeros, names2, &qw2);
         if (epi == KFAM_EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(dt), 0);
+        if (epi == KFAM_EPI_PAIR) dst2 = kir_param(&b, "out2", kir_ptr(dt), 0);
     }
     KfamMmTiles mt;
     kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &mt);
@@ -350,7 +355,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (split > 1)
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
     else
-        kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, rn, nmask, c_offs, c_mask);
+        kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, dst2, rn, nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
 

@@ -149,6 +149,21 @@ static const char *dtype_of(const GirValue *v)
     return gir_dtype_name(v->type.dtype);
 }
 
+/* The rope family's keys from a node's rope attributes (rope, and kv_write rotating K): theta, scaling
+ * and what the scaling needs. */
+static void rope_keys(KfamSpec *sp, const GirNode *n)
+{
+    kfam_spec_float(sp, "theta", gir_attr_f(n, "theta", 10000));
+    const char *sc = gir_attr_s(n, "scaling", "none");
+    kfam_spec_str(sp, "scaling", sc);
+    if (strcmp(sc, "none")) kfam_spec_float(sp, "factor", gir_attr_f(n, "factor", 1));
+    if (!strcmp(sc, "llama3")) {
+        kfam_spec_float(sp, "low_freq_factor", gir_attr_f(n, "low_freq_factor", 1));
+        kfam_spec_float(sp, "high_freq_factor", gir_attr_f(n, "high_freq_factor", 4));
+        kfam_spec_int(sp, "original_max_pos", gir_attr_i(n, "original_max_pos", 8192));
+    }
+}
+
 /* Fills the specs and arguments of node n's launches (its output buffers already exist) into sp[0..1],
  * x[0..1]. Returns the number of launches (0 for nodes that launch nothing), -1 when out of memory. */
 static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
@@ -197,33 +212,33 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
             kfam_spec_str(sp, "wdtype", dtype_of(n->in[1]));
         for (int i = 0; i < n->n_in; i++)
             arg_buf(x, in[i]);
-        arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
+        for (int i = 0; i < n->n_out; i++) /* epilogue pair: out, out2 */
+            arg_buf(x, out[i]);
+        arg_sym(x, t0->dim[0]);
         return 1;
     }
     case GIR_OP_ROPE: {
         *sp = kfam_spec("rope");
         kfam_spec_int(sp, "H", gir_attr_i(n, "heads", 0));
         kfam_spec_int(sp, "D", gir_attr_i(n, "head_dim", 0));
-        kfam_spec_float(sp, "theta", gir_attr_f(n, "theta", 10000));
-        const char *sc = gir_attr_s(n, "scaling", "none");
-        kfam_spec_str(sp, "scaling", sc);
-        if (strcmp(sc, "none")) kfam_spec_float(sp, "factor", gir_attr_f(n, "factor", 1));
-        if (!strcmp(sc, "llama3")) {
-            kfam_spec_float(sp, "low_freq_factor", gir_attr_f(n, "low_freq_factor", 1));
-            kfam_spec_float(sp, "high_freq_factor", gir_attr_f(n, "high_freq_factor", 4));
-            kfam_spec_int(sp, "original_max_pos", gir_attr_i(n, "original_max_pos", 8192));
-        }
+        rope_keys(sp, n);
         kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
         arg_buf(x, in[0]), arg_buf(x, in[1]), arg_buf(x, out[0]), arg_sym(x, t0->dim[0]);
         return 1;
     }
     case GIR_OP_KV_WRITE:
+        /* with positions (6 inputs, fuse-rope-kv-write): rope=1, K rotated on the way; positions is the
+         * family's param after slots */
         *sp = kfam_spec("kv_write");
         kfam_spec_int(sp, "Hkv", gir_attr_i(n, "kv_heads", 0));
         kfam_spec_int(sp, "D", gir_attr_i(n, "head_dim", 0));
         kfam_spec_int(sp, "page_size", gir_attr_i(n, "page_size", 16));
         kfam_spec_str(sp, "dtype", dtype_of(n->in[2]));
-        for (int i = 0; i < 5; i++)
+        if (n->n_in == 6) {
+            kfam_spec_int(sp, "rope", 1);
+            rope_keys(sp, n);
+        }
+        for (int i = 0; i < n->n_in; i++)
             arg_buf(x, in[i]);
         arg_sym(x, t0->dim[0]);
         return 1;

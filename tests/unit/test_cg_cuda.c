@@ -631,14 +631,15 @@ static void case_matmul_family(const char *epi, int N, int K, int M, int bm, int
     }
     kir_config_set(&over, "SPLIT_K", split);
     Arg a[6];
-    int n = 0, silu = !strcmp(epi, "silu_mul");
+    int n = 0, pair = !strcmp(epi, "pair"), two = pair || !strcmp(epi, "silu_mul");
     a[n++] = (Arg){(int64_t)M * K, -1, 1, 0, 0};
     a[n++] = (Arg){(int64_t)N * K, -1, 1, 0, 0};
-    if (silu) a[n++] = (Arg){(int64_t)N * K, -1, 1, 0, 0};
+    if (two) a[n++] = (Arg){(int64_t)N * K, -1, 1, 0, 0};
     if (split > 1)
         a[n++] = (Arg){(int64_t)M * N, 0, 0, 0, 0}; /* ws, zeroed */
     else
         a[n++] = (Arg){(int64_t)M * N, 0, 0, 0, 1};
+    if (pair) a[n++] = (Arg){(int64_t)M * N, 0, 0, 0, 1};
     a[n++] = (Arg){0, 0, 0, M, 0};
     Case *c = case_family_cfg("matmul", s, a, n, 1e-2, &over);
     if (!c) return;
@@ -747,6 +748,7 @@ static void build_cases(void)
     }
     if (kfam_find("matmul")) {
         case_matmul_family("silu_mul", 256, 320, 50, 0, 0, 0, 0, 1, "pipelined dot loop");
+        case_matmul_family("pair", 256, 320, 50, 0, 0, 0, 0, 1, "pipelined dot loop");
         case_matmul_family("none", 256, 512, 100, 64, 128, 64, 4, 1, "wgmma m64nNk16");
         case_matmul_family("none", 192, 256, 37, 32, 64, 32, 4, 2, "pipelined dot loop");
     }

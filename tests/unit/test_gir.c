@@ -123,7 +123,12 @@ static void test_build_print_passes(void)
     gir_print(m.g, 0, &c);
     KT_CHECK(strstr(c.s, "add_rms_norm") != NULL, "fused add+norm:\n%s", c.s);
     KT_CHECK(strstr(c.s, "silu_mul") == NULL, "dce removed the unused node");
-    KT_CHECK(m.g->n_nodes == before - 2, "nodes %d -> %d", before, m.g->n_nodes);
+    KT_CHECK(strstr(c.s, "{epilogue=\"pair\"} : bf16[T,16], bf16[T,16]") != NULL, "k, v paired:\n%s", c.s);
+    KT_CHECK(strstr(c.s, "page_size=16, theta=10000}") && strstr(c.s, "rope %") &&
+                 !strstr(c.s, "heads=2, head_dim=8, theta"),
+             "rope k fused into kv_write, rope q kept:\n%s", c.s);
+    /* add into norm, the unused silu_mul, k with v, rope k into kv_write */
+    KT_CHECK(m.g->n_nodes == before - 4, "nodes %d -> %d", before, m.g->n_nodes);
     KT_CHECK(gir_graph_hash(m.g) != h0, "hash changes with the graph");
     KT_CHECK(gir_verify(m.g, &d) == IR_OK, "%s", d.msg);
     ir_buf_free(&a);
@@ -293,9 +298,179 @@ static void test_fuse_silu_mul(void)
     gir_graph_destroy(g);
 }
 
+/* Runs the pipeline on g and returns its printed form (caller frees), "" after a failure (reported). */
+static char *passes_print(GirGraph *g)
+{
+    IrDiag d = {0};
+    IrBuf p = {0};
+    KT_CHECK(gir_run_passes(g, NULL, &d) == IR_OK, "%s", d.msg);
+    gir_print(g, 0, &p);
+    return p.s ? p.s : calloc(1, 1);
+}
+
+static void out(GirGraph *g, const char *name, GirValue *v)
+{
+    IrDiag d = {0};
+    GirAttr on = gir_attr_str("name", name);
+    KT_CHECK(v && gir_node_add(g, GIR_OP_OUTPUT, (GirValue *[]){v}, 1, &on, 1, here, &d), "%s", d.msg);
+}
+
+/* kv_write(rope(k)) -> kv_write with positions: fused when the rope's result is used only there and its
+ * heads/head_dim are the kv_write's; the 6-input form's inference rules. */
+static void test_fuse_rope_kv_write(void)
+{
+    for (int variant = 0; variant < 3; variant++) { /* fused; rope used twice; rope heads differ */
+        Mini m = mini(2, 8);
+        GirGraph *g = m.g;
+        IrDiag d = {0};
+        GirValue *k = leaf(g, GIR_OP_INPUT, "k", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(16)});
+        GirValue *v = leaf(g, GIR_OP_INPUT, "v", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(16)});
+        int heads = variant == 2 ? 4 : 2, hd = variant == 2 ? 4 : 8;
+        GirAttr ra[] = {gir_attr_int("heads", heads), gir_attr_int("head_dim", hd),
+                        gir_attr_float("theta", 5e5), gir_attr_str("scaling", "linear"),
+                        gir_attr_float("factor", 2)};
+        GirValue *kr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, ra, 5, &d);
+        GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8),
+                         gir_attr_int("page_size", 16)};
+        GirNode *kw =
+            gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){kr, v, m.kc, m.vc, m.slots}, 5, kva, 3, here, &d);
+        KT_CHECK(kw != NULL, "%s", d.msg);
+        if (!kw) {
+            gir_graph_destroy(g);
+            continue;
+        }
+        out(g, "kc", kw->out[0]);
+        if (variant == 1) out(g, "k_roped", kr);
+        char *p = passes_print(g);
+        const char *fused =
+            "= kv_write %4, %5, %2, %3, %1, %0 {kv_heads=2, head_dim=8, page_size=16, theta=500000, "
+            "scaling=\"linear\", factor=2}";
+        if (variant == 0)
+            KT_CHECK(strstr(p, fused) && !strstr(p, "rope %"), "fused:\n%s", p);
+        else
+            KT_CHECK(!strstr(p, "theta=500000, scaling=\"linear\", factor=2} : bf16[P") &&
+                         strstr(p, "rope %"),
+                     "variant %d not fused:\n%s", variant, p);
+        free(p);
+        gir_graph_destroy(g);
+    }
+    /* the 6-input form: positions i32[T], theta, and rope attributes only with positions */
+    Mini m = mini(2, 8);
+    GirGraph *g = m.g;
+    IrDiag d = {0};
+    GirValue *k = leaf(g, GIR_OP_INPUT, "k", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(16)});
+    GirValue *fpos = leaf(g, GIR_OP_INPUT, "fpos", GIR_F32, 1, (GirDim[]){S(g, "T")});
+    GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8), gir_attr_int("page_size", 16),
+                     gir_attr_float("theta", 1e4)};
+    GirValue *in6[] = {k, k, m.kc, m.vc, m.slots, m.pos};
+    KT_CHECK(gir_node_add(g, GIR_OP_KV_WRITE, in6, 6, kva, 4, here, &d), "kv_write with positions: %s",
+             d.msg);
+    in6[5] = fpos;
+    KT_CHECK(!gir_node_add(g, GIR_OP_KV_WRITE, in6, 6, kva, 4, here, &d) &&
+                 strstr(d.msg, "positions must be i32"),
+             "f32 positions: %s", d.msg);
+    in6[5] = m.pos;
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_node_add(g, GIR_OP_KV_WRITE, in6, 6, kva, 3, here, &d) && strstr(d.msg, "needs theta"),
+             "no theta: %s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_node_add(g, GIR_OP_KV_WRITE, in6, 5, kva, 4, here, &d) && strstr(d.msg, "needs positions"),
+             "theta without positions: %s", d.msg);
+    gir_graph_destroy(g);
+}
+
+/* Two plain matmuls of one x with weights of one type -> one matmul {epilogue="pair"} with two outputs. */
+static void test_fuse_matmul_pair(void)
+{
+    IrDiag d = {0};
+    GirGraph *g = gir_graph_create("gqa");
+    GirValue *x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    GirValue *y = leaf(g, GIR_OP_INPUT, "y", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    /* q [64,64] differs from k, v [32,64]: k pairs with v */
+    GirValue *q = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wq", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *k = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wk", 32, 64)}, 2, NULL, 0, &d);
+    GirValue *v = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wv", 32, 64)}, 2, NULL, 0, &d);
+    /* bias matmuls are not plain */
+    GirValue *b1 =
+        op1(g, GIR_OP_MATMUL, (GirValue *[]){y, W(g, "wb1", 32, 64), W(g, "b1", 32, 0)}, 3, NULL, 0, &d);
+    GirValue *b2 =
+        op1(g, GIR_OP_MATMUL, (GirValue *[]){y, W(g, "wb2", 32, 64), W(g, "b2", 32, 0)}, 3, NULL, 0, &d);
+    /* the first one's result used before the second: not paired */
+    GirValue *u1 = op1(g, GIR_OP_MATMUL, (GirValue *[]){y, W(g, "wu1", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *s = op1(g, GIR_OP_ADD, (GirValue *[]){u1, y}, 2, NULL, 0, &d);
+    GirValue *u2 = op1(g, GIR_OP_MATMUL, (GirValue *[]){y, W(g, "wu2", 64, 64)}, 2, NULL, 0, &d);
+    /* weights of another dtype: not paired */
+    GirValue *wh = leaf(g, GIR_OP_WEIGHT, "wh", GIR_F16, 2, (GirDim[]){C(64), C(64)});
+    GirValue *h = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, wh}, 2, NULL, 0, &d);
+    GirValue *outs[] = {q, k, v, b1, b2, s, u2, h};
+    for (int i = 0; i < 8; i++)
+        out(g, "o", outs[i]);
+    KT_CHECK(d.status == IR_OK, "%s", d.msg);
+    char *p = passes_print(g);
+    KT_CHECK(strstr(p, "%6, %7 = matmul %0, %4, %5 {epilogue=\"pair\"} : bf16[T,32], bf16[T,32]"),
+             "k, v:\n%s", p);
+    int pairs = 0;
+    for (const char *c = p; (c = strstr(c, "pair")); c++)
+        pairs++;
+    KT_CHECK(pairs == 1, "one pair (q, bias, used-before and f16 matmuls alone):\n%s", p);
+    KT_CHECK(strstr(p, "output \"o\" %6\noutput \"o\" %7\n"), "uses read the pair's outputs:\n%s", p);
+    free(p);
+    gir_graph_destroy(g);
+
+    /* MHA: q, k, v of one shape: q pairs with k, v stays alone; gate/up stay silu_mul's */
+    g = gir_graph_create("mha");
+    x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    q = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wq", 64, 64)}, 2, NULL, 0, &d);
+    k = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wk", 64, 64)}, 2, NULL, 0, &d);
+    v = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wv", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *gt = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wg", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *up = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wu", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *m = op1(g, GIR_OP_SILU_MUL, (GirValue *[]){gt, up}, 2, NULL, 0, &d);
+    GirValue *mha[] = {q, k, v, m};
+    for (int i = 0; i < 4; i++)
+        out(g, "o", mha[i]);
+    p = passes_print(g);
+    KT_CHECK(strstr(p, "%3, %4 = matmul %0, %1, %2 {epilogue=\"pair\"}") &&
+                 strstr(p, "%6 = matmul %0, %5 : bf16[T,64]") && strstr(p, "{epilogue=\"silu_mul\"}"),
+             "q with k, v alone, silu_mul kept:\n%s", p);
+    free(p);
+    gir_graph_destroy(g);
+
+    /* the pair form's rules: three inputs, one weight type, two outputs (the verifier checks the count) */
+    g = gir_graph_create("rules");
+    x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    GirValue *w1 = W(g, "w1", 32, 64), *w2 = W(g, "w2", 32, 64), *w3 = W(g, "w3", 16, 64);
+    GirAttr pa = gir_attr_str("epilogue", "pair");
+    ir_diag_clear(&d);
+    GirNode *pn = gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1, w2}, 3, &pa, 1, here, &d);
+    KT_CHECK(pn && pn->n_out == 2, "matmul pair has two outputs: %s", d.msg);
+    KT_CHECK(!gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1}, 2, &pa, 1, here, &d) &&
+                 strstr(d.msg, "epilogue pair takes x, w, w2"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1, w3}, 3, &pa, 1, here, &d) &&
+                 strstr(d.msg, "w and w2 differ"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(gir_verify(g, &d) == IR_OK, "%s", d.msg);
+    if (pn) {
+        pn->n_out = 1;
+        KT_CHECK(gir_verify(g, &d) == IR_ERR_INTERNAL && strstr(d.msg, "wrong number of outputs"), "%s",
+                 d.msg);
+        pn->n_out = 2;
+        pn->attr[0] = gir_attr_str("epilogue", "silu_mul");
+        ir_diag_clear(&d);
+        KT_CHECK(gir_verify(g, &d) == IR_ERR_INTERNAL && strstr(d.msg, "wrong number of outputs"),
+                 "two outputs only for pair: %s", d.msg);
+    }
+    gir_graph_destroy(g);
+}
+
 int main(void)
 {
     test_fuse_silu_mul();
+    test_fuse_rope_kv_write();
+    test_fuse_matmul_pair();
     test_build_print_passes();
     test_inference_errors();
     test_tree_attention();

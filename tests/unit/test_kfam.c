@@ -101,6 +101,9 @@ static const struct {
     {"matmul", "N=3584 K=3584 dtype=f16 epilogue=bias m_hint=512"},
     {"matmul", "N=128256 K=4096 dtype=bf16 epilogue=none m_hint=8"},
     {"matmul", "N=33 K=17 dtype=f32 epilogue=silu_mul"},
+    {"matmul", "N=1024 K=4096 dtype=bf16 epilogue=pair"},
+    {"matmul", "N=1024 K=4096 dtype=bf16 epilogue=pair m_hint=1"},
+    {"matmul", "N=192 K=576 dtype=f16 epilogue=pair m_hint=16"},
     {"matmul_splitk_epilogue", "N=4096 dtype=bf16 epilogue=residual"},
     {"sample", "V=128256 mode=sample"},
     {"sample", "V=49152 mode=greedy"},
@@ -122,6 +125,8 @@ static const struct {
     {"qmatmul", "N=576 K=1536 dtype=bf16 wfmt=q4_1 epilogue=residual m_hint=1"},
     {"qmatmul", "N=1536 K=576 dtype=bf16 wfmt=q4_0 epilogue=silu_mul m_hint=1"},
     {"qmatmul", "N=49152 K=576 dtype=f16 wfmt=q8_0 epilogue=none"},
+    {"qmatmul", "N=192 K=576 dtype=bf16 wfmt=q4_1 epilogue=pair m_hint=1"},
+    {"qmatmul", "N=1024 K=4096 dtype=bf16 wfmt=w4a16 group=128 zeros=1 epilogue=pair"},
 };
 
 static void test_defaults(void)
@@ -205,6 +210,8 @@ static void test_bad_specs(void)
         {"matmul", "N=64 K=64 dtype=bf16 epilogue=gelu"},
         {"matmul", "N=64 dtype=bf16"},
         {"matmul_splitk_epilogue", "N=64 dtype=bf16 epilogue=silu_mul"},
+        {"matmul_splitk_epilogue", "N=64 dtype=bf16 epilogue=pair"},
+        {"matmul", "N=64 K=64 dtype=bf16 epilogue=pair gather=1"},
         {"sample", "V=100 mode=beam"},
         {"sample", "mode=greedy"},
         {"kv_write", "Hkv=8 D=128 dtype=bf16"},
@@ -243,6 +250,11 @@ static void test_bad_specs(void)
     KirKernel *k;
     IrDiag d = {0};
     KT_CHECK(build(a, &s, &cfg, &k, &d) == IR_ERR_UNSUPPORTED, "silu_mul split-K: %s", d.msg);
+    s = spec_of("qmatmul", "N=64 K=64 dtype=bf16 wfmt=q4_0 epilogue=pair");
+    ir_diag_clear(&d);
+    KT_CHECK(build(a, &s, &cfg, &k, &d) == IR_ERR_UNSUPPORTED && strstr(d.msg, "pair"), "pair split-K: %s",
+             d.msg);
+    s = spec_of("matmul", "N=64 K=64 dtype=bf16 epilogue=silu_mul");
     kir_config_set(&cfg, "SPLIT_K", 1);
     kir_config_set(&cfg, "BM", 48);
     ir_diag_clear(&d);
@@ -299,6 +311,7 @@ int main(void)
     walk_space("rope", "H=32 D=128 theta=500000.0 scaling=llama3 factor=8.0 dtype=bf16");
     walk_space("matmul", "N=4096 K=4096 dtype=bf16 epilogue=none");
     walk_space("matmul", "N=14336 K=4096 dtype=bf16 epilogue=silu_mul");
+    walk_space("matmul", "N=1024 K=4096 dtype=bf16 epilogue=pair");
     walk_space("matmul_splitk_epilogue", "N=4096 dtype=bf16 epilogue=bias");
     walk_space("sample", "V=128256 mode=sample");
     walk_space("kv_write", "Hkv=8 D=128 page_size=16 dtype=bf16");

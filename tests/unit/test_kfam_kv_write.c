@@ -2,8 +2,10 @@
  * 1/2/8 (and 3, 5: not powers of two), head dims 64/128/256 (and 80, 6), odd token counts, distinct
  * random slots over random pages with some padding tokens (slot -1), caches pre-filled with random data
  * so every cell not written must come back unchanged, all dtypes, rope off (a bitwise-exact copy) and
- * on (none / linear / llama3; K within the dtype's rel-L2 tolerance, V still exact), several configs.
- * Also: the cache offsets are i64 in the IR. */
+ * on (none / linear / llama3; K within the dtype's rel-L2 tolerance, V still exact), several configs;
+ * rope on is also compared bit for bit with the unfused pair it replaces (fuse-rope-kv-write): the rope
+ * family on K (default config, output poisoned), then kv_write rope=0 at the same config into copies of
+ * the caches. Also: the cache offsets are i64 in the IR. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,23 +21,67 @@ typedef struct Case {
     const KrefRope *rope; /* NULL: rope=0 */
 } Case;
 
-static KfamSpec case_spec(const Case *c)
+static void rope_keys(KfamSpec *s, const KrefRope *rope)
+{
+    kfam_spec_float(s, "theta", rope->theta);
+    kfam_spec_str(s, "scaling", rope->scaling);
+    kfam_spec_float(s, "factor", rope->factor);
+    kfam_spec_float(s, "low_freq_factor", rope->low_freq_factor);
+    kfam_spec_float(s, "high_freq_factor", rope->high_freq_factor);
+    kfam_spec_float(s, "original_max_pos", rope->original_max_pos);
+}
+
+/* kv_write for c, with rope=1 when c->rope and with_rope. */
+static KfamSpec case_spec(const Case *c, int with_rope)
 {
     KfamSpec s = kfam_spec("kv_write");
     kfam_spec_int(&s, "Hkv", c->H);
     kfam_spec_int(&s, "D", c->D);
     kfam_spec_int(&s, "page_size", c->S);
     kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
-    if (c->rope) {
+    if (c->rope && with_rope) {
         kfam_spec_int(&s, "rope", 1);
-        kfam_spec_float(&s, "theta", c->rope->theta);
-        kfam_spec_str(&s, "scaling", c->rope->scaling);
-        kfam_spec_float(&s, "factor", c->rope->factor);
-        kfam_spec_float(&s, "low_freq_factor", c->rope->low_freq_factor);
-        kfam_spec_float(&s, "high_freq_factor", c->rope->high_freq_factor);
-        kfam_spec_float(&s, "original_max_pos", c->rope->original_max_pos);
+        rope_keys(&s, c->rope);
     }
     return s;
+}
+
+/* The buffers of one run: inputs [T, Hkv*D], caches [n_slots, Hkv*D], slots and positions [T]. */
+typedef struct Bufs {
+    void *k, *v, *kc, *vc;
+    int32_t *slots, *pos;
+    size_t n, nc;
+} Bufs;
+
+/* The unfused pair: rope (H = Hkv) on b->k, then kv_write rope=0 at cfg into copies of the caches kc0,
+ * vc0 as they were before the fused launch; the caches must equal the fused ones (b) bit for bit. */
+static void check_unfused(const KRunner *r, IrArena *a, const Case *c, const KirKernel *fused,
+                          const KirConfig *cfg, const Bufs *b, const void *kc0, const void *vc0)
+{
+    KfamSpec rs = kfam_spec("rope"), ws = case_spec(c, 0);
+    kfam_spec_int(&rs, "H", c->H);
+    kfam_spec_int(&rs, "D", c->D);
+    rope_keys(&rs, c->rope);
+    kfam_spec_str(&rs, "dtype", kir_dtype_name(c->dt));
+    KirKernel *rk = ksweep_build(r, a, &rs, NULL), *wk = ksweep_build(r, a, &ws, cfg);
+    if (!rk || !wk) return;
+    size_t in_bytes = kref_bytes(c->dt, b->n), c_bytes = kref_bytes(c->dt, b->nc);
+    size_t t_bytes = kref_bytes(KIR_I32, (size_t)c->T);
+    void *kr = kref_alloc(c->dt, b->n), *kc = malloc(c_bytes), *vc = malloc(c_bytes);
+    if (!kc || !vc) abort();
+    memcpy(kc, kc0, c_bytes);
+    memcpy(vc, vc0, c_bytes);
+    KRunArg ra[4] = {
+        {b->k, in_bytes, 0, 0}, {b->pos, t_bytes, 0, 0}, {kr, in_bytes, 0, 0}, {NULL, 0, c->T, 0}};
+    KRunArg wa[6] = {{kr, in_bytes, 0, 0}, {b->v, in_bytes, 0, 0},    {kc, c_bytes, 0, 0},
+                     {vc, c_bytes, 0, 0},  {b->slots, t_bytes, 0, 0}, {NULL, 0, c->T, 0}};
+    if (ksweep_run(r, rk, ra) > 0 && ksweep_run(r, wk, wa) > 0)
+        ksweep_check(r, fused, !memcmp(kc, b->kc, c_bytes) && !memcmp(vc, b->vc, c_bytes),
+                     "kv_write %s S=%d Hkv=%d D=%d T=%d rope=%s: caches differ from rope + kv_write rope=0",
+                     kir_dtype_name(c->dt), c->S, c->H, c->D, c->T, c->rope->scaling);
+    free(kr);
+    free(kc);
+    free(vc);
 }
 
 /* T distinct slots over P pages of S (a random permutation's prefix); about one in five is -1. */
@@ -59,7 +105,7 @@ static void pick_slots(KrefRng *g, int32_t *slots, int T, int n_slots)
 static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfig *cfg)
 {
     IrArena *a = ir_arena_create();
-    KfamSpec s = case_spec(c);
+    KfamSpec s = case_spec(c, 1);
     KirKernel *k = ksweep_build(r, a, &s, cfg);
     if (!k) goto done;
     KirDtype dt = c->dt;
@@ -83,6 +129,9 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
         rp.D = c->D;
     }
     kref_kv_write(kx, vx, slots, pos, dt, c->T, c->H, c->D, c->rope ? &rp : NULL, kwant, vwant);
+    void *kc0 = kref_alloc(dt, nc), *vc0 = kref_alloc(dt, nc); /* the caches before the launch */
+    memcpy(kc0, kc, kref_bytes(dt, nc));
+    memcpy(vc0, vc, kref_bytes(dt, nc));
     KRunArg args[7] = {{kx, kref_bytes(dt, n), 0, 0},
                        {vx, kref_bytes(dt, n), 0, 0},
                        {kc, kref_bytes(dt, nc), 0, 0},
@@ -120,7 +169,11 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
         free(rg);
         free(rw);
         free(written);
+        Bufs b = {kx, vx, kc, vc, slots, pos, n, nc};
+        if (c->rope) check_unfused(r, a, c, k, cfg, &b, kc0, vc0);
     }
+    free(kc0);
+    free(vc0);
     free(kx);
     free(vx);
     free(kc);
@@ -173,7 +226,7 @@ static void test_i64_offsets(void)
     for (int with_rope = 0; with_rope < 2; with_rope++) {
         IrArena *a = ir_arena_create();
         Case c = {KIR_BF16, 16, 8, 128, 1, with_rope ? &rope : NULL};
-        KfamSpec s = case_spec(&c);
+        KfamSpec s = case_spec(&c, 1);
         KirKernel *k = NULL;
         IrDiag d = {0};
         KirConfig none = {0};

@@ -1,7 +1,9 @@
 /* test_kfam_matmul.c — matmul (every epilogue) and split-K (matmul into a zeroed f32 workspace, then
  * matmul_splitk_epilogue) on every executor against kref_matmul: M, N, K that no tile divides, all
- * dtypes, configs across tile sizes, warps, stages and split-K; silu_mul with SPLIT_K > 1 must be
- * INVALID. Inputs and the reference are made once per case and shared by its configs. */
+ * dtypes, configs across tile sizes, warps, stages and split-K; silu_mul and pair with SPLIT_K > 1 must
+ * be INVALID. Epilogue pair's two outputs (both poisoned first) are also compared bit for bit with two
+ * epilogue-none launches of the same config, one per weight. Inputs and the reference are made once per
+ * case and shared by its configs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,38 +12,60 @@
 #include "kt.h"
 
 static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
-static const char *const epilogues[] = {"none", "bias", "residual", "silu_mul"};
+static const char *const epilogues[] = {"none", "bias", "residual", "silu_mul", "pair"};
+enum { N_EPI = sizeof epilogues / sizeof epilogues[0] };
 
 typedef struct Case {
     KirDtype dt;
     int M, N, K;
     const char *epi;
-    void *x, *w, *w2, *bias, *res, *out;
+    void *x, *w, *w2, *bias, *res, *out, *out2, *sep; /* sep: a separate epilogue-none output */
     float *ws;
-    double *want;
+    double *want, *want2; /* want2: pair's second output */
 } Case;
 
-static KirKernel *build(const KRunner *r, IrArena *a, const Case *c, const char *family, const KirConfig *cfg)
+static KirKernel *build(const KRunner *r, IrArena *a, const Case *c, const char *family, const char *epi,
+                        const KirConfig *cfg)
 {
     KfamSpec s = kfam_spec(family);
     kfam_spec_int(&s, "N", c->N);
     if (cfg) kfam_spec_int(&s, "K", c->K);
     kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
-    kfam_spec_str(&s, "epilogue", c->epi);
+    kfam_spec_str(&s, "epilogue", epi);
     return ksweep_build(r, a, &s, cfg);
+}
+
+/* Epilogue pair: each output equals, bit for bit, an epilogue-none launch of k's config with its weight. */
+static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const KirKernel *k)
+{
+    KirKernel *nk = build(r, a, c, "matmul", "none", &k->cfg);
+    size_t mk = (size_t)c->M * c->K, wn = (size_t)c->N * c->K, mn = kref_bytes(c->dt, (size_t)c->M * c->N);
+    for (int i = 0; nk && i < 2; i++) {
+        kref_poison(c->sep, mn);
+        KRunArg args[4] = {{c->x, kref_bytes(c->dt, mk), 0, 0},
+                           {i ? c->w2 : c->w, kref_bytes(c->dt, wn), 0, 0},
+                           {c->sep, mn, 0, 0},
+                           {NULL, 0, c->M, 0}};
+        if (ksweep_run(r, nk, args) > 0)
+            ksweep_check(r, k, !memcmp(c->sep, i ? c->out2 : c->out, mn),
+                         "matmul pair %s M=%d N=%d K=%d: out%s differs from epilogue none's bits",
+                         kir_dtype_name(c->dt), c->M, c->N, c->K, i ? "2" : "");
+    }
 }
 
 static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
 {
     IrArena *a = ir_arena_create();
-    KirKernel *k = build(r, a, c, "matmul", cfg), *ek = NULL;
-    int split = (int)kir_config_get(cfg, "SPLIT_K", 1), silu = !strcmp(c->epi, "silu_mul");
+    KirKernel *k = build(r, a, c, "matmul", c->epi, cfg), *ek = NULL;
+    int split = (int)kir_config_get(cfg, "SPLIT_K", 1), pair = !strcmp(c->epi, "pair");
+    int two = pair || !strcmp(c->epi, "silu_mul");
     int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
     KirDtype dt = c->dt;
     size_t mk = (size_t)c->M * c->K, nk = (size_t)c->N * c->K, mn = (size_t)c->M * c->N;
-    ksweep_check(r, k, !(silu && split > 1 && k), "matmul silu_mul SPLIT_K=%d built", split);
-    if (!k || (split > 1 && !(ek = build(r, a, c, "matmul_splitk_epilogue", NULL)))) goto done;
+    ksweep_check(r, k, !(two && split > 1 && k), "matmul %s SPLIT_K=%d built", c->epi, split);
+    if (!k || (split > 1 && !(ek = build(r, a, c, "matmul_splitk_epilogue", c->epi, NULL)))) goto done;
     kref_poison(c->out, kref_bytes(dt, mn));
+    kref_poison(c->out2, kref_bytes(dt, mn));
     memset(c->ws, 0, sizeof(float) * mn);
     KRunArg args[8];
     int n = 0, ran;
@@ -50,10 +74,11 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     if (split > 1) {
         args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
     } else {
-        if (silu) args[n++] = (KRunArg){c->w2, kref_bytes(dt, nk), 0, 0};
+        if (two) args[n++] = (KRunArg){c->w2, kref_bytes(dt, nk), 0, 0};
         if (bias) args[n++] = (KRunArg){c->bias, kref_bytes(dt, (size_t)c->N), 0, 0};
         if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
         args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
+        if (pair) args[n++] = (KRunArg){c->out2, kref_bytes(dt, mn), 0, 0};
     }
     args[n++] = (KRunArg){NULL, 0, c->M, 0};
     ran = ksweep_run(r, k, args);
@@ -66,14 +91,15 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         args[n++] = (KRunArg){NULL, 0, c->M, 0};
         ran = ksweep_run(r, ek, args);
     }
-    if (ran > 0) {
-        double *got = kref_to_double(c->out, dt, mn);
-        double err = kref_rel_l2(got, c->want, mn);
+    for (int o = 0; ran > 0 && o < 1 + pair; o++) {
+        double *got = kref_to_double(o ? c->out2 : c->out, dt, mn);
+        double err = kref_rel_l2(got, o ? c->want2 : c->want, mn);
         ksweep_margin(r, err / kref_tol(dt));
-        ksweep_check(r, k, err < kref_tol(dt), "matmul %s M=%d N=%d K=%d epilogue=%s: rel-L2 %.3g",
-                     kir_dtype_name(dt), c->M, c->N, c->K, c->epi, err);
+        ksweep_check(r, k, err < kref_tol(dt), "matmul %s M=%d N=%d K=%d epilogue=%s: out%s rel-L2 %.3g",
+                     kir_dtype_name(dt), c->M, c->N, c->K, c->epi, o ? "2" : "", err);
         free(got);
     }
+    if (ran > 0 && pair) check_pair_bits(r, a, c, k);
 done:
     ir_arena_destroy(a);
 }
@@ -88,14 +114,20 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
     c.bias = kref_alloc(dt, (size_t)c.N);
     c.res = kref_alloc(dt, mn);
     c.out = kref_alloc(dt, mn);
+    c.out2 = kref_alloc(dt, mn);
+    c.sep = kref_alloc(dt, mn);
     c.ws = kref_alloc(KIR_F32, mn);
     c.want = malloc(sizeof(double) * mn);
+    c.want2 = malloc(sizeof(double) * mn);
     kref_fill(g, c.x, dt, mk, -1, 1);
     kref_fill(g, c.w, dt, nk, -1, 1);
     kref_fill(g, c.w2, dt, nk, -1, 1);
     kref_fill(g, c.bias, dt, (size_t)c.N, -1, 1);
     kref_fill(g, c.res, dt, mn, -2, 2);
-    kref_matmul(c.x, c.w, c.w2, c.bias, c.res, dt, c.M, c.N, c.K, c.epi, c.want);
+    int pair = !strcmp(c.epi, "pair");
+    /* pair: two epilogue-none products */
+    kref_matmul(c.x, c.w, c.w2, c.bias, c.res, dt, c.M, c.N, c.K, pair ? "none" : c.epi, c.want);
+    if (pair) kref_matmul(c.x, c.w2, NULL, NULL, NULL, dt, c.M, c.N, c.K, "none", c.want2);
     for (int i = 0; i < n_cfgs; i++)
         run_config(r, &c, &cfgs[i]);
     free(c.x);
@@ -104,8 +136,11 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
     free(c.bias);
     free(c.res);
     free(c.out);
+    free(c.out2);
+    free(c.sep);
     free(c.ws);
     free(c.want);
+    free(c.want2);
 }
 
 static void sweep(const KRunner *r, KrefRng *g)
@@ -121,7 +156,7 @@ static void sweep(const KRunner *r, KrefRng *g)
     cfgs[5] = ksweep_cfg(6, "BM", 16, "BN", 256, "BK", 128, "WARPS", 8, "STAGES", 2, "SPLIT_K", 8);
     int big = ksweep_big(r);
     for (int d = 0; d < 3; d++)
-        for (int e = 0; e < 4; e++) {
+        for (int e = 0; e < N_EPI; e++) {
             for (int i = 0; i < 4; i++) {
                 Case c = {.dt = dtypes[d],
                           .M = small[i][0],

@@ -6,9 +6,10 @@
  *     dtype(w[n, m]), compared bit for bit, with scales over the whole finite half range (subnormal,
  *     zero, negative, large) and configs whose BK spans several groups and K tails;
  *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, q4_0, q4_1,
- *     q8_0), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple of the group (w8a16: odd
- *     K), configs across tile sizes, warps, stages and split-K (then matmul_splitk_epilogue), with outputs
- *     poisoned; relative L2 within kref_tol;
+ *     q8_0), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple of the group
+ *     (w8a16: odd K), configs across tile sizes, warps, stages and split-K (then
+ *     matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue pair's two
+ *     outputs also bit for bit equal to two epilogue-none launches of the same config, one per weight;
  *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
  */
 #include <math.h>
@@ -34,7 +35,8 @@ static const Fmt fmts[] = {
     {"w8a16", 0, 0},  {"q4_0", 0, 0},   {"q4_1", 0, 0},    {"q8_0", 0, 0},
 };
 static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
-static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul"};
+static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul", "pair"};
+enum { N_EPI = sizeof epilogues / sizeof epilogues[0] };
 
 /* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16. */
 static int group_of(const Fmt *f)
@@ -256,10 +258,32 @@ typedef struct Case {
     int M, N, K;
     const char *epi;
     QW w, w2;
-    void *x, *bias, *res, *out;
+    void *x, *bias, *res, *out, *out2, *sep; /* sep: a separate epilogue-none output */
     float *ws;
-    double *want;
+    double *want, *want2; /* want2: pair's second output */
 } Case;
+
+/* Epilogue pair: each output equals, bit for bit, an epilogue-none launch of k's config with its weight. */
+static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const KirKernel *k)
+{
+    KfamSpec s = spec_of(c->f, c->dt, c->N, c->K, "none");
+    KirKernel *nk = ksweep_build(r, a, &s, &k->cfg);
+    size_t mn = kref_bytes(c->dt, (size_t)c->M * c->N);
+    for (int i = 0; nk && i < 2; i++) {
+        KRunArg args[6];
+        int n = 0;
+        kref_poison(c->sep, mn);
+        args[n++] = (KRunArg){c->x, kref_bytes(c->dt, (size_t)c->M * c->K), 0, 0};
+        n = qw_args(i ? &c->w2 : &c->w, args, n);
+        args[n++] = (KRunArg){c->sep, mn, 0, 0};
+        args[n++] = (KRunArg){NULL, 0, c->M, 0};
+        if (ksweep_run(r, nk, args) > 0)
+            ksweep_check(r, k, !memcmp(c->sep, i ? c->out2 : c->out, mn),
+                         "qmatmul pair %s g%d z%d %s M=%d N=%d K=%d: out%s differs from epilogue none's bits",
+                         c->f->wfmt, c->f->group, c->f->zeros, kir_dtype_name(c->dt), c->M, c->N, c->K,
+                         i ? "2" : "");
+    }
+}
 
 static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
 {
@@ -267,10 +291,11 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     KirDtype dt = c->dt;
     KfamSpec s = spec_of(c->f, dt, c->N, c->K, c->epi);
     KirKernel *k = ksweep_build(r, a, &s, cfg), *ek = NULL;
-    int split = (int)kir_config_get(cfg, "SPLIT_K", 1), silu = !strcmp(c->epi, "silu_mul");
+    int split = (int)kir_config_get(cfg, "SPLIT_K", 1), pair = !strcmp(c->epi, "pair");
+    int two = pair || !strcmp(c->epi, "silu_mul");
     int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
     size_t mk = (size_t)c->M * c->K, mn = (size_t)c->M * c->N;
-    ksweep_check(r, k, !(silu && split > 1 && k), "qmatmul silu_mul SPLIT_K=%d built", split);
+    ksweep_check(r, k, !(two && split > 1 && k), "qmatmul %s SPLIT_K=%d built", c->epi, split);
     if (k && split > 1) {
         KfamSpec es = kfam_spec("matmul_splitk_epilogue");
         kfam_spec_int(&es, "N", c->N);
@@ -280,6 +305,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     }
     if (!k || (split > 1 && !ek)) goto done;
     kref_poison(c->out, kref_bytes(dt, mn));
+    kref_poison(c->out2, kref_bytes(dt, mn));
     memset(c->ws, 0, sizeof(float) * mn);
     KRunArg args[12];
     int n = 0, ran;
@@ -288,10 +314,11 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     if (split > 1) {
         args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
     } else {
-        if (silu) n = qw_args(&c->w2, args, n);
+        if (two) n = qw_args(&c->w2, args, n);
         if (bias) args[n++] = (KRunArg){c->bias, kref_bytes(dt, (size_t)c->N), 0, 0};
         if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
         args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
+        if (pair) args[n++] = (KRunArg){c->out2, kref_bytes(dt, mn), 0, 0};
     }
     args[n++] = (KRunArg){NULL, 0, c->M, 0};
     ran = ksweep_run(r, k, args);
@@ -304,15 +331,17 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         args[n++] = (KRunArg){NULL, 0, c->M, 0};
         ran = ksweep_run(r, ek, args);
     }
-    if (ran > 0) {
-        double *got = kref_to_double(c->out, dt, mn);
-        double err = kref_rel_l2(got, c->want, mn);
+    for (int o = 0; ran > 0 && o < 1 + pair; o++) {
+        double *got = kref_to_double(o ? c->out2 : c->out, dt, mn);
+        double err = kref_rel_l2(got, o ? c->want2 : c->want, mn);
         ksweep_margin(r, err / kref_tol(dt));
         ksweep_check(r, k, err < kref_tol(dt),
-                     "qmatmul %s g%d z%d %s M=%d N=%d K=%d epilogue=%s: rel-L2 %.3g", c->f->wfmt, c->f->group,
-                     c->f->zeros, kir_dtype_name(dt), c->M, c->N, c->K, c->epi, err);
+                     "qmatmul %s g%d z%d %s M=%d N=%d K=%d epilogue=%s: out%s rel-L2 %.3g", c->f->wfmt,
+                     c->f->group, c->f->zeros, kir_dtype_name(dt), c->M, c->N, c->K, c->epi, o ? "2" : "",
+                     err);
         free(got);
     }
+    if (ran > 0 && pair) check_pair_bits(r, a, c, k);
 done:
     ir_arena_destroy(a);
 }
@@ -322,36 +351,48 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
 {
     KirDtype dt = c.dt;
     size_t mk = (size_t)c.M * c.K, mn = (size_t)c.M * c.N;
-    int silu = !strcmp(c.epi, "silu_mul"), w8 = !strcmp(c.f->wfmt, "w8a16");
+    int pair = !strcmp(c.epi, "pair"), two = pair || !strcmp(c.epi, "silu_mul"),
+        w8 = !strcmp(c.f->wfmt, "w8a16");
     qw_make(g, &c.w, c.f, dt, c.N, c.K, 0);
-    if (silu) qw_make(g, &c.w2, c.f, dt, c.N, c.K, 0);
+    if (two) qw_make(g, &c.w2, c.f, dt, c.N, c.K, 0);
     c.x = kref_alloc(dt, mk);
     c.bias = kref_alloc(dt, (size_t)c.N);
     c.res = kref_alloc(dt, mn);
     c.out = kref_alloc(dt, mn);
+    c.out2 = kref_alloc(dt, mn);
+    c.sep = kref_alloc(dt, mn);
     c.ws = kref_alloc(KIR_F32, mn);
     c.want = malloc(sizeof(double) * mn);
+    c.want2 = malloc(sizeof(double) * mn);
     kref_fill(g, c.x, dt, mk, -1, 1);
     kref_fill(g, c.bias, dt, (size_t)c.N, -1, 1);
     kref_fill(g, c.res, dt, mn, -2, 2);
-    kref_qmatmul(c.x, c.w.deq, silu ? c.w2.deq : NULL, w8 ? c.w.scales : NULL,
-                 w8 && silu ? c.w2.scales : NULL, c.bias, c.res, dt, c.M, c.N, c.K, c.epi, c.want);
+    /* pair: two epilogue-none products */
+    kref_qmatmul(c.x, c.w.deq, two && !pair ? c.w2.deq : NULL, w8 ? c.w.scales : NULL,
+                 w8 && two && !pair ? c.w2.scales : NULL, c.bias, c.res, dt, c.M, c.N, c.K,
+                 pair ? "none" : c.epi, c.want);
+    if (pair)
+        kref_qmatmul(c.x, c.w2.deq, NULL, w8 ? c.w2.scales : NULL, NULL, NULL, NULL, dt, c.M, c.N, c.K,
+                     "none", c.want2);
     for (int i = 0; i < n_cfgs; i++)
         run_config(r, &c, &cfgs[pick[i]]);
     qw_free(&c.w);
-    if (silu) qw_free(&c.w2);
+    if (two) qw_free(&c.w2);
     free(c.x);
     free(c.bias);
     free(c.res);
     free(c.out);
+    free(c.out2);
+    free(c.sep);
     free(c.ws);
     free(c.want);
+    free(c.want2);
 }
 
 static void sweep(const KRunner *r, KrefRng *g)
 {
     /* M, N, K in groups (w8a16: K = groups * 32 + 15) */
-    static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}};
+    static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}, {5, 40, 3}};
     static const int large[][3] = {{1, 1000, 8}, {130, 257, 4}};
     KirConfig cfgs[6];
     cfgs[0] = ksweep_cfg(0);
@@ -368,9 +409,9 @@ static void sweep(const KRunner *r, KrefRng *g)
         for (int d = 0; d < 2; d++) {
             const Fmt *f = &fmts[fi];
             int G = group_of(f), w8 = !strcmp(f->wfmt, "w8a16");
-            for (int i = 0; i < 4; i++, n_case++) {
+            for (int i = 0; i < N_EPI; i++, n_case++) {
                 /* every epilogue once per (format, dtype) */
-                const char *epi = epilogues[(i + d * 2 + (int)fi) % 4];
+                const char *epi = epilogues[(i + d * 2 + (int)fi) % N_EPI];
                 Case c = {.f = f, .dt = dtypes[d], .M = small[i][0], .N = small[i][1], .epi = epi};
                 int pick[2] = {0, 1 + n_case % 5};
                 c.K = small[i][2] * G + (w8 ? 15 : 0);
@@ -403,6 +444,9 @@ static void cuda_compile(void)
         {{"w8a16", 0, 0}, KIR_F16, 4096, 4096, "residual", 1},
         {{"q4_0", 0, 0}, KIR_BF16, 4096, 4096, "residual", 1},
         {{"q4_1", 0, 0}, KIR_BF16, 1536, 576, "silu_mul", 1},
+        {{"q4_1", 0, 0}, KIR_BF16, 192, 576, "pair", 1},
+        {{"w4a16", 128, 1}, KIR_BF16, 1024, 4096, "pair", 1},
+        {{"q8_0", 0, 0}, KIR_BF16, 1024, 4096, "pair", 0},
         {{"q8_0", 0, 0}, KIR_BF16, 4096, 4096, "none", 0},
     };
     const CgTarget *t = cg_target_find("sm_90a");

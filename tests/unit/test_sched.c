@@ -1,6 +1,8 @@
 /* test_sched.c — lowering graph -> schedule on the real recipe: kernels deduplicated, every compute node
- * launched with the family's argument count, and an activation plan in which no two buffers that are
- * live at the same time overlap. */
+ * launched with the family's argument count, the fused launches (kv_write rotating K, the k/v matmul
+ * pair) with their arguments in the family's order, and an activation plan in which no two buffers that
+ * are live at the same time overlap. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +47,70 @@ static void check_plan(const Schedule *s)
     KT_CHECK(overlaps == 0, "%d pairs of live activations share memory", overlaps);
 }
 
-static void test_model(const char *model, const char *set, int layers)
+/* The spec's value of key as text ("" when absent). */
+static void spec_value(const KfamSpec *s, const char *key, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->attr[i].key, key)) {
+            const GirAttr *a = &s->attr[i];
+            if (a->kind == GIR_ATTR_STR)
+                snprintf(buf, n, "%s", a->s);
+            else if (a->kind == GIR_ATTR_INT)
+                snprintf(buf, n, "%lld", (long long)a->i);
+            else
+                snprintf(buf, n, "%.9g", a->f);
+        }
+}
+
+/* kv_write launches rotate K (rope=1, the rope family's keys as the remaining rope launch (q) has them)
+ * with positions after slots; with paired (no bias), the k and v projections are one matmul launch
+ * (x, w, w2, out, out2, M), and no other matmul is paired. */
+static void check_fused(const Schedule *s, const char *model, int layers, int paired)
+{
+    const KfamSpec *rope = NULL;
+    for (int i = 0; i < s->n_kernels && !rope; i++)
+        if (!strcmp(s->kernels[i].spec.family, "rope")) rope = &s->kernels[i].spec;
+    KT_CHECK(rope != NULL, "%s: a rope kernel (q)", model);
+    int kv = 0, pairs = 0;
+    for (int i = 0; i < s->n_launches && rope; i++) {
+        const SchedKernel *k = &s->kernels[s->launches[i].kernel];
+        IrBuf args = {0};
+        sched_launch_args(s, &s->launches[i], &args);
+        const char *a = args.s ? args.s : "";
+        if (!strcmp(k->spec.family, "kv_write")) {
+            static const char *const keys[] = {"theta",           "scaling",          "factor",
+                                               "low_freq_factor", "high_freq_factor", "original_max_pos"};
+            int same = 1;
+            for (int j = 0; j < 6; j++) {
+                char want[64], got[64];
+                spec_value(rope, keys[j], want, sizeof want);
+                spec_value(&k->spec, keys[j], got, sizeof got);
+                same &= !strcmp(want, got);
+            }
+            kv++;
+            KT_CHECK(kfam_spec_i(&k->spec, "rope", 0) == 1 && same && s->launches[i].n_args == 7 &&
+                         strstr(a, " input:slots input:positions sym:T") && strstr(a, "k_cache."),
+                     "%s: kv_write launch %d (%s): %s", model, i, k->name, a);
+        }
+        if (strcmp(k->spec.family, "matmul") && strcmp(k->spec.family, "qmatmul")) {
+            ir_buf_free(&args);
+            continue;
+        }
+        if (!strcmp(kfam_spec_s(&k->spec, "epilogue", ""), "pair")) {
+            pairs++;
+            KT_CHECK(s->launches[i].n_args == 6 &&
+                         strstr(a, ".self_attn.k_proj.weight weight:model.layers.") &&
+                         strstr(a, ".self_attn.v_proj.weight act:%") && strstr(a, " sym:T"),
+                     "%s: pair launch %d: %s", model, i, a);
+        }
+        ir_buf_free(&args);
+    }
+    KT_CHECK(kv == layers && pairs == (paired ? layers : 0), "%s: %d kv_write (rope), %d pair launches",
+             model, kv, pairs);
+}
+
+static void test_model(const char *model, const char *set, int layers, int paired)
 {
     GirGraph *g = load(model, set);
     if (!g) return;
@@ -54,9 +119,10 @@ static void test_model(const char *model, const char *set, int layers)
     IrDiag d = {0};
     KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "%s: %s", model, d.msg);
     if (s) {
-        /* per layer: norm, q, k, v, rope x2, kv_write, attention + its split-KV merge, o, add+norm, gate/up,
-         * down = 13 plus embedding, final norm, logits, sample */
-        KT_CHECK(s->n_launches == 13 * layers + 4, "%s: %d launches", model, s->n_launches);
+        /* per layer: norm, q, k + v (paired; apart with a bias), rope q, kv_write rotating k, attention + its
+         * split-KV merge, o, add+norm, gate/up, down = 11 (12) plus embedding, final norm, logits, sample */
+        KT_CHECK(s->n_launches == (paired ? 11 : 12) * layers + 4, "%s: %d launches", model, s->n_launches);
+        check_fused(s, model, layers, paired);
         KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
                  s->n_kernels);
         for (int i = 0; i < s->n_launches; i++) {
@@ -134,11 +200,12 @@ static void test_model(const char *model, const char *set, int layers)
 
 int main(void)
 {
-    test_model("tiny", NULL, 2);
-    test_model("llama-3-8b", NULL, 32);
-    test_model("qwen2-7b", "n_layers=3", 3);
-    test_model("smollm2-135m", NULL, 30);
-    test_model("smollm2-135m", "weight_dtype=q4_1", 30); /* GGUF Q4_1 linear layers: qmatmul kernels */
-    test_model("tiny", "weight_dtype=q8_0", 2);
+    test_model("tiny", NULL, 2, 1);
+    test_model("llama-3-8b", NULL, 32, 1);
+    test_model("llama-3.2-1b", "n_layers=2", 2, 1); /* llama3 rope scaling: all keys on kv_write */
+    test_model("qwen2-7b", "n_layers=3", 3, 0);     /* qkv bias: nothing paired */
+    test_model("smollm2-135m", NULL, 30, 1);
+    test_model("smollm2-135m", "weight_dtype=q4_1", 30, 1); /* GGUF Q4_1 linear layers: qmatmul kernels */
+    test_model("tiny", "weight_dtype=q8_0", 2, 1);
     return kt_done("test_sched");
 }
