@@ -105,10 +105,12 @@ typedef struct KilnEngineOptions {
                                activations, on the host 1 GiB (both capped at what max_seqs full-length
                                sequences need) */
     int max_seqs;           /* sequences per step; 0: the package's planned maximum */
-    int max_step_tokens; /* tokens per step (prompts are prefilled in chunks of this); 0: min(plan, 2048) */
-    int no_cuda_graphs;  /* 1: launch every kernel of a decode step (default: replay captured graphs) */
-    int profile;         /* 1: time every kernel (GPU events between launches; the host clock on the host;
-                            CUDA graphs off) and log a table per kernel at close */
+    int max_step_tokens;   /* tokens per step (prompts are prefilled in chunks of this); 0: min(plan, 2048) */
+    int no_cuda_graphs;    /* 1: launch every kernel of a decode step (default: replay captured graphs) */
+    int no_prefix_sharing; /* 1: every request computes its whole prompt (default: a request whose tokens
+                              start with page-aligned tokens a live sequence has computed shares them) */
+    int profile;           /* 1: time every kernel (GPU events between launches; the host clock on the host;
+                              CUDA graphs off) and log a table per kernel at close */
     void (*log)(void *user, const char *line); /* what the engine chose and did (verbose); NULL: quiet */
     void *log_user;
 } KilnEngineOptions;
@@ -166,7 +168,8 @@ KILN_API KilnStatus kiln_engine_abort(KilnEngine *e, int64_t request);
 
 typedef struct KilnEngineStats {
     int64_t steps, prompt_tokens, generated_tokens, preemptions;
-    double step_seconds; /* wall time inside kiln_engine_step */
+    int64_t prefix_tokens; /* prompt tokens read from a shared prefix instead of computed */
+    double step_seconds;   /* wall time inside kiln_engine_step */
     int running, waiting;
     int32_t kv_pages, kv_pages_free, page_size;
     int max_seqs, max_step_tokens;

@@ -82,7 +82,7 @@ struct KilnEngine {
     int64_t next_id;
     StepIn in;
     StepGraph graphs[MAX_GRAPHS];
-    int n_graphs, use_graphs, profile;
+    int n_graphs, use_graphs, profile, share_prefixes;
     double *prof_s;  /* per kernel: seconds (profile) */
     int64_t *prof_n; /* per kernel: launches */
     KilnEngineStats stats;
@@ -375,7 +375,7 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     KilnEngine *e = calloc(1, sizeof *e);
     if (!e) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
     e->log = opt->log, e->log_user = opt->log_user, e->next_id = 1;
-    e->profile = opt->profile;
+    e->profile = opt->profile, e->share_prefixes = !opt->no_prefix_sharing;
     KilnPackage *pkg = NULL;
     KilnStatus s = kiln_package_open(package, &pkg, e->err, sizeof e->err);
     if (s == KILN_OK) s = rt_exec_open(opt->device, &e->x, e->err, sizeof e->err);
@@ -600,8 +600,31 @@ static KilnStatus copy_page(KilnEngine *e, const RtKvCopy *c)
 
 /* Adds up to `room` tokens of request r to the step. Returns the tokens added (0: none fit), or -1 when
  * the KV pool is full for it. */
+/* Prefix sharing: a request without a sequence starts as a fork of the live sequence whose computed
+ * tokens share the longest page-aligned prefix with its tokens (at least one page; its last token is
+ * always computed, for the logits), so those pages are read, not recomputed. Returns 1 when it forked. */
+static int share_prefix(KilnEngine *e, Req *r)
+{
+    int best = -1, best_len = 0;
+    for (int i = 0; i < e->n_reqs; i++) {
+        const Req *q = &e->reqs[i];
+        if (q == r || q->seq < 0 || q->state == REQ_DONE) continue;
+        int lim = q->n_done < r->n_tokens - 1 ? q->n_done : r->n_tokens - 1, l = 0;
+        while (l < lim && q->tokens[l] == r->tokens[l])
+            l++;
+        l -= l % e->page_size;
+        if (l > best_len) best = i, best_len = l;
+    }
+    RtKvCopy cow;
+    if (best < 0 || rt_kv_seq_fork(e->kv, e->reqs[best].seq, best_len, &r->seq, &cow) != KILN_OK) return 0;
+    r->n_done = best_len; /* page-aligned: cow is never needed */
+    e->stats.prefix_tokens += best_len;
+    return 1;
+}
+
 static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
 {
+    if (r->seq < 0 && e->share_prefixes) share_prefix(e, r);
     int chunk = r->n_tokens - r->n_done;
     if (chunk > room) chunk = room;
     if (chunk <= 0) return 0;
@@ -647,8 +670,8 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
             if (got < 0) {
                 if (pass == 0)
                     preempt(e, r);
-                else if (r->seq >= 0 && !rt_kv_seq_len(e->kv, r->seq))
-                    rt_kv_seq_free(e->kv, r->seq), r->seq = -1;
+                else if (r->seq >= 0) /* a waiting request holds no pages (a fork's are given back) */
+                    rt_kv_seq_free(e->kv, r->seq), r->seq = -1, r->n_done = 0;
                 if (pass == 1) break; /* no room for new requests this step */
                 continue;
             }
