@@ -22,6 +22,7 @@ static const char run_usage[] =
     "  --top-k K, --top-p P, --seed S, --ignore-eos\n"
     "  --device D          auto (default), host, or a GPU number\n"
     "  --kv-cache-mb N     KV-cache pool size (default: from free memory)\n"
+    "  --threads N         host threads per kernel launch (default: every CPU)\n"
     "  --print-ids         print the generated token ids (one line per prompt) instead of text\n"
     "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
     "  --profile           time every kernel (GPU events; graphs off) and print a table (with -v)\n"
@@ -157,7 +158,7 @@ int cli_run(int argc, char **argv)
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
                     !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                     !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
-                    !strcmp(a, "--kv-cache-mb");
+                    !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads");
         if (takes && !v) {
             fprintf(stderr, "kiln run: %s wants a value\n%s", a, run_usage);
             return 2;
@@ -201,6 +202,8 @@ int cli_run(int argc, char **argv)
             s.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--device"))
             device = v;
+        else if (!strcmp(a, "--threads"))
+            o.host_threads = atoi(v);
         else if (!strcmp(a, "--kv-cache-mb"))
             o.kv_cache_bytes = (int64_t)atoll(v) << 20;
         else if (a[0] == '-' || pkg) {

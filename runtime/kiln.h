@@ -111,6 +111,7 @@ typedef struct KilnEngineOptions {
                               start with page-aligned tokens a live sequence has computed shares them) */
     int profile;           /* 1: time every kernel (GPU events between launches; the host clock on the host;
                               CUDA graphs off) and log a table per kernel at close */
+    int host_threads;      /* threads that run each host launch's programs (0: every online CPU) */
     void (*log)(void *user, const char *line); /* what the engine chose and did (verbose); NULL: quiet */
     void *log_user;
 } KilnEngineOptions;

@@ -378,7 +378,7 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     e->profile = opt->profile, e->share_prefixes = !opt->no_prefix_sharing;
     KilnPackage *pkg = NULL;
     KilnStatus s = kiln_package_open(package, &pkg, e->err, sizeof e->err);
-    if (s == KILN_OK) s = rt_exec_open(opt->device, &e->x, e->err, sizeof e->err);
+    if (s == KILN_OK) s = rt_exec_open(opt->device, opt->host_threads, &e->x, e->err, sizeof e->err);
     if (s == KILN_OK && !rt_exec_target(e->x))
         s = efail(e, KILN_ERR_UNSUPPORTED, "%s: kiln has no target for this GPU", rt_exec_describe(e->x));
     if (s == KILN_OK) {

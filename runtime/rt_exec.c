@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <time.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,32 @@
 #include "rt_file.h"
 
 typedef void (*RtHostEntry)(void *const *args, const int32_t *grid);
+typedef void (*RtHostRange)(void *const *args, const int32_t *grid, int32_t lo, int32_t hi);
+
+/* Host threads: a launch's programs split into contiguous parts, part 0 run by the caller, part i by
+ * worker i-1 (programs are independent by the kernel contract, as on a GPU; atomics are real atomics). */
+typedef struct HostPool {
+    int n; /* workers */
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;
+    int pending, stop;
+    RtHostRange fn; /* the job of generation gen */
+    void *const *args;
+    const int32_t *grid;
+    int64_t total;
+    int parts;
+} HostPool;
+
+typedef struct Worker {
+    HostPool *p;
+    int id;
+} Worker;
 
 struct RtExec {
+    HostPool pool; /* host, with more than one thread */
+    Worker *workers;
     RtDevice *dev;    /* NULL: the host */
     RtStream *stream; /* GPU: every copy and launch of the engine, in order (capturable) */
     RtEvent **marks;  /* profiling (GPU), created on first use */
@@ -39,13 +64,97 @@ struct RtExecKernel {
     void *so; /* host: the library and the descriptor of its memory file */
     int fd;
     RtHostEntry entry;
-    RtModule *mod; /* GPU */
+    RtHostRange range; /* NULL: a library from before ranged entries; runs on one thread */
+    RtModule *mod;     /* GPU */
     RtFunction *fn;
     unsigned block, smem;
     char name[128];
 };
 
-KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
+static void part_bounds(const HostPool *p, int i, int32_t *lo, int32_t *hi)
+{
+    *lo = (int32_t)(p->total * i / p->parts), *hi = (int32_t)(p->total * (i + 1) / p->parts);
+}
+
+static void *worker_main(void *arg)
+{
+    Worker *w = arg;
+    HostPool *p = w->p;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->mu);
+        if (p->stop) break;
+        seen = p->gen;
+        int part = w->id + 1;
+        if (part >= p->parts) continue;
+        int32_t lo, hi;
+        part_bounds(p, part, &lo, &hi);
+        RtHostRange fn = p->fn;
+        void *const *args = p->args;
+        const int32_t *grid = p->grid;
+        pthread_mutex_unlock(&p->mu);
+        fn(args, grid, lo, hi);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static void pool_stop(RtExec *x)
+{
+    HostPool *p = &x->pool;
+    if (!p->th) return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n; i++)
+        pthread_join(p->th[i], NULL);
+    pthread_mutex_destroy(&p->mu), pthread_cond_destroy(&p->go), pthread_cond_destroy(&p->done);
+    free(p->th), free(x->workers);
+    p->th = NULL;
+}
+
+/* Starts threads - 1 workers (fewer when a thread cannot start: the pool is an optimization). */
+static void pool_start(RtExec *x, int threads)
+{
+    HostPool *p = &x->pool;
+    if (threads < 2 || !(p->th = calloc((size_t)threads, sizeof *p->th)) ||
+        !(x->workers = calloc((size_t)threads, sizeof *x->workers))) {
+        free(p->th), p->th = NULL;
+        return;
+    }
+    pthread_mutex_init(&p->mu, NULL), pthread_cond_init(&p->go, NULL), pthread_cond_init(&p->done, NULL);
+    for (int i = 0; i < threads - 1; i++) {
+        x->workers[i] = (Worker){p, i};
+        if (pthread_create(&p->th[i], NULL, worker_main, &x->workers[i])) break;
+        p->n++;
+    }
+}
+
+/* Runs every program of grid with the range entry, spread over the pool. */
+static void pool_run(HostPool *p, RtHostRange fn, void *const *args, const int32_t *grid, int64_t total)
+{
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn, p->args = args, p->grid = grid, p->total = total;
+    p->parts = (int)(total < p->n + 1 ? total : p->n + 1);
+    p->pending = p->parts - 1;
+    p->gen++;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->mu);
+    int32_t lo, hi;
+    part_bounds(p, 0, &lo, &hi);
+    fn(args, grid, lo, hi);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0)
+        pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+KilnStatus rt_exec_open(int device, int host_threads, RtExec **out, char *err, int errlen)
 {
     *out = NULL;
     RtExec *x = calloc(1, sizeof *x);
@@ -69,8 +178,10 @@ KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
                  rt_dev_target(x->dev) ? rt_dev_target(x->dev) : "no kiln target", i->sm_count,
                  (double)i->mem_total / 1e9);
     } else {
-        snprintf(x->desc, sizeof x->desc, "host CPU (%ld threads online; kernels run on one)",
-                 sysconf(_SC_NPROCESSORS_ONLN));
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
+        int threads = host_threads > 0 ? host_threads : online > 0 ? (int)(online < 64 ? online : 64) : 1;
+        pool_start(x, threads);
+        snprintf(x->desc, sizeof x->desc, "host CPU (%d of %ld threads)", x->pool.n + 1, online);
     }
     *out = x;
     return KILN_OK;
@@ -79,6 +190,7 @@ KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen)
 void rt_exec_close(RtExec *x)
 {
     if (!x) return;
+    pool_stop(x);
     for (int i = 0; x->marks && i < RT_EXEC_MAX_MARKS; i++)
         rt_dev_event_destroy(x->marks[i]);
     free(x->marks), free(x->mark_s);
@@ -150,6 +262,9 @@ static KilnStatus host_load(const RtPlanBinary *pk, RtExecKernel *k, char *err, 
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "kernel %s: cannot load host code: %s", k->name,
                             dlerror());
     *(void **)&k->entry = dlsym(k->so, pk->entry);
+    char range[300];
+    snprintf(range, sizeof range, "%s_range", pk->entry);
+    *(void **)&k->range = dlsym(k->so, range);
     if (!k->entry)
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "kernel %s: host code has no symbol %s", k->name,
                             pk->entry);
@@ -205,7 +320,11 @@ KilnStatus rt_exec_launch(RtExec *x, RtExecKernel *k, void **args, const unsigne
     if (!grid[0] || !grid[1] || !grid[2]) return KILN_OK;
     if (!x->dev) {
         int32_t g[3] = {(int32_t)grid[0], (int32_t)grid[1], (int32_t)grid[2]};
-        k->entry((void *const *)args, g);
+        int64_t total = (int64_t)grid[0] * grid[1] * grid[2];
+        if (x->pool.n && k->range && total > 1 && total <= INT32_MAX)
+            pool_run(&x->pool, k->range, (void *const *)args, g, total);
+        else
+            k->entry((void *const *)args, g);
         return KILN_OK;
     }
     unsigned block[3] = {k->block, 1, 1};

@@ -26,8 +26,8 @@ typedef struct RtExec RtExec;
 typedef struct RtExecKernel RtExecKernel;
 
 /* device: -1 the first GPU when one is usable, else the host; -2 the host; >= 0 that GPU (an error when
- * it is not usable). */
-KilnStatus rt_exec_open(int device, RtExec **out, char *err, int errlen);
+ * it is not usable). host_threads: threads that run a host launch's programs (0: the online CPUs). */
+KilnStatus rt_exec_open(int device, int host_threads, RtExec **out, char *err, int errlen);
 void rt_exec_close(RtExec *x);
 int rt_exec_is_host(const RtExec *x);
 /* The package target this executor runs ("host", "sm_90a", ...); NULL for a GPU kiln has no target for. */

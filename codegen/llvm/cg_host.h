@@ -11,7 +11,11 @@
  * The host entry of a kernel (format "host-obj", symbol CgBinary.entry) has the C type
  *     void entry(void *const *args, const int32_t *grid);
  * args[i] points to param i's value: a pointer for pointer params; for scalars the dtype's C type
- * (i1: uint8_t, f16/bf16: uint16_t bits, f8e4m3: uint8_t bits). It loops over pid z, y, x itself.
+ * (i1: uint8_t, f16/bf16: uint16_t bits, f8e4m3: uint8_t bits). It loops over pid z, y, x itself. Beside
+ * it, the object exports
+ *     void <entry>_range(void *const *args, const int32_t *grid, int32_t lo, int32_t hi);
+ * which runs only the programs whose linear index x + gx * (y + gy * z) lies in [lo, hi) (the runtime
+ * spreads a launch's programs over threads with it).
  * Without LLVM in this build every function here returns IR_ERR_UNSUPPORTED (cg_host_jit_available: 0).
  */
 #ifndef KILN_CG_HOST_H

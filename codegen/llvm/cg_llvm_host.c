@@ -2,7 +2,9 @@
  * in-process JIT (ORC LLJIT loading exactly that object) and linking objects into a shared library.
  *
  * Host entry: void <name>(void *const *args, const int32_t *grid). Scalar params are loaded once; then
- * for pid z, y, x (row-major, x fastest) the program body runs with pid = (x, y, z), nprog = grid. The
+ * for pid z, y, x (row-major, x fastest) the program body runs with pid = (x, y, z), nprog = grid. Beside
+ * it, void <name>_range(args, grid, int32_t lo, int32_t hi) runs only the programs whose linear index
+ * x + gx * (y + gy * z) lies in [lo, hi): the runtime spreads a launch over threads with it. The
  * object is position-independent code for this machine's CPU (host triple, CPU name and features), so a
  * host-obj is for the machine that compiled it (or one with the same CPU features).
  */
@@ -31,13 +33,14 @@ struct CgHostKernel {
     HostEntry fn;
 };
 
-IrStatus cg_llvm_build_host(CgLlvmUnit *u, const KirKernel *k, IrDiag *d)
+/* One host entry of k named sym: ranged 0 loops over every pid (z, y, x; x fastest); ranged 1 takes two
+ * more i32 params lo, hi and runs the programs whose linear index x + gx * (y + gy * z) is in [lo, hi). */
+static IrStatus build_entry(CgLlvmUnit *u, const KirKernel *k, const char *sym, int ranged, IrDiag *d)
 {
-    char sym[256];
-    cg_llvm_symbol(k, sym, sizeof sym);
     LLVMTypeRef ptr = LLVMPointerTypeInContext(u->ctx, 0), i32 = LLVMInt32TypeInContext(u->ctx);
-    LLVMTypeRef pt[2] = {ptr, ptr};
-    LLVMValueRef fn = LLVMAddFunction(u->mod, sym, LLVMFunctionType(LLVMVoidTypeInContext(u->ctx), pt, 2, 0));
+    LLVMTypeRef pt[4] = {ptr, ptr, i32, i32};
+    LLVMValueRef fn =
+        LLVMAddFunction(u->mod, sym, LLVMFunctionType(LLVMVoidTypeInContext(u->ctx), pt, ranged ? 4 : 2, 0));
     unsigned nounwind = LLVMGetEnumAttributeKindForName("nounwind", 8);
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(u->ctx, nounwind, 0));
     CgLlvmFn f = {0};
@@ -61,16 +64,34 @@ IrStatus cg_llvm_build_host(CgLlvmUnit *u, const KirKernel *k, IrDiag *d)
     }
     CgLlvmLoop loops[3];
     LLVMValueRef zero = LLVMConstInt(i32, 0, 0), one = LLVMConstInt(i32, 1, 0);
-    for (int a = 2; a >= 0; a--)
-        f.pid[a] = cg_llvm_loop_begin(&f, zero, f.nprog[a], one, &loops[a]);
+    int n_loops = ranged ? 1 : 3;
+    if (ranged) {
+        LLVMValueRef p = cg_llvm_loop_begin(&f, LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), one, &loops[0]);
+        LLVMValueRef yz = LLVMBuildUDiv(b, p, f.nprog[0], "");
+        f.pid[0] = LLVMBuildURem(b, p, f.nprog[0], "");
+        f.pid[1] = LLVMBuildURem(b, yz, f.nprog[1], "");
+        f.pid[2] = LLVMBuildUDiv(b, yz, f.nprog[1], "");
+    } else {
+        for (int a = 2; a >= 0; a--)
+            f.pid[a] = cg_llvm_loop_begin(&f, zero, f.nprog[a], one, &loops[a]);
+    }
     s = cg_llvm_emit_body(&f);
     if (s == IR_OK) {
-        for (int a = 0; a < 3; a++)
+        for (int a = 0; a < n_loops; a++)
             cg_llvm_loop_end(&f, &loops[a]);
         LLVMBuildRetVoid(b);
     }
     cg_llvm_fn_finish(&f);
     return s;
+}
+
+IrStatus cg_llvm_build_host(CgLlvmUnit *u, const KirKernel *k, IrDiag *d)
+{
+    char sym[256], range[300];
+    cg_llvm_symbol(k, sym, sizeof sym);
+    snprintf(range, sizeof range, "%s_range", sym);
+    IrStatus s = build_entry(u, k, sym, 0, d);
+    return s == IR_OK ? build_entry(u, k, range, 1, d) : s;
 }
 
 /* Compiles k to a host object; *sym gets the entry's name (malloc'd). */
