@@ -40,7 +40,7 @@ CONFIGS = {  # the recipe's configs (recipes/llama.lua), in HF's terms
 
 
 class Opts(ctypes.Structure):  # KilnEngineOptions (runtime/kiln.h): keep in step with it
-    _fields_ = [("device", ctypes.c_int), ("kv_cache_bytes", ctypes.c_int64), ("max_seqs", ctypes.c_int),
+    _fields_ = [("size", ctypes.c_int), ("device", ctypes.c_int), ("kv_cache_bytes", ctypes.c_int64), ("max_seqs", ctypes.c_int),
                 ("max_step_tokens", ctypes.c_int), ("no_cuda_graphs", ctypes.c_int),
                 ("no_prefix_sharing", ctypes.c_int), ("profile", ctypes.c_int), ("host_threads", ctypes.c_int),
                 ("log", ctypes.c_void_p),

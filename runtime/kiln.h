@@ -99,7 +99,10 @@ KILN_API const char *kiln_package_meta(KilnPackage *pkg, const char *key);
  * engines are independent). */
 typedef struct KilnEngine KilnEngine;
 
+/* Option structs start with their size (set by their _init function) so that a program built against an
+ * older kiln.h keeps working: fields it does not know keep their defaults. */
 typedef struct KilnEngineOptions {
+    int size;   /* sizeof(KilnEngineOptions) where the caller was compiled (kiln_engine_options_init) */
     int device; /* -1 (default): GPU 0 when one is usable, else the host; -2: the host; N: GPU N */
     int64_t kv_cache_bytes; /* KV-cache pool; 0 (default): 90% of the GPU memory left after weights and
                                activations, on the host 1 GiB (both capped at what max_seqs full-length
@@ -131,6 +134,7 @@ KILN_API const char *kiln_engine_errmsg(const KilnEngine *e);
 KILN_API const char *kiln_engine_device(const KilnEngine *e);
 
 typedef struct KilnSampling {
+    int size;                   /* sizeof(KilnSampling) where the caller was compiled (kiln_sampling_init) */
     float temperature;          /* <= 0: greedy (argmax) */
     int top_k;                  /* <= 0: off */
     float top_p;                /* >= 1: off */

@@ -361,15 +361,22 @@ static KilnStatus alloc_step_arrays(KilnEngine *e)
 void kiln_engine_options_init(KilnEngineOptions *o)
 {
     memset(o, 0, sizeof *o);
+    o->size = (int)sizeof *o;
     o->device = -1;
 }
 
 KilnStatus kiln_engine_open(const char *package, const char *weights, const KilnEngineOptions *opt,
                             KilnEngine **out, char *err, int errlen)
 {
-    KilnEngineOptions dflt;
-    if (!opt) kiln_engine_options_init(&dflt), opt = &dflt;
+    KilnEngineOptions given;
+    kiln_engine_options_init(&given);
     if (out) *out = NULL;
+    if (opt && (opt->size < (int)sizeof(int) || opt->size > 65536))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "kiln_engine_open: options.size %d (call kiln_engine_options_init)", opt->size);
+    if (opt) memcpy(&given, opt, (size_t)opt->size < sizeof given ? (size_t)opt->size : sizeof given);
+    given.size = (int)sizeof given;
+    opt = &given;
     if (!package || !weights || !out)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
     KilnEngine *e = calloc(1, sizeof *e);
@@ -497,6 +504,7 @@ const char *kiln_engine_device(const KilnEngine *e)
 void kiln_sampling_init(KilnSampling *s)
 {
     memset(s, 0, sizeof *s);
+    s->size = (int)sizeof *s;
     s->top_p = 1.0f;
     s->max_tokens = 256;
 }
@@ -504,9 +512,14 @@ void kiln_sampling_init(KilnSampling *s)
 KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
                               KilnTokenCallback cb, void *user, int64_t *request)
 {
-    KilnSampling dflt;
-    if (!s) kiln_sampling_init(&dflt), s = &dflt;
+    KilnSampling given;
+    kiln_sampling_init(&given);
     if (request) *request = 0;
+    if (s && (s->size < (int)sizeof(int) || s->size > 65536))
+        return efail(e, KILN_ERR_ARG, "submit: sampling.size %d (call kiln_sampling_init)", s->size);
+    if (s) memcpy(&given, s, (size_t)s->size < sizeof given ? (size_t)s->size : sizeof given);
+    given.size = (int)sizeof given;
+    s = &given;
     if (!prompt || n < 1) return efail(e, KILN_ERR_ARG, "submit: empty prompt");
     if (n >= e->max_ctx)
         return efail(e, KILN_ERR_ARG, "submit: prompt of %d tokens; the context holds %d", n, e->max_ctx);

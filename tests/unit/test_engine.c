@@ -14,6 +14,7 @@
  * Needs the kiln CLI (KILN_BIN, to compile the package) and the LLVM host backend; skips without them.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,6 +287,28 @@ int main(void)
                  "token %d accepted", V);
         KT_CHECK(kiln_engine_submit(e, prompts[0], 0, &greedy, NULL, NULL, NULL) == KILN_ERR_ARG,
                  "empty prompt");
+        /* option structs from an older kiln.h (shorter) still work; an unset size is refused */
+        KilnSampling short_s = greedy;
+        short_s.size = (int)offsetof(KilnSampling, stop_tokens);
+        Out o1 = {0};
+        KT_CHECK(kiln_engine_submit(e, prompts[2], lens[2], &short_s, on_token, &o1, NULL) == KILN_OK,
+                 "short sampling");
+        drain(e);
+        KT_CHECK(same(&o1, &alone[2]), "a short sampling struct changed the tokens");
+        short_s.size = 0;
+        KT_CHECK(kiln_engine_submit(e, prompts[2], lens[2], &short_s, NULL, NULL, NULL) == KILN_ERR_ARG,
+                 "size 0");
+        KilnEngineOptions old;
+        kiln_engine_options_init(&old);
+        old.device = -2, old.size = (int)offsetof(KilnEngineOptions, no_cuda_graphs);
+        KilnEngine *e2 = NULL;
+        char err[512];
+        KT_CHECK(kiln_engine_open(pkg_path, weights_path, &old, &e2, err, sizeof err) == KILN_OK,
+                 "short options: %s", err);
+        kiln_engine_close(e2);
+        old.size = 0;
+        KT_CHECK(kiln_engine_open(pkg_path, weights_path, &old, &e2, err, sizeof err) == KILN_ERR_ARG && !e2,
+                 "options size 0");
         /* scoring */
         float *logits = malloc((size_t)lens[5] * (size_t)V * sizeof *logits);
         KT_CHECK(logits && kiln_engine_score(e, prompts[5], lens[5], logits) == KILN_OK, "score: %s",
