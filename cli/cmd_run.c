@@ -278,7 +278,7 @@ int cli_run(int argc, char **argv)
     fflush(stdout);
     if (verbose) {
         KilnEngineStats st;
-        kiln_engine_stats(e, &st);
+        kiln_engine_stats(e, &st, sizeof st);
         fprintf(stderr,
                 "kiln: %lld steps, %lld prompt tokens computed, %lld read from shared prefixes, %lld "
                 "preemptions\n",

@@ -53,7 +53,16 @@ typedef struct StepIn {
     int *item_req;
 } StepIn;
 
-enum { MAX_GRAPHS = 64 };
+enum { MAX_GRAPHS = 64, MAX_CACHED = 64 };
+
+/* A finished request's KV pages kept for later prompts that start the same way (prefix caching); given
+ * back least recently used first when the pool runs short. */
+typedef struct Cached {
+    int32_t seq;
+    int32_t *tokens; /* the n tokens whose K/V the sequence holds */
+    int n;
+    uint64_t used; /* e->clock at its last use */
+} Cached;
 
 /* A captured decode step: every launch of the plan for B sequences of one new token each, with n_splits
  * splits of the attention (the block table's stride is always max_pages), replayed in one call. */
@@ -82,6 +91,9 @@ struct KilnEngine {
     int64_t next_id;
     StepIn in;
     StepGraph graphs[MAX_GRAPHS];
+    Cached cache[MAX_CACHED];
+    int n_cache;
+    uint64_t clock;
     int n_graphs, use_graphs, profile, share_prefixes;
     double *prof_s;  /* per kernel: seconds (profile) */
     int64_t *prof_n; /* per kernel: launches */
@@ -465,6 +477,8 @@ void kiln_engine_close(KilnEngine *e)
     free(e->prof_s), free(e->prof_n);
     for (int i = 0; i < e->n_graphs; i++)
         rt_exec_graph_free(e->graphs[i].g);
+    for (int i = 0; i < e->n_cache; i++)
+        free(e->cache[i].tokens);
     for (int i = 0; i < e->n_reqs; i++)
         free(e->reqs[i].tokens), free(e->reqs[i].stop);
     free(e->reqs);
@@ -578,6 +592,32 @@ static void preempt(KilnEngine *e, Req *r)
     elog(e, "request %lld preempted (out of KV pages); it will be recomputed", (long long)r->id);
 }
 
+/* Gives back the least recently used cached prefix's pages. Returns 0 when there is none. */
+static int evict_cached(KilnEngine *e)
+{
+    if (!e->n_cache) return 0;
+    int lru = 0;
+    for (int i = 1; i < e->n_cache; i++)
+        if (e->cache[i].used < e->cache[lru].used) lru = i;
+    rt_kv_seq_free(e->kv, e->cache[lru].seq);
+    free(e->cache[lru].tokens);
+    e->cache[lru] = e->cache[--e->n_cache];
+    return 1;
+}
+
+/* Keeps a finished request's sequence as a cached prefix (at least one computed page). Returns 1 when
+ * the cache took it. */
+static int keep_prefix(KilnEngine *e, const Req *r)
+{
+    if (!e->share_prefixes || r->finish == KILN_FINISH_ERROR || r->n_done < e->page_size) return 0;
+    if (e->n_cache == MAX_CACHED) evict_cached(e);
+    int32_t *t = malloc((size_t)r->n_done * sizeof *t);
+    if (!t) return 0;
+    memcpy(t, r->tokens, (size_t)r->n_done * sizeof *t);
+    e->cache[e->n_cache++] = (Cached){r->seq, t, r->n_done, ++e->clock};
+    return 1;
+}
+
 /* Ends finished requests (callbacks already told them, except aborts) and compacts the list. */
 static void reap(KilnEngine *e)
 {
@@ -588,7 +628,7 @@ static void reap(KilnEngine *e)
             e->reqs[j++] = *r;
             continue;
         }
-        if (r->seq >= 0) rt_kv_seq_free(e->kv, r->seq);
+        if (r->seq >= 0 && !keep_prefix(e, r)) rt_kv_seq_free(e->kv, r->seq);
         if ((r->finish == KILN_FINISH_ABORT || r->finish == KILN_FINISH_ERROR) && r->cb)
             r->cb(r->user, r->id, -1, r->finish);
         free(r->tokens), free(r->stop);
@@ -613,9 +653,9 @@ static KilnStatus copy_page(KilnEngine *e, const RtKvCopy *c)
 
 /* Adds up to `room` tokens of request r to the step. Returns the tokens added (0: none fit), or -1 when
  * the KV pool is full for it. */
-/* Prefix sharing: a request without a sequence starts as a fork of the live sequence whose computed
- * tokens share the longest page-aligned prefix with its tokens (at least one page; its last token is
- * always computed, for the logits), so those pages are read, not recomputed. Returns 1 when it forked. */
+/* Prefix sharing: a request without a sequence starts as a fork of the live or cached sequence whose
+ * computed tokens share the longest page-aligned prefix with its tokens (at least one page; its last token
+ * is always computed, for the logits), so those pages are read, not recomputed. Returns 1 when it forked. */
 static int share_prefix(KilnEngine *e, Req *r)
 {
     int best = -1, best_len = 0;
@@ -628,8 +668,20 @@ static int share_prefix(KilnEngine *e, Req *r)
         l -= l % e->page_size;
         if (l > best_len) best = i, best_len = l;
     }
+    int best_cached = -1;
+    for (int i = 0; i < e->n_cache; i++) {
+        const Cached *c = &e->cache[i];
+        int lim = c->n < r->n_tokens - 1 ? c->n : r->n_tokens - 1, l = 0;
+        while (l < lim && c->tokens[l] == r->tokens[l])
+            l++;
+        l -= l % e->page_size;
+        if (l > best_len) best_cached = i, best_len = l;
+    }
+    if (best < 0 && best_cached < 0) return 0;
+    int32_t parent = best_cached >= 0 ? e->cache[best_cached].seq : e->reqs[best].seq;
     RtKvCopy cow;
-    if (best < 0 || rt_kv_seq_fork(e->kv, e->reqs[best].seq, best_len, &r->seq, &cow) != KILN_OK) return 0;
+    if (rt_kv_seq_fork(e->kv, parent, best_len, &r->seq, &cow) != KILN_OK) return 0;
+    if (best_cached >= 0) e->cache[best_cached].used = ++e->clock;
     r->n_done = best_len; /* page-aligned: cow is never needed */
     e->stats.prefix_tokens += best_len;
     return 1;
@@ -644,6 +696,8 @@ static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
     if (r->seq < 0 && rt_kv_seq_create(e->kv, &r->seq) != KILN_OK) return -1;
     RtKvCopy cow;
     KilnStatus a = rt_kv_seq_append(e->kv, r->seq, chunk, &cow);
+    while (a == KILN_ERR_FULL && evict_cached(e)) /* cached prefixes go before running requests */
+        a = rt_kv_seq_append(e->kv, r->seq, chunk, &cow);
     if (a == KILN_ERR_FULL) return -1;
     if (a != KILN_OK) {
         *s = efail(e, a, "KV cache: %s", rt_kv_errmsg(e->kv));
@@ -910,15 +964,17 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
     return KILN_OK;
 }
 
-void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *st)
+void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *out, size_t size)
 {
-    *st = e->stats;
-    st->running = st->waiting = 0;
+    KilnEngineStats st = e->stats;
+    st.running = st.waiting = 0;
     for (int i = 0; i < e->n_reqs; i++) {
-        if (e->reqs[i].state == REQ_RUNNING) st->running++;
-        if (e->reqs[i].state == REQ_WAITING) st->waiting++;
+        if (e->reqs[i].state == REQ_RUNNING) st.running++;
+        if (e->reqs[i].state == REQ_WAITING) st.waiting++;
     }
-    st->kv_pages_free = e->kv ? rt_kv_pages_free(e->kv) : 0;
+    st.cached_prefixes = e->n_cache;
+    st.kv_pages_free = e->kv ? rt_kv_pages_free(e->kv) : 0;
+    memcpy(out, &st, size < sizeof st ? size : sizeof st);
 }
 
 int kiln_engine_vocab(const KilnEngine *e)
@@ -941,7 +997,10 @@ KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float 
     int32_t seq;
     RtKvCopy cow;
     KilnStatus s = rt_kv_seq_create(e->kv, &seq);
-    if (s == KILN_OK && (s = rt_kv_seq_append(e->kv, seq, n, &cow)) != KILN_OK) {
+    if (s == KILN_OK)
+        while ((s = rt_kv_seq_append(e->kv, seq, n, &cow)) == KILN_ERR_FULL && evict_cached(e))
+            ;
+    if (s != KILN_OK && seq >= 0) {
         rt_kv_seq_free(e->kv, seq);
         return efail(e, s, "score: %s", rt_kv_errmsg(e->kv));
     }

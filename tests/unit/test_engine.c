@@ -5,7 +5,8 @@
  *   - batching: 6 requests of different lengths together == each alone (greedy);
  *   - chunked prefill (4 tokens per step) == whole prompts;
  *   - prefix sharing: a request whose prompt starts like a running one forks its pages (stats count
- *     them) and gets the tokens it gets alone; sharing off computes everything;
+ *     them) and gets the tokens it gets alone; so does one that starts like a finished one (prefix
+ *     cache); sharing off computes everything;
  *   - preemption: a KV pool too small for all requests at once preempts and recomputes, same tokens;
  *   - sampling: the same seed gives the same tokens, batched or alone; another seed other tokens;
  *   - stop tokens, max_tokens (finish reasons), abort from the callback and by id;
@@ -161,7 +162,7 @@ int main(void)
     KilnEngine *e = open_engine(0, 0, 0);
     if (!e) return kt_done("test_engine");
     KilnEngineStats st;
-    kiln_engine_stats(e, &st);
+    kiln_engine_stats(e, &st, sizeof st);
     int V = kiln_engine_vocab(e), S = st.page_size;
 
     /* prompts of lengths across page boundaries */
@@ -214,26 +215,47 @@ int main(void)
         kiln_engine_step(e, NULL); /* A's prompt is in the cache now */
         kiln_engine_submit(e, b, nb, &greedy, on_token, &ob, NULL);
         drain(e);
-        kiln_engine_stats(e, &st);
+        kiln_engine_stats(e, &st, sizeof st);
         KT_CHECK(same(&ob, &ref) && same(&oa, &alone[NR - 1]), "prefix sharing %d: tokens differ from alone",
                  share);
         KT_CHECK(st.prefix_tokens == (share ? 2 * S : 0), "prefix sharing %d: %lld shared tokens", share,
                  (long long)st.prefix_tokens);
+        KT_CHECK(st.cached_prefixes == (share ? 2 : 0), "%d cached prefixes", st.cached_prefixes);
+        /* prefix caching: both have finished; C starts with 4 pages of B's computed tokens (its prompt and
+         * its first generated tokens) */
+        int32_t c[64];
+        int nc = 4 * S + 5;
+        memcpy(c, b, (size_t)nb * 4);
+        memcpy(c + nb, ob.tok, (size_t)(4 * S - nb) * 4);
+        random_prompt(&g, c + 4 * S, 5, V);
+        Out oc = {0}, refc;
+        run_alone(c, nc, &greedy, &refc);
+        kiln_engine_submit(e, c, nc, &greedy, on_token, &oc, NULL);
+        drain(e);
+        KilnEngineStats st2;
+        kiln_engine_stats(e, &st2, sizeof st2);
+        KT_CHECK(same(&oc, &refc), "prefix caching %d: tokens differ from alone", share);
+        KT_CHECK(st2.prefix_tokens - st.prefix_tokens == (share ? 4 * S : 0),
+                 "prefix caching %d: %lld cached tokens", share,
+                 (long long)(st2.prefix_tokens - st.prefix_tokens));
         kiln_engine_close(e);
     }
 
-    /* preemption: room for about two full requests */
+    /* preemption: room for about two full requests (with sharing on, finished requests' cached pages
+     * must be given back for the later ones) */
     int64_t page_bytes = 2LL * 2 /* layers */ * S * 2 /* kv heads */ * 16 /* head dim */ * 2 /* bf16 */;
-    e = open_engine(0, page_bytes * 9, 1);
-    memset(together, 0, sizeof together);
-    for (int i = 3; e && i < NR; i++)
-        kiln_engine_submit(e, prompts[i], lens[i], &greedy, on_token, &together[i], NULL);
-    if (e) drain(e);
-    if (e) kiln_engine_stats(e, &st);
-    for (int i = 3; e && i < NR; i++)
-        KT_CHECK(same(&alone[i], &together[i]), "preemption: request %d differs", i);
-    KT_CHECK(!e || st.preemptions > 0, "no preemption with %lld pages", (long long)st.kv_pages);
-    kiln_engine_close(e);
+    for (int share = 0; share < 2; share++) {
+        e = open_engine(0, page_bytes * 9, !share);
+        memset(together, 0, sizeof together);
+        for (int i = 3; e && i < NR; i++)
+            kiln_engine_submit(e, prompts[i], lens[i], &greedy, on_token, &together[i], NULL);
+        if (e) drain(e);
+        if (e) kiln_engine_stats(e, &st, sizeof st);
+        for (int i = 3; e && i < NR; i++)
+            KT_CHECK(same(&alone[i], &together[i]), "preemption (sharing %d): request %d differs", share, i);
+        KT_CHECK(!e || st.preemptions > 0, "no preemption with %lld pages", (long long)st.kv_pages);
+        kiln_engine_close(e);
+    }
 
     /* sampling: seeds */
     KilnSampling hot = greedy;
