@@ -16,53 +16,12 @@
 #include <sqlite3.h>
 
 #include "autotune/at_store.h"
+#include "kfile.h"
 #include "kt.h"
 #include "runtime/rt_package.h"
 #include "runtime/rt_tunedb.h"
 
-static char scratch[64];
-
-static const char *at(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *b = buf[next++ % 8];
-    snprintf(b, sizeof buf[0], "%s/%s", scratch, name);
-    return b;
-}
-
-/* The bytes of a regular file (malloc'd), or NULL for anything else. */
-static char *slurp(const char *path, long *n)
-{
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const void *data, long n)
-{
-    FILE *f = fopen(path, "wb");
-    KT_CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return;
-    fwrite(data, 1, (size_t)n, f);
-    fclose(f);
-}
-
-static int starts_with(const char *s, const char *prefix)
-{
-    return strncmp(s, prefix, strlen(prefix)) == 0;
-}
+static const char *scratch; /* kf_scratch_open's directory */
 
 /* Runs sql on the file at path with a plain SQLite connection (test setup, bypassing kiln). */
 static void raw(const char *path, const char *sql)
@@ -208,7 +167,7 @@ static void test_buckets(void)
 
 static void test_schema(void)
 {
-    const char *path = at("new.db");
+    const char *path = kf_at("new.db");
     RtTdb *db = open_w(path);
     if (!db) return;
     KT_CHECK(!strcmp(rt_tdb_path(db), path), "path");
@@ -243,23 +202,23 @@ static void test_schema(void)
     KT_CHECK(raw_int(path, "PRAGMA user_version") == RT_TDB_SCHEMA_VERSION, "reopen keeps the version");
 
     /* An empty (0-byte) file becomes a store when opened for writing. */
-    spit(at("empty-w.db"), "", 0);
-    db = open_w(at("empty-w.db"));
+    kf_spit(kf_at("empty-w.db"), "", 0);
+    db = open_w(kf_at("empty-w.db"));
     rt_tdb_close(db);
-    KT_CHECK(raw_int(at("empty-w.db"), "PRAGMA user_version") == RT_TDB_SCHEMA_VERSION,
+    KT_CHECK(raw_int(kf_at("empty-w.db"), "PRAGMA user_version") == RT_TDB_SCHEMA_VERSION,
              "0-byte file initialized");
 
     /* A v0 store (kiln's application_id, version 0, no tables): READ refuses it unchanged, WRITE upgrades. */
-    const char *v0 = at("v0.db");
+    const char *v0 = kf_at("v0.db");
     char sql[128];
     snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=0;", RT_TDB_APPLICATION_ID);
     raw(v0, sql);
     long n0, n1;
-    char *before = slurp(v0, &n0);
+    char *before = kf_slurp(v0, &n0);
     KilnStatus s = rt_tdb_open(v0, RT_TDB_READ, &r, err, sizeof err);
     KT_CHECK(s == KILN_ERR_FORMAT && strstr(err, "older") && strstr(err, "kiln db upgrade"), "v0 read: %s",
              err);
-    char *after = slurp(v0, &n1);
+    char *after = kf_slurp(v0, &n1);
     KT_CHECK(before && after && n0 == n1 && !memcmp(before, after, (size_t)n0), "v0 modified by a read");
     free(before);
     free(after);
@@ -309,7 +268,7 @@ static void test_schema(void)
                  NULL, NULL, NULL);
     sqlite3_exec(m, "BEGIN", NULL, NULL, NULL);
     s = rt_tdb_migrate(m, "mem", broken, 3, 1, err, sizeof err);
-    KT_CHECK(s != KILN_OK && strstr(err, "v3") && starts_with(err, "mem: "), "broken step: %s", err);
+    KT_CHECK(s != KILN_OK && strstr(err, "v3") && kf_starts_with(err, "mem: "), "broken step: %s", err);
     sqlite3_exec(m, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_prepare_v2(m,
                        "SELECT (SELECT user_version FROM pragma_user_version),"
@@ -333,16 +292,16 @@ static void test_schema(void)
 static void expect_refused(const char *path, RtTdbMode mode, KilnStatus want, const char *needle)
 {
     long n0 = 0, n1 = 0;
-    char *before = slurp(path, &n0);
+    char *before = kf_slurp(path, &n0);
     RtTdb *db = (RtTdb *)1;
     char err[512] = "";
     KilnStatus s = rt_tdb_open(path, mode, &db, err, sizeof err);
     KT_CHECK(s == want, "%s (mode %d): status %s, want %s: %s", path, mode, kiln_status_name(s),
              kiln_status_name(want), err);
     KT_CHECK(db == NULL, "out is NULL on failure");
-    KT_CHECK(starts_with(err, path) && !strchr(err, '\n') && strstr(err, needle),
+    KT_CHECK(kf_starts_with(err, path) && !strchr(err, '\n') && strstr(err, needle),
              "message for %s: '%s' (want %s)", path, err, needle);
-    char *after = slurp(path, &n1);
+    char *after = kf_slurp(path, &n1);
     KT_CHECK((!before && !after) || (before && after && n0 == n1 && !memcmp(before, after, (size_t)n0)),
              "%s was modified", path);
     free(before);
@@ -353,54 +312,55 @@ static void expect_refused(const char *path, RtTdbMode mode, KilnStatus want, co
 static void test_hostile(void)
 {
     char sql[256];
-    expect_refused(at("missing.db"), RT_TDB_READ, KILN_ERR_IO, "does not exist");
-    expect_refused(at("no-dir/x.db"), RT_TDB_WRITE, KILN_ERR_IO, "does not exist");
-    mkdir(at("dir.db"), 0700);
-    expect_refused(at("dir.db"), RT_TDB_READ, KILN_ERR_IO, "is a directory");
-    expect_refused(at("dir.db"), RT_TDB_WRITE, KILN_ERR_IO, "is a directory");
-    spit(at("empty.db"), "", 0);
-    expect_refused(at("empty.db"), RT_TDB_READ, KILN_ERR_FORMAT, "empty file");
+    expect_refused(kf_at("missing.db"), RT_TDB_READ, KILN_ERR_IO, "does not exist");
+    expect_refused(kf_at("no-dir/x.db"), RT_TDB_WRITE, KILN_ERR_IO, "does not exist");
+    mkdir(kf_at("dir.db"), 0700);
+    expect_refused(kf_at("dir.db"), RT_TDB_READ, KILN_ERR_IO, "is a directory");
+    expect_refused(kf_at("dir.db"), RT_TDB_WRITE, KILN_ERR_IO, "is a directory");
+    kf_spit(kf_at("empty.db"), "", 0);
+    expect_refused(kf_at("empty.db"), RT_TDB_READ, KILN_ERR_FORMAT, "empty file");
     const char text[] = "hello, this is not a database at all, just some text that goes on for a while....\n"
                         "and some more text so that it is longer than the 100-byte SQLite header.......\n";
-    spit(at("text.db"), text, sizeof text - 1);
-    expect_refused(at("text.db"), RT_TDB_READ, KILN_ERR_FORMAT, "not an SQLite file");
-    expect_refused(at("text.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "not an SQLite file");
+    kf_spit(kf_at("text.db"), text, sizeof text - 1);
+    expect_refused(kf_at("text.db"), RT_TDB_READ, KILN_ERR_FORMAT, "not an SQLite file");
+    expect_refused(kf_at("text.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "not an SQLite file");
 
-    raw(at("other.db"), "CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES ('mine');");
-    expect_refused(at("other.db"), RT_TDB_READ, KILN_ERR_FORMAT,
+    raw(kf_at("other.db"), "CREATE TABLE notes(x TEXT); INSERT INTO notes VALUES ('mine');");
+    expect_refused(kf_at("other.db"), RT_TDB_READ, KILN_ERR_FORMAT,
                    "not a kiln tuning DB (application_id 0x00000000");
-    expect_refused(at("other.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "not a kiln tuning DB");
+    expect_refused(kf_at("other.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "not a kiln tuning DB");
     snprintf(sql, sizeof sql, "PRAGMA application_id=%d; CREATE TABLE meta(key TEXT);",
              RT_PKG_APPLICATION_ID);
-    raw(at("package.db"), sql);
-    expect_refused(at("package.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "a kiln package, not a kiln tuning DB");
+    raw(kf_at("package.db"), sql);
+    expect_refused(kf_at("package.db"), RT_TDB_WRITE, KILN_ERR_FORMAT,
+                   "a kiln package, not a kiln tuning DB");
 
     /* a store from a newer kiln */
-    RtTdb *db = open_w(at("newer.db"));
+    RtTdb *db = open_w(kf_at("newer.db"));
     rt_tdb_close(db);
-    raw(at("newer.db"), "PRAGMA journal_mode=DELETE; PRAGMA user_version=9;");
-    expect_refused(at("newer.db"), RT_TDB_READ, KILN_ERR_FORMAT,
+    raw(kf_at("newer.db"), "PRAGMA journal_mode=DELETE; PRAGMA user_version=9;");
+    expect_refused(kf_at("newer.db"), RT_TDB_READ, KILN_ERR_FORMAT,
                    "schema 9 is newer than this build reads (1)");
-    expect_refused(at("newer.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "upgrade kiln");
+    expect_refused(kf_at("newer.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "upgrade kiln");
 
     /* a table or a column missing, meta disagreeing */
-    db = open_w(at("nocol.db"));
+    db = open_w(kf_at("nocol.db"));
     rt_tdb_close(db);
-    raw(at("nocol.db"), "PRAGMA journal_mode=DELETE; ALTER TABLE results DROP COLUMN default_us;");
-    expect_refused(at("nocol.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "missing column results.default_us");
-    expect_refused(at("nocol.db"), RT_TDB_WRITE, KILN_ERR_CORRUPT, "missing column results.default_us");
-    db = open_w(at("notab.db"));
+    raw(kf_at("nocol.db"), "PRAGMA journal_mode=DELETE; ALTER TABLE results DROP COLUMN default_us;");
+    expect_refused(kf_at("nocol.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "missing column results.default_us");
+    expect_refused(kf_at("nocol.db"), RT_TDB_WRITE, KILN_ERR_CORRUPT, "missing column results.default_us");
+    db = open_w(kf_at("notab.db"));
     rt_tdb_close(db);
-    raw(at("notab.db"), "PRAGMA journal_mode=DELETE; DROP TABLE devices;");
-    expect_refused(at("notab.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "missing table devices");
-    db = open_w(at("meta.db"));
+    raw(kf_at("notab.db"), "PRAGMA journal_mode=DELETE; DROP TABLE devices;");
+    expect_refused(kf_at("notab.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "missing table devices");
+    db = open_w(kf_at("meta.db"));
     rt_tdb_close(db);
-    raw(at("meta.db"),
+    raw(kf_at("meta.db"),
         "PRAGMA journal_mode=DELETE; UPDATE meta SET value = '7' WHERE key = 'schema_version';");
-    expect_refused(at("meta.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "meta.schema_version 7");
+    expect_refused(kf_at("meta.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "meta.schema_version 7");
 
     /* damaged b-tree pages and a truncated file */
-    db = open_w(at("damaged.db"));
+    db = open_w(kf_at("damaged.db"));
     if (db) {
         RtTdbDevice d = h200();
         char fp[RT_TDB_FP_LEN], err[512], hash[32];
@@ -412,29 +372,29 @@ static void test_hostile(void)
         }
         rt_tdb_close(db);
     }
-    raw(at("damaged.db"), "PRAGMA journal_mode=DELETE");
+    raw(kf_at("damaged.db"), "PRAGMA journal_mode=DELETE");
     long n;
-    char *bytes = slurp(at("damaged.db"), &n);
+    char *bytes = kf_slurp(kf_at("damaged.db"), &n);
     KT_CHECK(bytes && n > 8 * 4096, "damaged.db has %ld bytes", n);
     if (bytes && n > 8 * 4096) {
         char *copy = malloc((size_t)n);
         memcpy(copy, bytes, (size_t)n);
         for (long i = 3 * 4096; i < 3 * 4096 + 64; i++)
             copy[i] = (char)0xA5; /* a b-tree page header */
-        spit(at("garbled.db"), copy, n);
-        expect_refused(at("garbled.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "corrupt tuning DB");
-        expect_refused(at("garbled.db"), RT_TDB_WRITE, KILN_ERR_CORRUPT, "corrupt tuning DB");
-        spit(at("truncated.db"), bytes, n / 2);
-        expect_refused(at("truncated.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "corrupt tuning DB");
-        spit(at("header.db"), bytes, 60);
-        expect_refused(at("header.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "corrupt tuning DB");
+        kf_spit(kf_at("garbled.db"), copy, n);
+        expect_refused(kf_at("garbled.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "corrupt tuning DB");
+        expect_refused(kf_at("garbled.db"), RT_TDB_WRITE, KILN_ERR_CORRUPT, "corrupt tuning DB");
+        kf_spit(kf_at("truncated.db"), bytes, n / 2);
+        expect_refused(kf_at("truncated.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "corrupt tuning DB");
+        kf_spit(kf_at("header.db"), bytes, 60);
+        expect_refused(kf_at("header.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "corrupt tuning DB");
         free(copy);
     }
     free(bytes);
 
     char err[512];
     KT_CHECK(rt_tdb_open(NULL, RT_TDB_READ, &db, err, sizeof err) == KILN_ERR_ARG, "NULL path");
-    KT_CHECK(rt_tdb_open(at("x.db"), RT_TDB_READ, NULL, NULL, 0) == KILN_ERR_ARG, "NULL out");
+    KT_CHECK(rt_tdb_open(kf_at("x.db"), RT_TDB_READ, NULL, NULL, 0) == KILN_ERR_ARG, "NULL out");
     rt_tdb_close(NULL);
 }
 
@@ -442,7 +402,7 @@ static void test_hostile(void)
 
 static void test_lookup(void)
 {
-    const char *path = at("lookup.db");
+    const char *path = kf_at("lookup.db");
     RtTdb *db = open_w(path);
     if (!db) return;
     RtTdbDevice d = h200();
@@ -508,7 +468,7 @@ static void test_lookup(void)
     KT_CHECK(rt_tdb_open(path, RT_TDB_READ, &rd, err, sizeof err) == KILN_OK, "read: %s", err);
     if (!rd) return;
     KT_CHECK(rt_tdb_lookup(rd, fp, "cccc", "T=8", &h, err, sizeof err) == KILN_ERR_CORRUPT &&
-                 starts_with(err, path) && h.match == RT_TDB_NONE,
+                 kf_starts_with(err, path) && h.match == RT_TDB_NONE,
              "over-long config: %s", err);
     KT_CHECK(rt_tdb_lookup(rd, fp, "cccc", "T=9", &h, err, sizeof err) == KILN_ERR_CORRUPT,
              "over-long nearest");
@@ -524,7 +484,7 @@ static void test_lookup(void)
 /* A reader sees rows a writer committed, while the writer's connection is still open (in its -wal). */
 static void test_read_while_writing(void)
 {
-    const char *path = at("live.db");
+    const char *path = kf_at("live.db");
     RtTdb *w = open_w(path);
     if (!w) return;
     RtTdbDevice d = h200();
@@ -583,7 +543,8 @@ static void test_read_only_dir(void)
         if (rd) rt_tdb_lookup(rd, fp, "ro", "T=4", &h, err, sizeof err);
         KT_CHECK(h.match == RT_TDB_EXACT && !strcmp(h.config, "BLOCK=64"), "read-only dir: lookup");
         rt_tdb_close(rd);
-        KT_CHECK(rt_tdb_open(path, RT_TDB_WRITE, &rd, err, sizeof err) != KILN_OK && starts_with(err, path),
+        KT_CHECK(rt_tdb_open(path, RT_TDB_WRITE, &rd, err, sizeof err) != KILN_OK &&
+                     kf_starts_with(err, path),
                  "read-only dir: writing fails with a message: %s", err);
     }
     if (attr) {
@@ -619,7 +580,7 @@ static RtTdbRow get_row(RtTdb *db, const char *ir_hash, const char *bucket)
 
 static void test_put_pin(void)
 {
-    RtTdb *db = open_w(at("pin.db"));
+    RtTdb *db = open_w(kf_at("pin.db"));
     if (!db) return;
     RtTdbDevice d = h200();
     char fp[RT_TDB_FP_LEN], err[512];
@@ -690,7 +651,7 @@ static void test_put_pin(void)
 
 static void test_prune(void)
 {
-    RtTdb *db = open_w(at("prune.db"));
+    RtTdb *db = open_w(kf_at("prune.db"));
     if (!db) return;
     RtTdbDevice d = h200(), e = h200();
     snprintf(e.name, sizeof e.name, "NVIDIA A100");
@@ -720,7 +681,7 @@ static void test_prune(void)
     RtTdbFilter dev = {.device = fe, .pinned = -1};
     KT_CHECK(at_store_prune(db, &dev, &removed, err, sizeof err) == KILN_OK && removed == 1,
              "by device: %lld removed (h8)", (long long)removed);
-    KT_CHECK(raw_int(at("prune.db"), "SELECT count(*) FROM devices") == 1, "the pruned device is gone");
+    KT_CHECK(raw_int(kf_at("prune.db"), "SELECT count(*) FROM devices") == 1, "the pruned device is gone");
     int n = 0;
     rt_tdb_rows(db, NULL, count_rows, &n, err, sizeof err);
     KT_CHECK(n == 3, "h0 (pinned), h4, h6 remain: %d", n);
@@ -734,7 +695,7 @@ static void test_prune(void)
 
 static void test_export_import(void)
 {
-    RtTdb *a = open_w(at("a.db")), *b = open_w(at("b.db"));
+    RtTdb *a = open_w(kf_at("a.db")), *b = open_w(kf_at("b.db"));
     if (!a || !b) return;
     RtTdbDevice d = h200();
     char fp[RT_TDB_FP_LEN], err[512];
@@ -757,20 +718,20 @@ static void test_export_import(void)
     at_store_pin(b, &f3, 1, NULL, err, sizeof err);
 
     int64_t rows = 0;
-    KT_CHECK(at_store_export(b, NULL, at("b-export.db"), &rows, err, sizeof err) == KILN_OK && rows == 5,
+    KT_CHECK(at_store_export(b, NULL, kf_at("b-export.db"), &rows, err, sizeof err) == KILN_OK && rows == 5,
              "export: %s (%lld rows)", err, (long long)rows);
-    KT_CHECK(access(at("b-export.db-wal"), F_OK) != 0, "an export is one self-contained file");
-    KT_CHECK(raw_int(at("b-export.db"), "SELECT count(*) FROM results WHERE pinned = 1") == 1,
+    KT_CHECK(access(kf_at("b-export.db-wal"), F_OK) != 0, "an export is one self-contained file");
+    KT_CHECK(raw_int(kf_at("b-export.db"), "SELECT count(*) FROM results WHERE pinned = 1") == 1,
              "the export keeps pin flags");
-    KT_CHECK(at_store_export(b, NULL, at("b-export.db"), &rows, err, sizeof err) == KILN_ERR_IO &&
+    KT_CHECK(at_store_export(b, NULL, kf_at("b-export.db"), &rows, err, sizeof err) == KILN_ERR_IO &&
                  strstr(err, "exists"),
              "export never overwrites: %s", err);
     RtTdbFilter only5 = {.ir_hash = "k5"};
-    KT_CHECK(at_store_export(b, &only5, at("k5.db"), &rows, err, sizeof err) == KILN_OK && rows == 1,
+    KT_CHECK(at_store_export(b, &only5, kf_at("k5.db"), &rows, err, sizeof err) == KILN_OK && rows == 1,
              "filtered export: %lld", (long long)rows);
 
     AtMergeStats st;
-    KT_CHECK(at_store_import(a, at("b-export.db"), &st, err, sizeof err) == KILN_OK, "import: %s", err);
+    KT_CHECK(at_store_import(a, kf_at("b-export.db"), &st, err, sizeof err) == KILN_OK, "import: %s", err);
     KT_CHECK(st.inserted == 1 && st.replaced == 2 && st.kept_pinned == 1 && st.kept_better == 1 &&
                  st.bad_device == 0 && st.bad_row == 0,
              "merge stats: ins %lld rep %lld pin %lld better %lld", (long long)st.inserted,
@@ -790,25 +751,26 @@ static void test_export_import(void)
     KT_CHECK(!strcmp(row.config, "A"), "k6: a tie keeps the row there");
 
     /* import twice: nothing changes */
-    KT_CHECK(at_store_import(a, at("b-export.db"), &st, err, sizeof err) == KILN_OK &&
+    KT_CHECK(at_store_import(a, kf_at("b-export.db"), &st, err, sizeof err) == KILN_OK &&
                  st.inserted + st.replaced == 0,
              "a second import changes nothing");
 
     /* hostile imports: refused whole, the store untouched */
-    long long before = raw_int(at("a.db"), "SELECT count(*) FROM results");
-    KT_CHECK(at_store_import(a, at("text.db"), &st, err, sizeof err) == KILN_ERR_FORMAT &&
-                 starts_with(err, at("text.db")),
+    long long before = raw_int(kf_at("a.db"), "SELECT count(*) FROM results");
+    KT_CHECK(at_store_import(a, kf_at("text.db"), &st, err, sizeof err) == KILN_ERR_FORMAT &&
+                 kf_starts_with(err, kf_at("text.db")),
              "import of a text file: %s", err);
-    KT_CHECK(at_store_import(a, at("missing.db"), &st, err, sizeof err) == KILN_ERR_IO, "import of nothing");
+    KT_CHECK(at_store_import(a, kf_at("missing.db"), &st, err, sizeof err) == KILN_ERR_IO,
+             "import of nothing");
     /* a device row whose fields do not hash to its fingerprint, and a damaged row */
-    raw(at("k5.db"), "UPDATE devices SET sm_count = 66");
-    KT_CHECK(at_store_import(a, at("k5.db"), &st, err, sizeof err) == KILN_OK && st.bad_device == 1 &&
+    raw(kf_at("k5.db"), "UPDATE devices SET sm_count = 66");
+    KT_CHECK(at_store_import(a, kf_at("k5.db"), &st, err, sizeof err) == KILN_OK && st.bad_device == 1 &&
                  st.inserted == 0,
              "tampered device: %lld bad", (long long)st.bad_device);
-    raw(at("k5.db"), "UPDATE devices SET sm_count = 132; UPDATE results SET config = x'00ff'");
-    KT_CHECK(at_store_import(a, at("k5.db"), &st, err, sizeof err) == KILN_OK && st.bad_row == 1,
+    raw(kf_at("k5.db"), "UPDATE devices SET sm_count = 132; UPDATE results SET config = x'00ff'");
+    KT_CHECK(at_store_import(a, kf_at("k5.db"), &st, err, sizeof err) == KILN_OK && st.bad_row == 1,
              "damaged row");
-    KT_CHECK(raw_int(at("a.db"), "SELECT count(*) FROM results") == before,
+    KT_CHECK(raw_int(kf_at("a.db"), "SELECT count(*) FROM results") == before,
              "hostile imports changed nothing");
     rt_tdb_close(a);
     rt_tdb_close(b);
@@ -845,7 +807,7 @@ static void writer_child(const char *path, const char *tag, int n, int ack_fd)
 
 static void test_concurrent_writers(void)
 {
-    const char *path = at("concurrent.db"); /* does not exist yet: both children create it at once */
+    const char *path = kf_at("concurrent.db"); /* does not exist yet: both children create it at once */
     pid_t pid[2];
     for (int i = 0; i < 2; i++) {
         pid[i] = fork();
@@ -869,7 +831,7 @@ static void test_concurrent_writers(void)
  * committed ones stay, and the file is intact. Then kills writers at arbitrary moments of a put loop. */
 static void test_killed_writer(void)
 {
-    const char *path = at("killed.db");
+    const char *path = kf_at("killed.db");
     int ready[2];
     KT_CHECK(pipe(ready) == 0, "pipe");
     pid_t pid = fork();
@@ -934,7 +896,7 @@ static void test_killed_writer(void)
         char file[64], tag[8];
         snprintf(file, sizeof file, "killed-%d.db", round);
         snprintf(tag, sizeof tag, "r%d_", round);
-        const char *p = at(file);
+        const char *p = kf_at(file);
         int acks[2];
         KT_CHECK(pipe(acks) == 0, "pipe");
         pid = fork();
@@ -968,26 +930,9 @@ static void test_killed_writer(void)
     }
 }
 
-static void cleanup(const char *dir)
-{
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0 && errno == EISDIR) cleanup(p);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 int main(void)
 {
-    snprintf(scratch, sizeof scratch, "/tmp/kiln-test-tunedb-XXXXXX");
-    if (!mkdtemp(scratch)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!(scratch = kf_scratch_open("tunedb"))) return 1;
     test_buckets();
     test_schema();
     test_hostile();
@@ -999,6 +944,6 @@ int main(void)
     test_export_import();
     test_concurrent_writers();
     test_killed_writer();
-    cleanup(scratch);
+    kf_scratch_close();
     return kt_done("test_tunedb");
 }
