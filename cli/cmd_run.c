@@ -266,9 +266,10 @@ int cli_run(int argc, char **argv)
             print_ids(r[p].out, r[p].n_out);
         } else if (n_prompts > 1) {
             size_t len = 0;
-            char *text = malloc((size_t)r[p].n_out * 64 + 1);
-            if (text && kiln_engine_detokenize(e, r[p].out, r[p].n_out, text, (size_t)r[p].n_out * 64,
-                                               &len) == KILN_OK)
+            char *text = NULL;
+            if (kiln_engine_detokenize(e, r[p].out, r[p].n_out, NULL, 0, &len) == KILN_OK &&
+                (text = malloc(len + 1)) &&
+                kiln_engine_detokenize(e, r[p].out, r[p].n_out, text, len, &len) == KILN_OK)
                 printf("--- %d\n%.*s\n", p + 1, (int)len, text);
             free(text);
         } else {

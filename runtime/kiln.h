@@ -157,16 +157,20 @@ typedef enum KilnFinish {
 } KilnFinish;
 
 /* Called from kiln_engine_step: once per new token (finish NONE, or the finishing token with STOP /
- * LENGTH), and once with token -1 for ABORT / ERROR. Returning nonzero aborts the request. */
+ * LENGTH), and once with token -1 for ABORT / ERROR. Returning nonzero aborts the request. A callback may
+ * call kiln_engine_submit and kiln_engine_abort (and the tokenizer); kiln_engine_step and
+ * kiln_engine_score are refused there (KILN_ERR_ARG), and it must not close the engine. LENGTH also ends a
+ * request whose tokens fill the whole KV cache. */
 typedef int (*KilnTokenCallback)(void *user, int64_t request, int32_t token, KilnFinish finish);
 
 /* Queues a request for prompt[0..n) (n >= 1 token ids); *request gets its id (> 0). The prompt is
- * copied. KILN_ERR_ARG for an empty prompt, a token outside the vocabulary or a prompt longer than the
- * model's context. */
+ * copied. KILN_ERR_ARG for an empty prompt, a token outside the vocabulary, a prompt of at least the
+ * model's context, or one (plus its first new token) larger than the whole KV cache. */
 KILN_API KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
                                        KilnTokenCallback cb, void *user, int64_t *request);
 /* Runs one step. *pending (may be NULL) gets the number of requests still queued or running afterwards
- * (0: idle). A device failure is returned (and every request ends with KILN_FINISH_ERROR). */
+ * (0: idle; on failure, the count before the step). A device failure is returned (and every request ends
+ * with KILN_FINISH_ERROR). */
 KILN_API KilnStatus kiln_engine_step(KilnEngine *e, int *pending);
 /* Ends a request (its callback sees KILN_FINISH_ABORT at the next step). KILN_ERR_ARG: no such request. */
 KILN_API KilnStatus kiln_engine_abort(KilnEngine *e, int64_t request);
@@ -185,9 +189,8 @@ KILN_API void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *st, size_t
 
 /* Teacher-forced scoring (evaluation, perplexity, comparing with another implementation): runs
  * tokens[0..n) as one fresh sequence and writes the model's logits after every position to
- * logits[n * vocab] (f32, row i predicts token i+1). Needs no other request running or queued
- * (KILN_ERR_ARG otherwise) and n <= the rows and tokens of one step (kiln_engine_stats: max_step_tokens;
- * the package's logit rows, 256 by default). */
+ * logits[n * vocab] (f32, row i predicts token i+1). Needs no request running or queued (KILN_ERR_ARG
+ * otherwise) and n <= min(max_step_tokens, max_seqs) of kiln_engine_stats (one step, one row each). */
 KILN_API KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float *logits);
 /* The vocabulary size (columns of the logits). */
 KILN_API int kiln_engine_vocab(const KilnEngine *e);

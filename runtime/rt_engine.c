@@ -95,6 +95,7 @@ struct KilnEngine {
     int n_cache;
     uint64_t clock;
     int n_graphs, use_graphs, profile, share_prefixes;
+    int in_callback; /* > 0 while a request callback runs: step and score are refused */
     double *prof_s;  /* per kernel: seconds (profile) */
     int64_t *prof_n; /* per kernel: launches */
     KilnEngineStats stats;
@@ -282,6 +283,18 @@ static int input_index(KilnEngine *e, const char *name)
     return i >= 0 && e->plan->bufs[i].kind == RT_BUF_INPUT ? i : -1;
 }
 
+/* Bytes of input `name` that a step of the maxima writes (0 for inputs the engine does not fill). */
+static int64_t input_need(const KilnEngine *e, const char *name)
+{
+    int64_t T = e->max_step_tokens, B = e->max_seqs;
+    if (!strcmp(name, "tokens") || !strcmp(name, "positions") || !strcmp(name, "slots")) return T * 4;
+    if (!strcmp(name, "block_table")) return B * e->max_pages * 4;
+    if (!strcmp(name, "seq_lens") || !strcmp(name, "logit_rows")) return B * 4;
+    if (!strcmp(name, "cu_q")) return (B + 1) * 4;
+    if (!strcmp(name, "sampling")) return B * 16;
+    return 0;
+}
+
 /* Sizes the KV pool and allocates every input buffer at the step maxima. */
 static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budget)
 {
@@ -294,7 +307,8 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
         int starts_p = 0;
         if (b->kind != RT_BUF_INPUT) continue;
         int64_t n = shape_elems(b->shape, sym, &starts_p);
-        if (n < 0 || !dtype_bytes(b->dtype))
+        if (n < 0 || !dtype_bytes(b->dtype) || n > (INT64_MAX / 4) / dtype_bytes(b->dtype) ||
+            (starts_p && page_bytes > INT64_MAX / 4 - n * dtype_bytes(b->dtype)))
             return efail(e, KILN_ERR_CORRUPT, "package input %s: cannot size %s %s", b->name, b->dtype,
                          b->shape);
         if (starts_p) page_bytes += n * dtype_bytes(b->dtype);
@@ -331,7 +345,14 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
         const RtPlanBuf *b = &p->bufs[i];
         int starts_p = 0, ok = 0;
         if (b->kind != RT_BUF_INPUT) continue;
-        int64_t bytes = shape_elems(b->shape, sym, &starts_p) * dtype_bytes(b->dtype);
+        int64_t elems = shape_elems(b->shape, sym, &starts_p);
+        if (elems < 0 || elems > (INT64_MAX / 4) / dtype_bytes(b->dtype))
+            return efail(e, KILN_ERR_CORRUPT, "package input %s: %s is too large", b->name, b->shape);
+        int64_t bytes = elems * dtype_bytes(b->dtype);
+        int64_t need = input_need(e, b->name);
+        if (bytes < need)
+            return efail(e, KILN_ERR_CORRUPT, "package input %s %s: %lld bytes, a step writes %lld", b->name,
+                         b->shape, (long long)bytes, (long long)need);
         for (unsigned k = 0; k < sizeof known / sizeof known[0]; k++)
             ok |= !strcmp(b->name, known[k]);
         if (!ok && !starts_p)
@@ -413,9 +434,19 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
         e->vocab = (int32_t)config_i(pkg, "vocab_size", 0);
         e->heads = (int)config_i(pkg, "n_heads", 1), e->kv_heads = (int)config_i(pkg, "n_kv_heads", 1);
         e->buf_next_tokens = rt_plan_output(p, "next_tokens");
-        if (e->buf_next_tokens < 0 || e->vocab < 1)
+        int lg = rt_plan_output(p, "logits");
+        const RtPlanBuf *nt = e->buf_next_tokens >= 0 ? &p->bufs[e->buf_next_tokens] : NULL;
+        if (!nt || e->vocab < 1)
             s = efail(e, KILN_ERR_UNSUPPORTED, "%s: no next_tokens output or vocab_size (not a generator)",
                       package);
+        /* the engine reads the outputs from the arena: they must be activations big enough for a step */
+        else if (nt->kind != RT_BUF_ACT || strcmp(nt->dtype, "i32") || nt->bytes < (int64_t)e->max_seqs * 4)
+            s = efail(e, KILN_ERR_CORRUPT, "%s: output next_tokens is not an i32 activation of %d rows",
+                      package, e->max_seqs);
+        else if (lg >= 0 && (p->bufs[lg].kind != RT_BUF_ACT || strcmp(p->bufs[lg].dtype, "f32") ||
+                             p->bufs[lg].bytes / 4 / e->vocab < e->max_seqs))
+            s = efail(e, KILN_ERR_CORRUPT, "%s: output logits is not an f32 activation of %d x %d", package,
+                      e->max_seqs, e->vocab);
         e->attn_block_m = 64;
         for (int i = 0; i < p->n_kernels; i++)
             if (!strcmp(p->kernels[i].family, "attention"))
@@ -535,6 +566,10 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     given.size = (int)sizeof given;
     s = &given;
     if (!prompt || n < 1) return efail(e, KILN_ERR_ARG, "submit: empty prompt");
+    int64_t pages = ((int64_t)n + 1 + e->page_size - 1) / e->page_size;
+    if (pages > e->n_pages)
+        return efail(e, KILN_ERR_ARG, "submit: a prompt of %d tokens needs %lld KV pages; the cache has %d",
+                     n, (long long)pages, e->n_pages);
     if (n >= e->max_ctx)
         return efail(e, KILN_ERR_ARG, "submit: prompt of %d tokens; the context holds %d", n, e->max_ctx);
     for (int i = 0; i < n; i++)
@@ -621,19 +656,39 @@ static int keep_prefix(KilnEngine *e, const Req *r)
 /* Ends finished requests (callbacks already told them, except aborts) and compacts the list. */
 static void reap(KilnEngine *e)
 {
-    int j = 0;
+    enum { BATCH = 64 };
+    struct {
+        KilnTokenCallback cb;
+        void *user;
+        int64_t id;
+        KilnFinish finish;
+    } told[BATCH];
+    int j = 0, n_told = 0, more = 0;
     for (int i = 0; i < e->n_reqs; i++) {
         Req *r = &e->reqs[i];
         if (r->state != REQ_DONE) {
             e->reqs[j++] = *r;
             continue;
         }
+        if ((r->finish == KILN_FINISH_ABORT || r->finish == KILN_FINISH_ERROR) && r->cb) {
+            if (n_told == BATCH) { /* told at the next reap */
+                e->reqs[j++] = *r;
+                more = 1;
+                continue;
+            }
+            told[n_told++].cb = r->cb, told[n_told - 1].user = r->user, told[n_told - 1].id = r->id;
+            told[n_told - 1].finish = r->finish;
+        }
         if (r->seq >= 0 && !keep_prefix(e, r)) rt_kv_seq_free(e->kv, r->seq);
-        if ((r->finish == KILN_FINISH_ABORT || r->finish == KILN_FINISH_ERROR) && r->cb)
-            r->cb(r->user, r->id, -1, r->finish);
         free(r->tokens), free(r->stop);
     }
     e->n_reqs = j;
+    /* callbacks last: they may submit requests (e->reqs may move) */
+    e->in_callback++;
+    for (int i = 0; i < n_told; i++)
+        told[i].cb(told[i].user, told[i].id, -1, told[i].finish);
+    e->in_callback--;
+    if (more) reap(e);
 }
 
 /* Copies rows [0, n) of page src to page dst in every paged input (copy-on-write of a shared page). */
@@ -778,6 +833,21 @@ static KilnStatus put_input(KilnEngine *e, int buf, const void *src, size_t byte
     return rt_exec_put(e->x, e->inputs[buf], src, bytes, e->err, sizeof e->err);
 }
 
+/* Profile mode: the time between the marks around each launch of the step just issued (GPU events, so
+ * launches stay asynchronous; the gap before the next launch counts with the kernel), added per kernel. */
+static KilnStatus profile_step(KilnEngine *e)
+{
+    const RtPlan *p = e->plan;
+    int n = p->n_launches < RT_EXEC_MAX_MARKS - 1 ? p->n_launches : RT_EXEC_MAX_MARKS - 1;
+    KilnStatus s = rt_exec_mark(e->x, n, e->err, sizeof e->err);
+    if (s == KILN_OK) s = rt_exec_sync(e->x, e->err, sizeof e->err);
+    for (int i = 0; s == KILN_OK && i < n; i++) {
+        e->prof_s[p->launches[i].kernel] += 1e-3 * rt_exec_marks_ms(e->x, i, i + 1);
+        e->prof_n[p->launches[i].kernel]++;
+    }
+    return s;
+}
+
 /* Runs every launch of the plan for a step of the given sizes. */
 static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const int64_t rtv[RT_RTV_COUNT])
 {
@@ -807,15 +877,16 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
         }
         unsigned grid[3];
         int b = rt_plan_pick(k, vals);
-        rt_plan_grid(&k->bins[b], vals, grid);
-        double t0 = e->profile ? now_s() : 0;
-        KilnStatus s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_VARIANTS + b], args, grid,
-                                      e->err, sizeof e->err);
-        if (s == KILN_OK && e->profile && (s = rt_exec_sync(e->x, e->err, sizeof e->err)) == KILN_OK)
-            e->prof_s[l->kernel] += now_s() - t0, e->prof_n[l->kernel]++;
+        if (rt_plan_grid(&k->bins[b], vals, grid) != 0)
+            return efail(e, KILN_ERR_CORRUPT, "kernel %s: grid too large for this step", k->name);
+        KilnStatus s = KILN_OK;
+        if (e->profile && i < RT_EXEC_MAX_MARKS - 1) s = rt_exec_mark(e->x, i, e->err, sizeof e->err);
+        if (s == KILN_OK)
+            s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_VARIANTS + b], args, grid, e->err,
+                               sizeof e->err);
         if (s != KILN_OK) return s;
     }
-    return KILN_OK;
+    return e->profile ? profile_step(e) : KILN_OK;
 }
 
 /* Runs a decode step of B sequences as a graph: the one captured for (B, n_splits), or captures it now.
@@ -892,8 +963,17 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
 }
 
 /* Reports token tok of request r and decides whether it ends it. */
-static void deliver(KilnEngine *e, Req *r, int32_t tok)
+/* Reports token tok of request e->reqs[idx] and decides whether it ends it. The callback may submit or
+ * abort requests (e->reqs may move: the request is found again by index afterwards). */
+static void deliver(KilnEngine *e, int idx, int32_t tok)
 {
+    Req *r = &e->reqs[idx];
+    if (r->state == REQ_DONE) return; /* aborted by an earlier callback of this step */
+    if (tok < 0 || tok >= e->vocab) {
+        r->state = REQ_DONE, r->finish = KILN_FINISH_ERROR;
+        efail(e, KILN_ERR_DEVICE, "request %lld: the sampler returned token %d", (long long)r->id, tok);
+        return;
+    }
     if (r->n_tokens == r->cap) {
         int cap = 2 * r->cap;
         int32_t *t = realloc(r->tokens, (size_t)cap * sizeof *t);
@@ -911,12 +991,20 @@ static void deliver(KilnEngine *e, Req *r, int32_t tok)
     if (tok == e->eos && !r->s.ignore_eos) f = KILN_FINISH_STOP;
     for (int i = 0; i < r->s.n_stop && !f; i++)
         if (tok == r->stop[i]) f = KILN_FINISH_STOP;
-    if (!f && ((r->s.max_tokens > 0 && r->generated >= r->s.max_tokens) || r->n_tokens >= e->max_ctx))
+    /* the context, or the whole KV pool, is full: the next token would have nowhere to go */
+    if (!f && ((r->s.max_tokens > 0 && r->generated >= r->s.max_tokens) || r->n_tokens >= e->max_ctx ||
+               r->n_tokens >= e->n_pages * e->page_size))
         f = KILN_FINISH_LENGTH;
-    int stop = r->cb ? r->cb(r->user, r->id, tok, f) : 0;
+    KilnTokenCallback cb = r->cb;
+    void *user = r->user;
+    int64_t id = r->id;
+    e->in_callback++;
+    int stop = cb ? cb(user, id, tok, f) : 0;
+    e->in_callback--;
+    r = &e->reqs[idx];
     if (f)
         r->state = REQ_DONE, r->finish = f;
-    else if (stop)
+    else if (stop && r->state != REQ_DONE)
         r->state = REQ_DONE, r->finish = KILN_FINISH_ABORT;
 }
 
@@ -930,12 +1018,25 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
 
 KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
 {
+    if (pending) *pending = e->n_reqs;
+    if (e->in_callback) return efail(e, KILN_ERR_ARG, "kiln_engine_step called from a request callback");
     double t0 = now_s();
     KilnStatus s = KILN_OK;
     StepIn *in = &e->in;
     reap(e); /* requests aborted since the last step */
     int R = 0, B = schedule(e, &R, &s);
     if (s != KILN_OK) return fail_all(e, s);
+    if (!B && e->n_reqs && !e->n_cache) {
+        /* nothing runs, nothing is cached, and the first waiting request still does not fit: it never will
+         * (submit refuses prompts larger than the pool, so this is a backstop) */
+        for (int i = 0; i < e->n_reqs; i++)
+            if (e->reqs[i].state == REQ_WAITING) {
+                e->reqs[i].state = REQ_DONE, e->reqs[i].finish = KILN_FINISH_ERROR;
+                efail(e, KILN_ERR_FULL, "request %lld does not fit the KV cache (%d pages)",
+                      (long long)e->reqs[i].id, e->n_pages);
+                break;
+            }
+    }
     if (B > 0) {
         if ((s = run_batch(e, B, R)) != KILN_OK) return fail_all(e, s);
         int32_t next[1024];
@@ -954,7 +1055,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             if (r->n_done <= r->n_prompt) e->stats.prompt_tokens += in->items[k].n_new;
         }
         for (int i = 0; i < R; i++)
-            deliver(e, &e->reqs[in->row_req[i]], out[i]);
+            deliver(e, in->row_req[i], out[i]);
         if (out != next) free(out);
         e->stats.steps++;
     }
@@ -986,6 +1087,7 @@ KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float 
 {
     StepIn *in = &e->in;
     int out_buf = rt_plan_output(e->plan, "logits");
+    if (e->in_callback) return efail(e, KILN_ERR_ARG, "kiln_engine_score called from a request callback");
     if (e->n_reqs) return efail(e, KILN_ERR_ARG, "score: requests are pending");
     if (!tokens || !logits || n < 1 || n > e->max_step_tokens || n > e->max_seqs || n >= e->max_ctx)
         return efail(e, KILN_ERR_ARG, "score: %d tokens (1..%d in one step)", n,

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -339,6 +340,8 @@ KilnStatus rt_exec_alloc(RtExec *x, size_t bytes, uint64_t *addr, char *err, int
 {
     *addr = 0;
     if (!bytes) bytes = 1;
+    if (bytes > SIZE_MAX - 256)
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "allocation of %zu bytes refused", bytes);
     if (x->dev) {
         KilnStatus s = rt_dev_alloc(x->dev, bytes, addr);
         if (s != KILN_OK)

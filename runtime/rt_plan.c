@@ -4,6 +4,7 @@
 
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,7 @@ static void parse_grid(Loader *L, const RtPlanKernel *k, RtPlanBinary *b, const 
             long long mul = 0, div = 0;
             if (star) mul = strtoll(star + 1, &end, 10);
             if (!star || *end != ',' || (div = strtoll(end + 1, &end, 10)) < 1 || *end != ')' || mul < 1 ||
+                mul > INT32_MAX || div > INT32_MAX ||
                 (g->param = param_index(k, name, (size_t)(star - name))) < 0 || k->param_is_ptr[g->param]) {
                 fail(L, KILN_ERR_CORRUPT, "kernel %s: bad grid '%s'", k->name, text);
                 return;
@@ -183,7 +185,7 @@ static void parse_grid(Loader *L, const RtPlanKernel *k, RtPlanBinary *b, const 
             s = end + 1;
         } else {
             long long c = strtoll(s, &end, 10);
-            if (end == s || c < 0 || c > (1ll << 31)) {
+            if (end == s || c < 0 || c > INT32_MAX) {
                 fail(L, KILN_ERR_CORRUPT, "kernel %s: bad grid '%s'", k->name, text);
                 return;
             }
@@ -211,7 +213,9 @@ static void load_kernels(Loader *L)
             break;
         }
         k->name = dup_col(L, st, 1), k->family = dup_col(L, st, 2), k->spec = dup_col(L, st, 3);
-        if (!L->s) parse_params(L, k, (const char *)sqlite3_column_text(st, 4));
+        const char *params = (const char *)sqlite3_column_text(st, 4);
+        if (!params) fail(L, KILN_ERR_CORRUPT, "kernel %s: no params", k->name);
+        if (!L->s) parse_params(L, k, params);
         k->m_param = param_index(k, "M", 1);
         if (k->m_param >= 0 && k->param_is_ptr[k->m_param]) k->m_param = -1;
     }
@@ -253,7 +257,13 @@ static void load_kernels(Loader *L)
         }
         memcpy(b->data, data, size);
         b->size = size;
-        parse_grid(L, k, b, (const char *)sqlite3_column_text(st, 2));
+        const char *grid = (const char *)sqlite3_column_text(st, 2);
+        if (!grid || !b->format[0] || !b->entry[0]) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary without grid, format or entry", k->name,
+                 p->target);
+            break;
+        }
+        parse_grid(L, k, b, grid);
     }
     sqlite3_finalize(st);
 }
@@ -409,13 +419,19 @@ int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals)
     return best >= 0 ? best : largest;
 }
 
-void rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3])
+int rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3])
 {
+    int64_t total = 1;
     for (int a = 0; a < 3; a++) {
         const RtGridAxis *g = &b->grid[a];
-        int64_t n = g->param < 0 ? g->c : (vals[g->param] * g->mul + g->div - 1) / g->div;
-        grid[a] = n < 0 ? 0 : (unsigned)n;
+        int64_t v = g->param < 0 ? 0 : vals[g->param];
+        if (v < 0) v = 0;
+        int64_t n = g->param < 0 ? g->c : (v * g->mul + g->div - 1) / g->div; /* mul, v < 2^31: no overflow */
+        if (n > INT32_MAX || (a && n > 65535)) return -1;
+        grid[a] = (unsigned)n;
+        total *= n;
     }
+    return total > INT32_MAX ? -1 : 0;
 }
 
 int64_t rt_plan_config_i(const char *config, const char *key, int64_t dflt)

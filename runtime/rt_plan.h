@@ -10,7 +10,9 @@
  * Everything the package says is checked here, once, so the engine can trust the plan: every launch
  * names a kernel that has a binary for the target (hash verified), every argument matches its param
  * (a pointer param gets a buffer or weight, an i32 param a symbol or a runtime value), every grid
- * formula names an i32 param, activation buffers lie inside the arena. Errors: one line naming the
+ * formula names an i32 param, activation buffers lie inside the arena. The binaries' hashes check
+ * integrity, not origin: a package runs native code (host-so kernels are dlopened), so load only packages
+ * you trust, as you would a shared library. Errors: one line naming the
  * package path, KILN_ERR_CORRUPT for an inconsistent package, KILN_ERR_UNSUPPORTED for a target the
  * package has no binaries for.
  */
@@ -110,9 +112,10 @@ int rt_plan_output(const RtPlan *p, const char *output);
 /* The binary of kernel k a launch with i32 param values vals[n_params] runs: with one binary, it; else,
  * by M (the "M" param), the smallest BM >= M, else the largest BM (ties: the first). */
 int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals);
-/* Evaluates a binary's grid for i32 param values vals[n_params] (pointer params ignored): each axis
- * clamped at 0. */
-void rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3]);
+/* Evaluates a binary's grid for i32 param values vals[n_params] (pointer params ignored; negative values
+ * count as 0). Returns 0, or -1 when an axis exceeds INT32_MAX (y and z: 65535, CUDA's limit) or all
+ * three together INT32_MAX programs. */
+int rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3]);
 /* A config value ("BLOCK_M") of a config text, or dflt. */
 int64_t rt_plan_config_i(const char *config, const char *key, int64_t dflt);
 

@@ -40,6 +40,33 @@ typedef struct Out {
 
 static char pkg_path[512], weights_path[512];
 
+/* Re-entrancy: a callback that, when its request finishes, submits more requests (enough to move the
+ * engine's request array) and tries to step from inside (refused). */
+static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin);
+#define on_token_cb on_token
+
+typedef struct Chain {
+    KilnEngine *e;
+    const int32_t *prompt;
+    int n, spawned, step_refused;
+    Out outs[24];
+} Chain;
+
+static int on_chain(void *user, int64_t req, int32_t tok, KilnFinish fin)
+{
+    Chain *c = user;
+    (void)req, (void)tok;
+    if (fin == KILN_FINISH_NONE || c->spawned) return 0;
+    KilnSampling s;
+    kiln_sampling_init(&s);
+    s.max_tokens = 6;
+    for (int i = 0; i < 24; i++)
+        c->spawned +=
+            kiln_engine_submit(c->e, c->prompt, c->n, &s, on_token_cb, &c->outs[i], NULL) == KILN_OK;
+    c->step_refused = kiln_engine_step(c->e, NULL) == KILN_ERR_ARG;
+    return 0;
+}
+
 static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
 {
     Out *o = user;
@@ -309,6 +336,19 @@ int main(void)
                  "token %d accepted", V);
         KT_CHECK(kiln_engine_submit(e, prompts[0], 0, &greedy, NULL, NULL, NULL) == KILN_ERR_ARG,
                  "empty prompt");
+        /* callbacks that submit (the request array moves) and try to step */
+        Chain ch = {.e = e, .prompt = prompts[3], .n = lens[3]};
+        KilnSampling six = greedy;
+        six.max_tokens = 6;
+        Out ref6;
+        run_alone(prompts[3], lens[3], &six, &ref6);
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &six, on_chain, &ch, NULL) == KILN_OK, "chain");
+        drain(e);
+        int chain_ok = ch.spawned == 24 && ch.step_refused;
+        for (int i = 0; i < 24; i++)
+            chain_ok &= same(&ch.outs[i], &ref6);
+        KT_CHECK(chain_ok, "requests submitted from a callback: %d spawned, step refused %d", ch.spawned,
+                 ch.step_refused);
         /* option structs from an older kiln.h (shorter) still work; an unset size is refused */
         KilnSampling short_s = greedy;
         short_s.size = (int)offsetof(KilnSampling, stop_tokens);
@@ -343,6 +383,23 @@ int main(void)
             KT_CHECK(best == alone[5].tok[0], "score argmax %d, greedy %d", best, alone[5].tok[0]);
         }
         free(logits);
+        kiln_engine_close(e);
+    }
+    /* a KV cache of 3 pages: a prompt larger than it is refused; a request that outgrows it ends with
+     * LENGTH when its tokens fill it (no endless waiting) */
+    e = open_engine(0, page_bytes * 3, 0);
+    if (e) {
+        KilnSampling lng = greedy;
+        lng.max_tokens = 100;
+        lng.ignore_eos = 1;
+        Out o = {0};
+        KT_CHECK(kiln_engine_submit(e, prompts[5], 3 * S, &lng, NULL, NULL, NULL) == KILN_ERR_ARG,
+                 "a prompt filling the whole cache was accepted");
+        KT_CHECK(kiln_engine_submit(e, prompts[2], lens[2], &lng, on_token, &o, NULL) == KILN_OK,
+                 "small pool");
+        drain(e);
+        KT_CHECK(o.finish == KILN_FINISH_LENGTH && lens[2] + o.n == 3 * S, "small pool: %d tokens, finish %d",
+                 o.n, o.finish);
         kiln_engine_close(e);
     }
     kf_scratch_close();
