@@ -711,25 +711,27 @@ static KilnStatus copy_page(KilnEngine *e, const RtKvCopy *c)
 /* Prefix sharing: a request without a sequence starts as a fork of the live or cached sequence whose
  * computed tokens share the longest page-aligned prefix with its tokens (at least one page; its last token
  * is always computed, for the logits), so those pages are read, not recomputed. Returns 1 when it forked. */
+/* The page-aligned length of the prefix that computed tokens t[0..n) share with r's tokens, leaving r's
+ * last token to compute. */
+static int shared_len(const KilnEngine *e, const int32_t *t, int n, const Req *r)
+{
+    int lim = n < r->n_tokens - 1 ? n : r->n_tokens - 1, l = 0;
+    while (l < lim && t[l] == r->tokens[l])
+        l++;
+    return l - l % e->page_size;
+}
+
 static int share_prefix(KilnEngine *e, Req *r)
 {
-    int best = -1, best_len = 0;
+    int best = -1, best_len = 0, best_cached = -1;
     for (int i = 0; i < e->n_reqs; i++) {
         const Req *q = &e->reqs[i];
         if (q == r || q->seq < 0 || q->state == REQ_DONE) continue;
-        int lim = q->n_done < r->n_tokens - 1 ? q->n_done : r->n_tokens - 1, l = 0;
-        while (l < lim && q->tokens[l] == r->tokens[l])
-            l++;
-        l -= l % e->page_size;
+        int l = shared_len(e, q->tokens, q->n_done, r);
         if (l > best_len) best = i, best_len = l;
     }
-    int best_cached = -1;
     for (int i = 0; i < e->n_cache; i++) {
-        const Cached *c = &e->cache[i];
-        int lim = c->n < r->n_tokens - 1 ? c->n : r->n_tokens - 1, l = 0;
-        while (l < lim && c->tokens[l] == r->tokens[l])
-            l++;
-        l -= l % e->page_size;
+        int l = shared_len(e, e->cache[i].tokens, e->cache[i].n, r);
         if (l > best_len) best_cached = i, best_len = l;
     }
     if (best < 0 && best_cached < 0) return 0;
