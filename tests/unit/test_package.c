@@ -4,7 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #define RT_STR_(x) #x
-#define RT_STR(x) RT_STR_(x)
+#define RT_STR(x)  RT_STR_(x)
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -15,47 +15,11 @@
 
 #include <sqlite3.h>
 
+#include "kfile.h"
 #include "kt.h"
 #include "runtime/rt_package.h"
 
-static char scratch[64];
-
-static const char *at(const char *name)
-{
-    static char buf[8][512];
-    static int next;
-    char *b = buf[next++ % 8];
-    snprintf(b, sizeof buf[0], "%s/%s", scratch, name);
-    return b;
-}
-
-/* The bytes of a regular file (malloc'd), or NULL for anything else. */
-static char *slurp(const char *path, long *n)
-{
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)*n + 1);
-    if (b && fread(b, 1, (size_t)*n, f) != (size_t)*n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const void *data, long n)
-{
-    FILE *f = fopen(path, "wb");
-    KT_CHECK(f != NULL, "cannot write %s", path);
-    if (!f) return;
-    fwrite(data, 1, (size_t)n, f);
-    fclose(f);
-}
+static const char *scratch; /* kf_scratch_open's directory */
 
 /* Entries of the scratch directory that contain `needle` (e.g. ".tmp." or "-journal"). */
 static int count_entries(const char *dir, const char *needle)
@@ -113,7 +77,7 @@ static KilnStatus write_package(const char *path, const char *model)
 
 static void test_round_trip(void)
 {
-    const char *path = at("rt.kiln");
+    const char *path = kf_at("rt.kiln");
     if (write_package(path, "llama-3-8b")) return;
     KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary file left after commit");
     KT_CHECK(count_entries(scratch, "-journal") == 0, "journal left after commit");
@@ -174,7 +138,7 @@ static void test_round_trip(void)
 
 static void test_writer_errors(void)
 {
-    const char *path = at("sticky.kiln");
+    const char *path = kf_at("sticky.kiln");
     RtPkgWriter *w;
     char err[512] = "";
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
@@ -202,7 +166,7 @@ static void test_writer_errors(void)
     KT_CHECK(count_entries(scratch, "sticky") == 0, "leftovers after writer errors");
 
     /* characters that mean something in an SQLite URI are plain file name characters here */
-    path = at("we?ird #name%20&mode=ro.kiln");
+    path = kf_at("we?ird #name%20&mode=ro.kiln");
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK &&
                  rt_pkgw_commit(w, err, sizeof err) == KILN_OK,
              "odd name: %s", err);
@@ -212,7 +176,7 @@ static void test_writer_errors(void)
     KT_CHECK(unlink(path) == 0 && count_entries(scratch, "we") == 0, "odd name: exact file name");
 
     /* created may be fixed by the caller (reproducible packages); an empty package is valid */
-    path = at("fixed.kiln");
+    path = kf_at("fixed.kiln");
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
     rt_pkgw_meta(w, "created", "2000-01-01T00:00:00Z");
     KT_CHECK(rt_pkgw_commit(w, err, sizeof err) == KILN_OK, "commit: %s", err);
@@ -234,7 +198,7 @@ static void test_atomicity(void)
     RtPkgWriter *w;
 
     /* abort leaves nothing */
-    const char *path = at("aborted.kiln");
+    const char *path = kf_at("aborted.kiln");
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
     KT_CHECK(count_entries(scratch, "aborted.kiln.tmp.") == 1, "temporary file beside the target");
     rt_pkgw_meta(w, "model", "m");
@@ -242,7 +206,7 @@ static void test_atomicity(void)
     KT_CHECK(count_entries(scratch, "aborted") == 0, "abort left files");
 
     /* the target is a directory: commit fails, the directory stays, no temporary file */
-    path = at("isdir.kiln");
+    path = kf_at("isdir.kiln");
     mkdir(path, 0755);
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
     KT_CHECK(rt_pkgw_commit(w, err, sizeof err) == KILN_ERR_IO, "commit onto a directory");
@@ -253,18 +217,18 @@ static void test_atomicity(void)
     rmdir(path);
 
     /* no directory to write into */
-    path = at("nodir/x.kiln");
+    path = kf_at("nodir/x.kiln");
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create in a missing directory");
     KT_CHECK(starts_with(err, path) && strstr(err, "cannot create temporary file"), "message: %s", err);
-    spit(at("plainfile"), "x", 1);
-    path = at("plainfile/x.kiln");
+    kf_spit(kf_at("plainfile"), "x", 1);
+    path = kf_at("plainfile/x.kiln");
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create under a regular file");
     KT_CHECK(starts_with(err, path), "message: %s", err);
-    unlink(at("plainfile"));
+    unlink(kf_at("plainfile"));
     if (geteuid() != 0) { /* root writes anywhere */
-        const char *ro = at("ro");
+        const char *ro = kf_at("ro");
         mkdir(ro, 0555);
-        path = at("ro/x.kiln");
+        path = kf_at("ro/x.kiln");
         KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create in a read-only directory");
         KT_CHECK(starts_with(err, path) && strstr(err, "Permission denied"), "message: %s", err);
         KT_CHECK(count_entries(ro, "") == 0, "leftovers in read-only dir");
@@ -272,17 +236,17 @@ static void test_atomicity(void)
     }
 
     /* an existing package survives a failed commit and an abort, and is replaced by a good one */
-    path = at("existing.kiln");
+    path = kf_at("existing.kiln");
     if (write_package(path, "old-model")) return;
     long n0, n1;
-    char *before = slurp(path, &n0);
+    char *before = kf_slurp(path, &n0);
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
     rt_pkgw_config(w, "a", "1");
     rt_pkgw_config(w, "a", "2");
     KT_CHECK(rt_pkgw_commit(w, err, sizeof err) != KILN_OK, "failed commit");
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
     rt_pkgw_abort(w);
-    char *after = slurp(path, &n1);
+    char *after = kf_slurp(path, &n1);
     KT_CHECK(before && after && n0 == n1 && !memcmp(before, after, (size_t)n0), "existing file changed");
     KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary files left");
     free(before);
@@ -302,7 +266,7 @@ static void test_atomicity(void)
 static void expect_open(const char *path, KilnStatus want, const char *needle)
 {
     long n0 = 0, n1 = 0;
-    char *before = slurp(path, &n0);
+    char *before = kf_slurp(path, &n0);
     int entries = count_entries(scratch, "");
     KilnPackage *pkg = (KilnPackage *)1;
     char err[512] = "";
@@ -311,7 +275,7 @@ static void expect_open(const char *path, KilnStatus want, const char *needle)
     KT_CHECK((s == KILN_OK) == (pkg != NULL), "%s: *out is wrong", path);
     KT_CHECK(s == KILN_OK || (starts_with(err, path) && !strchr(err, '\n')), "%s: message: %s", path, err);
     KT_CHECK(!needle || strstr(err, needle), "%s: message lacks '%s': %s", path, needle, err);
-    char *after = slurp(path, &n1);
+    char *after = kf_slurp(path, &n1);
     KT_CHECK((!before && !after) || (before && after && n0 == n1 && !memcmp(before, after, (size_t)n0)),
              "%s: the reader modified the file", path);
     KT_CHECK(count_entries(scratch, "") == entries, "%s: the reader left files behind", path);
@@ -326,8 +290,8 @@ static void expect_open(const char *path, KilnStatus want, const char *needle)
 static void edit_copy(const char *good, const char *path, const char *sql)
 {
     long n;
-    char *b = slurp(good, &n);
-    spit(path, b, n);
+    char *b = kf_slurp(good, &n);
+    kf_spit(path, b, n);
     free(b);
     sqlite3 *db = NULL;
     KT_CHECK(sqlite3_open(path, &db) == SQLITE_OK && sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK,
@@ -338,37 +302,37 @@ static void edit_copy(const char *good, const char *path, const char *sql)
 static void test_hostile(void)
 {
     char good[512];
-    snprintf(good, sizeof good, "%s", at("good.kiln"));
+    snprintf(good, sizeof good, "%s", kf_at("good.kiln"));
     if (write_package(good, "llama-3-8b")) return;
     long n;
-    char *g = slurp(good, &n);
+    char *g = kf_slurp(good, &n);
     KT_CHECK(g && n > 8 * 4096 && n % 4096 == 0, "package of %ld bytes", n);
     if (!g) return;
     expect_open(good, KILN_OK, NULL);
 
-    expect_open(at("missing.kiln"), KILN_ERR_IO, "does not exist");
-    mkdir(at("dir.kiln"), 0755);
-    expect_open(at("dir.kiln"), KILN_ERR_IO, "directory");
-    mkfifo(at("fifo.kiln"), 0644);
-    expect_open(at("fifo.kiln"), KILN_ERR_IO, "not a regular file");
-    spit(at("empty.kiln"), "", 0);
-    expect_open(at("empty.kiln"), KILN_ERR_FORMAT, "empty");
+    expect_open(kf_at("missing.kiln"), KILN_ERR_IO, "does not exist");
+    mkdir(kf_at("dir.kiln"), 0755);
+    expect_open(kf_at("dir.kiln"), KILN_ERR_IO, "directory");
+    mkfifo(kf_at("fifo.kiln"), 0644);
+    expect_open(kf_at("fifo.kiln"), KILN_ERR_IO, "not a regular file");
+    kf_spit(kf_at("empty.kiln"), "", 0);
+    expect_open(kf_at("empty.kiln"), KILN_ERR_FORMAT, "empty");
     char noise[5000];
     srand(42);
     for (size_t i = 0; i < sizeof noise; i++)
         noise[i] = (char)rand();
-    spit(at("random.kiln"), noise, sizeof noise);
-    expect_open(at("random.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
+    kf_spit(kf_at("random.kiln"), noise, sizeof noise);
+    expect_open(kf_at("random.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
     const char *text = "model: llama\nthis is a text file, not a package\n";
-    spit(at("text.kiln"), text, (long)strlen(text));
-    expect_open(at("text.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
-    spit(at("short.kiln"), "SQLite", 6);
-    expect_open(at("short.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
+    kf_spit(kf_at("text.kiln"), text, (long)strlen(text));
+    expect_open(kf_at("text.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
+    kf_spit(kf_at("short.kiln"), "SQLite", 6);
+    expect_open(kf_at("short.kiln"), KILN_ERR_FORMAT, "not an SQLite file");
 
     const long cut[] = {n / 2, n - 4096, 100, 4096, 50, n - 1};
     for (size_t i = 0; i < sizeof cut / sizeof cut[0]; i++) {
-        spit(at("truncated.kiln"), g, cut[i]);
-        expect_open(at("truncated.kiln"), KILN_ERR_CORRUPT, "truncated");
+        kf_spit(kf_at("truncated.kiln"), g, cut[i]);
+        expect_open(kf_at("truncated.kiln"), KILN_ERR_CORRUPT, "truncated");
     }
 
     /* Damaged pages. SQLite keeps no page checksums, so damage inside a stored value (a text payload, an
@@ -389,9 +353,9 @@ static void test_hostile(void)
             memcpy(b, g, (size_t)n);
             for (int k = 0; k < len; k++)
                 b[pg * 4096 + off + k] ^= 0x5a;
-            spit(at("flipped.kiln"), b, n);
+            kf_spit(kf_at("flipped.kiln"), b, n);
             free(b);
-            expect_open(at("flipped.kiln"), KILN_ERR_CORRUPT, "corrupt package");
+            expect_open(kf_at("flipped.kiln"), KILN_ERR_CORRUPT, "corrupt package");
             damaged++;
         }
     }
@@ -400,34 +364,34 @@ static void test_hostile(void)
         char *b = malloc((size_t)n);
         memcpy(b, g, (size_t)n);
         b[16] = 3, b[17] = 0; /* page size 768 */
-        spit(at("pagesize.kiln"), b, n);
+        kf_spit(kf_at("pagesize.kiln"), b, n);
         free(b);
-        expect_open(at("pagesize.kiln"), KILN_ERR_CORRUPT, "page size");
+        expect_open(kf_at("pagesize.kiln"), KILN_ERR_CORRUPT, "page size");
     }
 
     sqlite3 *db;
-    sqlite3_open(at("foreign.db"), &db);
+    sqlite3_open(kf_at("foreign.db"), &db);
     sqlite3_exec(db, "CREATE TABLE people(name TEXT, age INTEGER); INSERT INTO people VALUES ('ada', 36);",
                  NULL, NULL, NULL);
     sqlite3_close(db);
-    expect_open(at("foreign.db"), KILN_ERR_FORMAT, "not a kiln package (application_id 0x00000000");
+    expect_open(kf_at("foreign.db"), KILN_ERR_FORMAT, "not a kiln package (application_id 0x00000000");
 
-    edit_copy(good, at("future.kiln"), "PRAGMA user_version = " RT_STR(RT_PKG_FORMAT_VERSION) "0");
-    expect_open(at("future.kiln"), KILN_ERR_FORMAT, "newer");
-    edit_copy(good, at("past.kiln"), "PRAGMA user_version = 1");
-    expect_open(at("past.kiln"), KILN_ERR_FORMAT, "older");
-    edit_copy(good, at("noweights.kiln"), "DROP TABLE weights");
-    expect_open(at("noweights.kiln"), KILN_ERR_CORRUPT, "missing table weights");
-    edit_copy(good, at("nocolumn.kiln"), "ALTER TABLE weights RENAME COLUMN nbytes TO size");
-    expect_open(at("nocolumn.kiln"), KILN_ERR_CORRUPT, "missing column weights.nbytes");
-    edit_copy(good, at("view.kiln"),
+    edit_copy(good, kf_at("future.kiln"), "PRAGMA user_version = " RT_STR(RT_PKG_FORMAT_VERSION) "0");
+    expect_open(kf_at("future.kiln"), KILN_ERR_FORMAT, "newer");
+    edit_copy(good, kf_at("past.kiln"), "PRAGMA user_version = 1");
+    expect_open(kf_at("past.kiln"), KILN_ERR_FORMAT, "older");
+    edit_copy(good, kf_at("noweights.kiln"), "DROP TABLE weights");
+    expect_open(kf_at("noweights.kiln"), KILN_ERR_CORRUPT, "missing table weights");
+    edit_copy(good, kf_at("nocolumn.kiln"), "ALTER TABLE weights RENAME COLUMN nbytes TO size");
+    expect_open(kf_at("nocolumn.kiln"), KILN_ERR_CORRUPT, "missing column weights.nbytes");
+    edit_copy(good, kf_at("view.kiln"),
               "DROP TABLE weights; CREATE VIEW weights(name, dtype, shape, nbytes) AS"
               " SELECT 'a', 'b', 'c', 1");
-    expect_open(at("view.kiln"), KILN_ERR_CORRUPT, "missing table weights");
+    expect_open(kf_at("view.kiln"), KILN_ERR_CORRUPT, "missing table weights");
     /* a leftover journal beside a package must be ignored, not rolled back into it */
-    edit_copy(good, at("journal.kiln"), "PRAGMA user_version = " RT_STR(RT_PKG_FORMAT_VERSION));
-    spit(at("journal.kiln-journal"), noise, sizeof noise);
-    expect_open(at("journal.kiln"), KILN_OK, NULL);
+    edit_copy(good, kf_at("journal.kiln"), "PRAGMA user_version = " RT_STR(RT_PKG_FORMAT_VERSION));
+    kf_spit(kf_at("journal.kiln-journal"), noise, sizeof noise);
+    expect_open(kf_at("journal.kiln"), KILN_OK, NULL);
 
     KilnPackage *pkg = (KilnPackage *)1;
     KT_CHECK(kiln_package_open(NULL, &pkg, NULL, 0) == KILN_ERR_ARG && pkg == NULL, "NULL path");
@@ -436,31 +400,13 @@ static void test_hostile(void)
     free(g);
 }
 
-/* Removes the scratch directory (one level, plus one level of subdirectories). */
-static void cleanup(const char *dir)
-{
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0 && errno == EISDIR) cleanup(p);
-    }
-    if (d) closedir(d);
-    rmdir(dir);
-}
-
 int main(void)
 {
-    snprintf(scratch, sizeof scratch, "/tmp/kiln-test-package-XXXXXX");
-    if (!mkdtemp(scratch)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!(scratch = kf_scratch_open("package"))) return 1;
     test_round_trip();
     test_writer_errors();
     test_atomicity();
     test_hostile();
-    cleanup(scratch);
+    kf_scratch_close();
     return kt_done("test_package");
 }
