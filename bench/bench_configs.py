@@ -3,7 +3,10 @@
 run (the measurement the autotuner will automate). Each config is checked against PyTorch first.
 
 Usage: python3 bench/bench_configs.py --lib build-gpu/bench/libkbench.so CASE "CFG" ["CFG" ...]
-CASE: rmsnorm | rmsnorm+res | rope[:MAX_POS] (positions uniform below it, default 131072) | mm:M:N:K (bf16, epilogue none; SPLIT_K > 1 runs the split-K pair:
+CASE: rmsnorm | rmsnorm+res | rope[:MAX_POS] (positions uniform below it, default 131072) | sample:ROWS (V 128256,
+temperature 0: greedy through the sampling kernel; checked exact against torch argmax) |
+mm:M:N:K[:EPI[:N2[:N3]]] (bf16; EPI none, pair, silu_mul or group (N2, N3: the other products' rows); the peer is
+cuBLAS per weight (and torch silu * mul); SPLIT_K > 1 (epilogue none) runs the split-K pair:
 zero the f32 workspace, the matmul, matmul_splitk_epilogue, all inside the timed region).
 """
 import argparse
@@ -76,18 +79,32 @@ def case_rope(max_pos):
     return make, lambda: kb.rel_l2(outs[0], ref["y"]), peer, n, T * H * D * 4, "TB/s"
 
 
-def case_mm(M, N, K):
-    spec = f"N={N} K={K} dtype=bf16 epilogue=none m_hint={M}"
-    n = kb.sets_for(N * K * 2)
+def case_mm(M, N, K, epi, N2=0, N3=0):
+    spec = f"N={N} K={K} dtype=bf16 epilogue={epi} m_hint={M}"
+    ns = [N]  # the weights' rows: pair and silu_mul two of N, group N, N2 (, N3)
+    if epi in ("pair", "silu_mul"):
+        ns = [N, N]
+    elif epi == "group":
+        spec += f" N2={N2}" + (f" N3={N3}" if N3 else "")
+        ns = [N, N2] + ([N3] if N3 else [])
+    n = kb.sets_for(sum(ns) * K * 2)
     xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(n)]
-    ws = [torch.randn(N, K, device=dev, dtype=torch.bfloat16) / math.sqrt(K) for _ in range(n)]
-    outs = [torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(n)]
+    wss = [[torch.randn(r, K, device=dev, dtype=torch.bfloat16) / math.sqrt(K) for r in ns] for _ in range(n)]
+    n_out = 1 if epi in ("none", "silu_mul") else len(ns)
+    outss = [[torch.full((M, ns[o]), float("nan"), device=dev, dtype=torch.bfloat16) for o in range(n_out)]
+             for _ in range(n)]
+    ws = [w[0] for w in wss]
+    outs = [o[0] for o in outss]
     acc = torch.empty(M, N, device=dev, dtype=torch.float32)
     ref = xs[0].float() @ ws[0].float().t()
+    if epi == "silu_mul":
+        ref = torch.nn.functional.silu(ref) * (xs[0].float() @ wss[0][1].float().t())
 
     def make(cfg):
         outs[0].fill_(float("nan"))  # poisoned: a config that writes nothing fails
         k = kb.Kernel("matmul", spec, cfg, quiet=True)
+        if epi != "none":
+            return k, lambda i: k(xs[i], *wss[i], *outss[i], M)
         if "SPLIT_K=1" in cfg or "SPLIT_K" not in cfg:
             return k, lambda i: k(xs[i], ws[i], outs[i], M)
         e = kb.Kernel("matmul_splitk_epilogue", f"N={N} dtype=bf16 epilogue=none", "", quiet=True)
@@ -98,17 +115,56 @@ def case_mm(M, N, K):
             e(acc, outs[i], M)
         return k, run
 
-    return make, lambda: kb.rel_l2(outs[0], ref), lambda i: xs[i] @ ws[i].t(), n, N * K * 2, "TB/s of weights"
+    def peer(i):
+        if epi == "silu_mul":
+            return torch.nn.functional.silu(xs[i] @ wss[i][0].t()) * (xs[i] @ wss[i][1].t())
+        return [xs[i] @ w.t() for w in wss[i]]
+
+    def check():  # every output against its float32 product
+        errs = [kb.rel_l2(outs[0], ref)]
+        if epi in ("pair", "group"):
+            errs += [kb.rel_l2(outss[0][o], xs[0].float() @ wss[0][o].float().t()) for o in range(1, n_out)]
+        return max(errs)
+
+    return make, check, peer, n, sum(ns) * K * 2, "TB/s of weights"
 
 
-if args.case.startswith("mm:"):
-    M, N, K = map(int, args.case[3:].split(":"))
-    make, check, peer, sets, nbytes, unit = case_mm(M, N, K)
+def case_sample(R):
+    """mode sample with temperature 0 (greedy through the sampling kernel, as the engine runs it)"""
+    V = 128256
+    logits = torch.randn(R, V, device=dev, dtype=torch.float32)
+    params = torch.zeros(R, 4, device=dev, dtype=torch.float32)
+    params[:, 2] = 1.0  # top_p off
+    out = torch.full((R,), -1, device=dev, dtype=torch.int32)
+
+    def make(cfg):
+        out.fill_(-1)
+        k = kb.Kernel("sample", f"V={V} mode=sample", cfg, quiet=True)
+        return k, lambda i: k(logits, params, out, R)
+
+    def check():
+        return 0.0 if bool((out.long() == logits.argmax(-1)).all()) else 1.0
+
+    return make, check, lambda i: logits.argmax(-1), 1, R * V * 4, "TB/s"
+
+
+if args.case.startswith("sample:"):
+    make, check, peer, sets, nbytes, unit = case_sample(int(args.case[7:]))
+elif args.case.startswith("mm:"):
+    f = args.case[3:].split(":")
+    make, check, peer, sets, nbytes, unit = case_mm(int(f[0]), int(f[1]), int(f[2]), f[3] if len(f) > 3 else "none",
+                                                    *[int(x) for x in f[4:]])
 elif args.case.startswith("rope"):
     make, check, peer, sets, nbytes, unit = case_rope(int(args.case[5:] or 131072))
 else:
     make, check, peer, sets, nbytes, unit = case_rmsnorm(int(args.case == "rmsnorm+res"))
 
+if args.case.startswith(("rmsnorm", "rope")):  # the copy ceiling, for the bandwidth-bound families
+    cx = torch.empty(1 << 28, dtype=torch.uint8, device=dev)
+    cy = torch.empty_like(cx)
+    copy_ms = kb.median_ms(lambda i: cy.copy_(cx), 1, RUNS)
+    print(f"copy ceiling: {2 * cx.numel() / copy_ms / 1e9:.2f} TB/s (256 MB device-to-device, torch copy_)")
+    del cx, cy
 peer_ms = kb.median_ms(peer, sets, RUNS)
 print(f"{args.case}: peer {peer_ms * 1e3:.1f} us = {nbytes / peer_ms / 1e9:.2f} {unit}")
 for cfg in args.configs:

@@ -18,7 +18,7 @@
 
 #include "base.h"
 
-enum { GIR_MAX_RANK = 4, GIR_MAX_IN = 7, GIR_MAX_OUT = 2, GIR_MAX_SYMS = 16, GIR_MAX_ATTRS = 12 };
+enum { GIR_MAX_RANK = 4, GIR_MAX_IN = 7, GIR_MAX_OUT = 3, GIR_MAX_SYMS = 16, GIR_MAX_ATTRS = 12 };
 
 typedef enum GirDtype {
 #define X(e, name, be, bb, cls) GIR_##e,

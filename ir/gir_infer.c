@@ -164,7 +164,8 @@ static IrStatus infer_rms_norm(const Ctx *c, GirType *out, int fused)
     return IR_OK;
 }
 
-/* Epilogue "pair" (two products of one x, weights of one type) is the only op form with 2 outputs. */
+/* Epilogues "pair" (two products of one x, weights of one type) and "group" (two or three products of one
+ * x, weights of one dtype and K, any N) are the op forms with more than one output. */
 static IrStatus infer_matmul(const Ctx *c, GirType *out, int *n_out)
 {
     TRY(want_rank(c, 0, 2, "x"));
@@ -173,13 +174,25 @@ static IrStatus infer_matmul(const Ctx *c, GirType *out, int *n_out)
     TRY(want_dim(c, T(c, 1)->dim[1], T(c, 0)->dim[1], "weight K"));
     const char *epi = as(c, "epilogue", "none");
     int pair = !strcmp(epi, "pair");
+    if (!strcmp(epi, "group")) {
+        if (c->n_in < 3 || c->n_in > 4) return fail(c, "epilogue group takes x and two or three weights");
+        for (int i = 1; i < c->n_in; i++) {
+            TRY(want_rank(c, i, 2, "weight [N,K]"));
+            TRY(want_dim(c, T(c, i)->dim[1], T(c, 0)->dim[1], "weight K"));
+            if (T(c, i)->dtype != T(c, 1)->dtype) return fail(c, "group weights differ in dtype");
+            out[i - 1] = gir_type(T(c, 0)->dtype, 2, (GirDim[]){T(c, 0)->dim[0], T(c, i)->dim[0]});
+        }
+        *n_out = c->n_in - 1;
+        return IR_OK;
+    }
+    if (c->n_in > 3) return fail(c, "only epilogue group takes more than one weight and a bias");
     if (pair || !strcmp(epi, "silu_mul")) {
         if (c->n_in != 3)
             return fail(c, pair ? "epilogue pair takes x, w, w2" : "epilogue silu_mul takes x, w_gate, w_up");
         if (!gir_type_eq(T(c, 1), T(c, 2)))
             return fail(c, pair ? "w and w2 differ" : "w_gate and w_up differ");
     } else if (strcmp(epi, "none")) {
-        return fail(c, "unknown epilogue '%s' (none, silu_mul, pair)", epi);
+        return fail(c, "unknown epilogue '%s' (none, silu_mul, pair, group)", epi);
     } else if (c->n_in == 3) {
         TRY(want_rank(c, 2, 1, "bias"));
         TRY(want_dim(c, T(c, 2)->dim[0], T(c, 1)->dim[0], "bias length"));

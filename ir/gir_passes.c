@@ -2,8 +2,9 @@
  *   fuse-add-norm  add(a, b) feeding rms_norm  ->  add_rms_norm(a, b, w) giving (normed, sum)
  *   fuse-silu-mul  silu_mul of two plain matmuls of one x  ->  matmul {epilogue="silu_mul"}
  *   fuse-rope-kv-write  kv_write(rope(k, positions), ...)  ->  kv_write(k, ..., positions) {rope attrs}
- *   fuse-matmul-pair    two plain matmuls of one x, weights of one type  ->  matmul {epilogue="pair"}
- *   dce            drop nodes whose results nobody uses (effects and outputs always stay)
+ *   fuse-matmul-group   three plain matmuls of one x, weights of one dtype and K  ->  matmul
+ * {epilogue="group"} fuse-matmul-pair    two plain matmuls of one x, weights of one type  ->  matmul
+ * {epilogue="pair"} dce            drop nodes whose results nobody uses (effects and outputs always stay)
  * Every pass rewrites in place and leaves node ids dense and in topological order.
  */
 #include "gir.h"
@@ -198,6 +199,64 @@ static IrStatus pass_fuse_matmul_pair(GirGraph *g, IrDiag *d)
     return IR_OK;
 }
 
+/* matmul(x, w1), matmul(x, w2), matmul(x, w3) -> one matmul(x, w1, w2, w3) {epilogue="group"}: the three
+ * products' column tiles in one grid (Llama's q, k and v: k and v alone have too few tiles to fill the GPU
+ * at decode). All plain and used, weights of one dtype (not block-quantized: the quantized matmul has no
+ * group form) and K, N1 and N2 multiples of 16 (a program's tile lies in one product). Taken greedily in
+ * graph order; the fused node takes the last matmul's place, so an earlier result used in between stops
+ * the group. Its output values are the matmuls' own: uses need no rewriting. */
+static IrStatus pass_fuse_matmul_group(GirGraph *g, IrDiag *d)
+{
+    int *uses = count_uses(g);
+    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
+    if (!uses || !dead) {
+        free(uses);
+        free(dead);
+        return ir_diag_set(d, IR_ERR_NOMEM, "fuse-matmul-group: out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        GirNode *m[3] = {g->nodes[i], NULL, NULL};
+        int at[3] = {i, 0, 0}, n = 1;
+        const GirType *w0 = &m[0]->in[1]->type;
+        if (!is_plain_matmul(m[0]) || dead[i] || !uses[m[0]->out[0]->id] ||
+            gir_dtype_class(w0->dtype) == GIR_DC_QUANT || w0->dim[0].sym >= 0 || w0->dim[0].n % 16)
+            continue;
+        for (int j = i + 1; j < g->n_nodes && n < 3; j++) {
+            GirNode *b = g->nodes[j];
+            const GirType *wb = &b->in[1]->type;
+            if (!is_plain_matmul(b) || dead[j] || !uses[b->out[0]->id] || b->in[0] != m[0]->in[0] ||
+                wb->dtype != w0->dtype || !gir_dim_eq(wb->dim[1], w0->dim[1]) || wb->dim[0].sym >= 0 ||
+                (n == 1 && wb->dim[0].n % 16))
+                continue;
+            int between = 0;
+            for (int k = 0; k < n; k++)
+                between |= used_between(g, m[k]->out[0], at[k] + 1, j);
+            if (between) break;
+            m[n] = b, at[n++] = j;
+        }
+        if (n < 3) continue;
+        GirNode *last = m[2];
+        GirValue *w[3], *o[3]; /* read before `last` (one of the three) is rewritten */
+        for (int k = 0; k < 3; k++)
+            w[k] = m[k]->in[1], o[k] = m[k]->out[0];
+        for (int k = 0; k < 3; k++) {
+            last->in[1 + k] = w[k];
+            last->out[k] = o[k];
+            o[k]->def = last;
+            o[k]->index = k;
+        }
+        last->n_in = 4;
+        last->n_out = 3;
+        last->attr[0] = gir_attr_str("epilogue", "group");
+        last->n_attr = 1;
+        dead[at[0]] = dead[at[1]] = 1;
+    }
+    compact(g, dead);
+    free(uses);
+    free(dead);
+    return IR_OK;
+}
+
 static IrStatus pass_dce(GirGraph *g, IrDiag *d)
 {
     unsigned char *live = calloc((size_t)g->n_values + 1, 1);
@@ -229,11 +288,9 @@ static const struct {
     const char *name;
     GirPassFn fn;
 } pipeline[] = {
-    {"fuse-add-norm", pass_fuse_add_norm},
-    {"fuse-silu-mul", pass_fuse_silu_mul},
-    {"fuse-rope-kv-write", pass_fuse_rope_kv_write},
-    {"fuse-matmul-pair", pass_fuse_matmul_pair},
-    {"dce", pass_dce},
+    {"fuse-add-norm", pass_fuse_add_norm},           {"fuse-silu-mul", pass_fuse_silu_mul},
+    {"fuse-rope-kv-write", pass_fuse_rope_kv_write}, {"fuse-matmul-group", pass_fuse_matmul_group},
+    {"fuse-matmul-pair", pass_fuse_matmul_pair},     {"dce", pass_dce},
 };
 
 int gir_pass_count(void)

@@ -39,8 +39,8 @@ KirValue *kfam_outer_mask(KirBuilder *b, KirValue *mrow, KirValue *mcol, int m, 
 KirValue *kfam_and(KirBuilder *b, KirValue *m1, KirValue *m2);
 
 /* ---- linear-layer epilogues, shared by matmul, its split-K epilogue and qmatmul (kfam_matmul.c) ---- */
-enum { KFAM_EPI_NONE, KFAM_EPI_BIAS, KFAM_EPI_RESIDUAL, KFAM_EPI_SILU_MUL, KFAM_EPI_PAIR };
-/* The spec's `epilogue` (none | bias | residual | silu_mul | pair; default none) as KFAM_EPI_*, -1 if
+enum { KFAM_EPI_NONE, KFAM_EPI_BIAS, KFAM_EPI_RESIDUAL, KFAM_EPI_SILU_MUL, KFAM_EPI_PAIR, KFAM_EPI_GROUP };
+/* The spec's `epilogue` (none | bias | residual | silu_mul | pair | group; default none) as KFAM_EPI_*, -1 if
  * unknown. */
 int kfam_epilogue_of(const KfamSpec *s);
 /* 1 for the epilogues with a second weight and a second accumulator (silu_mul, pair). */

@@ -11,6 +11,12 @@
  *   "pair"      two weights w and w2 of one shape, two outputs:  out = dtype(acc),  out2 = dtype(acc2)
  *               (two linear layers of one x in one launch; each output bit-identical to epilogue none
  *               with its weight at the same config)
+ *   "group"     two or three weights w [N,K], w2 [N2,K], w3 [N3,K] (N2, N3 from the spec; no N3: two),
+ *               outputs out [M,N], out2 [M,N2], out3 [M,N3]: the column tiles of the three products side by
+ *               side in one grid, each program computing one tile of one of them (its weight and output
+ *               chosen by its column index): Llama's q, k and v projections in one launch that fills the
+ *               GPU where k and v alone would not. BN must divide N and N2; each output bit-identical to
+ *               epilogue none with its weight at the same config.
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), epilogue (default "none"), optional m_hint (typical M; only the
  * default config reads it), gather (1: A's row m is x[rows[m]], the logits of selected tokens; epilogue
@@ -25,6 +31,7 @@
  *   [r    ptr<dtype> [M, N]]            residual; out may alias r
  *   out   ptr<out_dtype> [M, N]
  *   [out2 ptr<out_dtype> [M, N]]        pair: x @ w2^T
+ * group: x, w, w2, [w3], out, out2, [out3], M.
  *   M     i32
  * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul and pair are INVALID): params x, w, ws, M, where ws
  * is ptr<f32> [M, N], zeroed by the caller; program z adds (atomic_add) its partial product over K slice
@@ -55,6 +62,7 @@ int kfam_epilogue_of(const KfamSpec *s)
     if (!strcmp(e, "residual")) return KFAM_EPI_RESIDUAL;
     if (!strcmp(e, "silu_mul")) return KFAM_EPI_SILU_MUL;
     if (!strcmp(e, "pair")) return KFAM_EPI_PAIR;
+    if (!strcmp(e, "group")) return KFAM_EPI_GROUP;
     return -1;
 }
 
@@ -71,18 +79,25 @@ int kfam_epilogue_two_weights(int epi)
 static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
-    int two = kfam_epilogue_two_weights(kfam_epilogue_of(s));
+    int two = kfam_epilogue_two_weights(kfam_epilogue_of(s)), group = kfam_epilogue_of(s) == KFAM_EPI_GROUP;
+    if (group) N += kfam_spec_i(s, "N2", 0) + kfam_spec_i(s, "N3", 0); /* tiles sized for all the columns */
     int small_m = m > 0 && m <= 64;
     int64_t bm = small_m ? 64 : 128, warps = small_m ? 4 : 8;
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || two ? 128 : 256);
     while (small_m && bn > 32 && N / bn < 120)
         bn /= 2; /* decode streams weights: fill ~132 SMs */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, small_m ? 128 : 64);
-    if (m == 1 && N / bn < 192 && K >= 4096) { /* fewer than ~1.5 tiles per SM */
-        /* one row, few output tiles, long rows (Llama's down projection): 16-wide tiles for twice the
-         * programs and 256-long K steps, 2 warps (H200: 4096x14336 in 54.6 us vs cuBLAS 54.4) */
-        bm = 16, bn = 16, bk = kfam_clamp(kfam_pow2_ceil(K), 16, 256), warps = 2;
+    if (m == 1 && two)
+        bm = 16; /* one row: 16-row A tiles leave room for a 4th stage (silu_mul 14336x4096:
+                  * 16x64x128 S4 67.2 us vs 64x64x128 S3 69.3, H200 session 4) */
+    if (m == 1 && N / bn <= 192 && K >= 4096) { /* at most ~1.5 tiles per SM */
+        /* one row, few output tiles, long rows (Llama's q/o/down projections, q+k+v as a group): 16 rows,
+         * 32 or 16 columns (>= 128 programs), 256-long K steps, 2 warps (H200, session 4: 4096x4096 13.8 us
+         * vs cuBLAS 15.0, 4096x14336 33.8 vs 32.8) */
+        bm = 16, bn = N / 32 >= 128 ? 32 : 16, bk = kfam_clamp(kfam_pow2_ceil(K), 16, 256), warps = 2;
     }
+    while (group && bn > 16 && (kfam_spec_i(s, "N", 0) % bn || kfam_spec_i(s, "N2", 0) % bn))
+        bn /= 2; /* each program's columns in one product */
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
@@ -122,6 +137,29 @@ void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, Kir
     if (epi == KFAM_EPI_PAIR) kir_store(b, dst2, offs, kir_cast(b, acc2, odt), mask);
 }
 
+/* Epilogue group: which product program column j computes. Sets *w and *dst to its weight and output,
+ * t->rn / t->nmask / t->cN to its columns within that product (N2, N3 from the spec; n3 = 0: two). */
+static void group_select(KirBuilder *b, const KirValue *const ws[3], KirValue *const dsts[3], int64_t N,
+                         int64_t n2, int64_t n3, int bn, KfamMmTiles *t, KirValue **w, KirValue **dst)
+{
+    KirValue *j = kir_pid(b, 1), *i1 = kir_binary(b, KIR_OP_GE, j, kir_const_i32(b, N / bn)), *i2 = NULL;
+    *w = kir_select(b, i1, (KirValue *)ws[1], (KirValue *)ws[0]);
+    *dst = kir_select(b, i1, dsts[1], dsts[0]);
+    KirValue *first = kir_select(b, i1, kir_const_i32(b, N / bn), kir_const_i32(b, 0));
+    t->cN = kir_select(b, i1, kir_const_i32(b, n2), kir_const_i32(b, N));
+    int64_t last = n2;
+    if (n3) {
+        i2 = kir_binary(b, KIR_OP_GE, j, kir_const_i32(b, N / bn + n2 / bn));
+        *w = kir_select(b, i2, (KirValue *)ws[2], *w);
+        *dst = kir_select(b, i2, dsts[2], *dst);
+        first = kir_select(b, i2, kir_const_i32(b, N / bn + n2 / bn), first);
+        t->cN = kir_select(b, i2, kir_const_i32(b, n3), t->cN);
+        last = n3;
+    }
+    t->rn = kir_add(b, kir_mul(b, kir_sub(b, j, first), kir_const_i32(b, bn)), kir_arange(b, bn));
+    t->nmask = last % bn ? kir_lt(b, t->rn, t->cN) : NULL; /* only the last product can end mid-tile */
+}
+
 static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
                              IrDiag *d)
 {
@@ -134,8 +172,13 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int epi = kfam_epilogue_of(s);
     if (epi < 0)
         return ir_diag_set(d, IR_ERR_INPUT,
-                           "matmul: epilogue must be none, bias, residual, silu_mul or pair");
-    int two = kfam_epilogue_two_weights(epi);
+                           "matmul: epilogue must be none, bias, residual, silu_mul, pair or group");
+    int two = kfam_epilogue_two_weights(epi), group = epi == KFAM_EPI_GROUP;
+    int64_t n2 = group ? kfam_spec_i(s, "N2", 0) : 0, n3 = group ? kfam_spec_i(s, "N3", 0) : 0;
+    if (group && (n2 < 1 || n2 > 1 << 24 || n3 < 0 || n3 > 1 << 24 || n2 * K > KFAM_MAX_I32_OFFSET ||
+                  n3 * K > KFAM_MAX_I32_OFFSET))
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "matmul: epilogue group needs N2 (and optionally N3) in [1, 2^24]");
     int gather = (int)kfam_spec_i(s, "gather", 0);
     KirDtype odt = dt;
     const char *os = kfam_spec_s(s, "out_dtype", NULL), *ws_ = kfam_spec_s(s, "wdtype", NULL);
@@ -163,9 +206,13 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int stages = (int)kir_config_get(&cfg, "STAGES", 1);
     if (stages < 1 || stages > 8)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: STAGES=%d is outside [1, 8]", stages);
-    if (split > 1 && (two || gather || odt != dt))
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
-                           "matmul: silu_mul, pair, gathered rows and f32 output have no split-K form");
+    if (split > 1 && (two || group || gather || odt != dt))
+        return ir_diag_set(
+            d, IR_ERR_UNSUPPORTED,
+            "matmul: silu_mul, pair, group, gathered rows and f32 output have no split-K form");
+    if (group && (gather || N % bn || n2 % bn))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: epilogue group needs BN=%d to divide N and N2",
+                           bn);
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -177,7 +224,14 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *w = kir_param(&b, "w", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL, *rows = NULL;
-    if (split > 1) {
+    KirValue *gw[3] = {w, NULL, NULL}, *gdst[3] = {NULL, NULL, NULL};
+    if (group) {
+        gw[1] = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
+        if (n3) gw[2] = kir_param(&b, "w3", kir_ptr(dt), KIR_PARAM_RDONLY);
+        gdst[0] = kir_param(&b, "out", kir_ptr(odt), 0);
+        gdst[1] = kir_param(&b, "out2", kir_ptr(odt), 0);
+        if (n3) gdst[2] = kir_param(&b, "out3", kir_ptr(odt), 0);
+    } else if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
         if (two) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
@@ -188,7 +242,10 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         if (epi == KFAM_EPI_PAIR) dst2 = kir_param(&b, "out2", kir_ptr(odt), 0);
     }
     KfamMmTiles t;
-    kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &t);
+    /* group: the grid spans the three products' column tiles */
+    int64_t grid_n = group ? N + n2 + kfam_cdiv(n3, bn) * bn : N;
+    kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), grid_n, K, bm, bn, bk, split, &t);
+    if (group) group_select(&b, (const KirValue *const *)gw, gdst, N, n2, n3, bn, &t, &w, &dst);
     KirValue *cK = t.cK, *cN = t.cN, *rm = t.rm, *rn = t.rn, *rk = t.rk, *mmask = t.mmask, *nmask = t.nmask;
     /* gathered: A's row m is x[rows[m]] (the logits of selected tokens); out row m stays m */
     KirValue *arow = rows ? kir_load(&b, rows, rm, mmask, kir_const_i32(&b, 0)) : rm;
@@ -287,7 +344,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirConfig cfg;
     if (kfam_spec_need(s, "N", 1, 1 << 24, &N, d) || kfam_spec_dtype(s, &dt, d)) return d->status;
     int epi = kfam_epilogue_of(s);
-    if (epi < 0 || kfam_epilogue_two_weights(epi))
+    if (epi < 0 || kfam_epilogue_two_weights(epi) || epi == KFAM_EPI_GROUP)
         return ir_diag_set(d, IR_ERR_INPUT,
                            "matmul_splitk_epilogue: epilogue must be none, bias or residual");
     kfam_config_merge(&kfam_matmul_splitk_epilogue, s, given, &cfg);

@@ -256,7 +256,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         kfam_spec_dtype(s, &dt, d))
         return d->status;
     int epi = kfam_epilogue_of(s), fmt = format_of(s);
-    if (epi < 0)
+    if (epi < 0 || epi == KFAM_EPI_GROUP)
         return ir_diag_set(d, IR_ERR_INPUT,
                            "qmatmul: epilogue must be none, bias, residual, silu_mul or pair");
     if (fmt < 0)

@@ -12,8 +12,8 @@
  *   out      ptr<dtype> [n_rows, C]    may alias x
  *   [sum_out ptr<dtype> [n_rows, C]]   may alias x or r
  *   n_rows   i32
- * Grid (cdiv(n_rows, ROWS), 1, 1). Each program does ROWS rows: as one [ROWS, BLOCK] tile when BLOCK >= C
- * (more bytes in flight per program, one reduction for all rows), else one after another.
+ * Grid (cdiv(n_rows, ROWS), 1, 1). Each program does ROWS rows one after another; when BLOCK >= C the next
+ * row's loads are issued before this row's reduction (a program keeps bytes in flight across barriers).
  * Config: BLOCK (columns per tile: BLOCK >= C is one pass over a row held in registers; BLOCK < C is two
  * passes over the row in BLOCK chunks, the second re-reading x (and r)), ROWS, WARPS.
  * Aliasing: every element is read before the same program writes it, and programs own disjoint rows,
@@ -30,8 +30,7 @@ static void rmsnorm_defaults(const KfamSpec *s, KirConfig *cfg)
     block = kfam_clamp(block, 64, 8192);
     kir_config_set(cfg, "BLOCK", block);
     kir_config_set(cfg, "ROWS", 1);
-    kir_config_set(cfg, "WARPS",
-                   kfam_clamp(block / 1024, 1, 8)); /* 4 warps for 4096: 3.75 TB/s on the H200 */
+    kir_config_set(cfg, "WARPS", kfam_clamp(block / 1024, 1, 8)); /* 4 warps for 4096 */
 }
 
 typedef struct Norm {
@@ -74,18 +73,28 @@ static KirValue *inv_rms(KirBuilder *b, const Norm *n, KirValue *sumsq)
     return kir_unary(b, KIR_OP_RSQRT, kir_add(b, mean, kir_const_f(b, KIR_F32, (double)(float)n->eps)));
 }
 
-/* ROWS rows of one pass each as a [ROWS, BLOCK] tile (BLOCK >= C): rows past n_rows are masked. */
+/* ROWS rows, one pass each (BLOCK >= C), software-pipelined: the next row's x (and r) is loaded before
+ * this row's reduction and store, so a program always has a row's loads in flight across its barriers;
+ * w is loaded once per program. Rows past n_rows are masked. */
 static void emit_rows(KirBuilder *b, const Norm *n, int rows, KirValue *n_rows)
 {
-    KirValue *cC = kir_const_i32(b, n->C);
-    KirValue *r = kir_add(b, kir_mul(b, kir_pid(b, 0), kir_const_i32(b, rows)), kir_arange(b, rows));
+    KirValue *cC = kir_const_i32(b, n->C), *one = kir_const_i32(b, 1);
     KirValue *cmask = n->block > n->C ? kir_lt(b, n->lanes, cC) : NULL;
-    KirValue *mask = kfam_outer_mask(b, kir_lt(b, r, n_rows), cmask, rows, n->block);
-    KirValue *offs = kfam_outer(b, KIR_OP_ADD, kir_mul(b, r, cC), n->lanes);
-    KirValue *w = kfam_cols(b, load_w(b, n, n->lanes), rows);
-    KirValue *xf = load_chunk(b, n, offs, mask, 1);
-    KirValue *inv = inv_rms(b, n, kir_reduce(b, kir_mul(b, xf, xf), KIR_RED_SUM, 1));
-    store_chunk(n, b, xf, kfam_rows(b, inv, n->block), w, offs, mask);
+    KirValue *first = kir_mul(b, kir_pid(b, 0), kir_const_i32(b, rows));
+    KirValue *w = load_w(b, n, n->lanes);
+    KirValue *x0 = load_chunk(b, n, kir_add(b, kir_mul(b, first, cC), n->lanes),
+                              kfam_and(b, cmask, kir_lt(b, first, n_rows)), 1);
+    KirBlock *body = kir_for_begin(b, kir_const_i32(b, 0), kir_const_i32(b, rows), one, &x0, 1, 0);
+    KirValue *row = kir_add(b, first, body->args[0]), *xf = body->args[1];
+    KirValue *next = kir_add(b, row, one);
+    KirValue *next_ok = kfam_and(b, kir_lt(b, next, n_rows),
+                                 kir_lt(b, kir_add(b, body->args[0], one), kir_const_i32(b, rows)));
+    KirValue *xn =
+        load_chunk(b, n, kir_add(b, kir_mul(b, next, cC), n->lanes), kfam_and(b, cmask, next_ok), 1);
+    KirValue *inv = inv_rms(b, n, kir_reduce(b, kir_mul(b, xf, xf), KIR_RED_SUM, 0));
+    store_chunk(n, b, xf, inv, w, kir_add(b, kir_mul(b, row, cC), n->lanes),
+                kfam_and(b, cmask, kir_lt(b, row, n_rows)));
+    kir_for_end(b, &xn, 1);
 }
 
 /* One row: row (i32 scalar), row_ok (i1 scalar, NULL when the row always exists). */

@@ -444,7 +444,15 @@ KirValue *kir_rand(KirBuilder *b, KirValue *seed, KirValue *offs)
 KirBlock *kir_for_begin(KirBuilder *b, KirValue *lo, KirValue *hi, KirValue *step, KirValue *const *inits,
                         int n, int pipeline)
 {
+    /* after a failure: a block whose args are poison (id -1), so builders may read them and go on */
     static KirBlock dead_block;
+    static KirValue dead_args[1 + 16], *dead_argp[1 + 16];
+    dead_block.args = dead_argp;
+    dead_block.n_args = 0;
+    for (int i = 0; i < 1 + 16; i++) {
+        dead_args[i].id = -1;
+        dead_argp[i] = &dead_args[i];
+    }
     KirKernel *k = b->k;
     if (failed(b)) return &dead_block;
     if (b->depth + 1 >= KIR_MAX_DEPTH) {

@@ -164,6 +164,13 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
     }
     case KIR_OP_SELECT:
         if (a->dtype != KIR_I1) return bad(d, "select condition must be i1", a);
+        if (in->ops[1]->type.is_ptr || in->ops[2]->type.is_ptr) { /* a scalar choice between two pointers */
+            if (a->rank || !in->ops[1]->type.is_ptr || !in->ops[2]->type.is_ptr ||
+                in->ops[1]->type.dtype != in->ops[2]->type.dtype)
+                return bad(d, "select of pointers takes a scalar condition and two pointers of one type", a);
+            *res = in->ops[1]->type;
+            return IR_OK;
+        }
         if (in->ops[1]->type.dtype != in->ops[2]->type.dtype)
             return bad(d, "select arms differ", &in->ops[2]->type);
         if (elem_shape(in, 0, res, d)) return IR_ERR_INTERNAL;

@@ -206,13 +206,16 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
         kfam_spec_int(sp, "K", n->in[1]->type.dim[1].n);
         kfam_spec_str(sp, "dtype", dtype_of(n->out[0]));
         kfam_spec_str(sp, "epilogue", epi);
+        if (!strcmp(epi, "group")) /* N is the first product's; N2, N3 the others' */
+            for (int i = 2; i < n->n_in; i++)
+                kfam_spec_int(sp, i == 2 ? "N2" : "N3", n->in[i]->type.dim[0].n);
         if (quant)
             kfam_spec_str(sp, "wfmt", dtype_of(n->in[1]));
         else if (n->in[1]->type.dtype != n->out[0]->type.dtype)
             kfam_spec_str(sp, "wdtype", dtype_of(n->in[1]));
         for (int i = 0; i < n->n_in; i++)
             arg_buf(x, in[i]);
-        for (int i = 0; i < n->n_out; i++) /* epilogue pair: out, out2 */
+        for (int i = 0; i < n->n_out; i++) /* epilogue pair: out, out2; group: out, out2, out3 */
             arg_buf(x, out[i]);
         arg_sym(x, t0->dim[0]);
         return 1;

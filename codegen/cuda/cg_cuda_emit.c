@@ -496,6 +496,10 @@ static void emit_elem(CgCudaGen *g, const KirInst *in)
     const KirValue *res = in->res[0];
     const CgCudaVal *R = val(g, res);
     if (R->form == CG_CUDA_VIRT) return;
+    if (R->form == CG_CUDA_PTR) { /* select between two pointers (const-ness follows the arms) */
+        cg_cuda_line(g, "auto const %s = %s;", R->name, scalar_expr(g, in));
+        return;
+    }
     if (R->form == CG_CUDA_SCALAR) {
         cg_cuda_line(g, "const %s %s = %s;", cg_cuda_reg_type(res->type.dtype), R->name, scalar_expr(g, in));
         return;

@@ -123,12 +123,13 @@ static void test_build_print_passes(void)
     gir_print(m.g, 0, &c);
     KT_CHECK(strstr(c.s, "add_rms_norm") != NULL, "fused add+norm:\n%s", c.s);
     KT_CHECK(strstr(c.s, "silu_mul") == NULL, "dce removed the unused node");
-    KT_CHECK(strstr(c.s, "{epilogue=\"pair\"} : bf16[T,16], bf16[T,16]") != NULL, "k, v paired:\n%s", c.s);
+    KT_CHECK(strstr(c.s, "{epilogue=\"group\"} : bf16[T,32], bf16[T,16], bf16[T,16]") != NULL,
+             "q, k, v grouped:\n%s", c.s);
     KT_CHECK(strstr(c.s, "page_size=16, theta=10000}") && strstr(c.s, "rope %") &&
                  !strstr(c.s, "heads=2, head_dim=8, theta"),
              "rope k fused into kv_write, rope q kept:\n%s", c.s);
-    /* add into norm, the unused silu_mul, k with v, rope k into kv_write */
-    KT_CHECK(m.g->n_nodes == before - 4, "nodes %d -> %d", before, m.g->n_nodes);
+    /* add into norm, the unused silu_mul, q with k and v, rope k into kv_write */
+    KT_CHECK(m.g->n_nodes == before - 5, "nodes %d -> %d", before, m.g->n_nodes);
     KT_CHECK(gir_graph_hash(m.g) != h0, "hash changes with the graph");
     KT_CHECK(gir_verify(m.g, &d) == IR_OK, "%s", d.msg);
     ir_buf_free(&a);
@@ -159,7 +160,7 @@ static void test_inference_errors(void)
              "%s", d.msg);
     ir_diag_clear(&d);
     KT_CHECK(!op1(g, GIR_OP_MATMUL, (GirValue *[]){x}, 1, NULL, 0, &d) &&
-                 strstr(d.msg, "2 to 3 tensor inputs"),
+                 strstr(d.msg, "2 to 4 tensor inputs"),
              "%s", d.msg);
     ir_diag_clear(&d);
     GirAttr bad = gir_attr_float("epsilon", 1e-5);
@@ -379,14 +380,15 @@ static void test_fuse_rope_kv_write(void)
     gir_graph_destroy(g);
 }
 
-/* Two plain matmuls of one x with weights of one type -> one matmul {epilogue="pair"} with two outputs. */
+/* Three plain matmuls of one x, weights of one dtype and K -> one matmul {epilogue="group"} with three
+ * outputs; two left with weights of one type -> one matmul {epilogue="pair"} with two outputs. */
 static void test_fuse_matmul_pair(void)
 {
     IrDiag d = {0};
     GirGraph *g = gir_graph_create("gqa");
     GirValue *x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
     GirValue *y = leaf(g, GIR_OP_INPUT, "y", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
-    /* q [64,64] differs from k, v [32,64]: k pairs with v */
+    /* q [64,64], k, v [32,64]: one group */
     GirValue *q = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wq", 64, 64)}, 2, NULL, 0, &d);
     GirValue *k = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wk", 32, 64)}, 2, NULL, 0, &d);
     GirValue *v = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wv", 32, 64)}, 2, NULL, 0, &d);
@@ -402,22 +404,35 @@ static void test_fuse_matmul_pair(void)
     /* weights of another dtype: not paired */
     GirValue *wh = leaf(g, GIR_OP_WEIGHT, "wh", GIR_F16, 2, (GirDim[]){C(64), C(64)});
     GirValue *h = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, wh}, 2, NULL, 0, &d);
-    GirValue *outs[] = {q, k, v, b1, b2, s, u2, h};
-    for (int i = 0; i < 8; i++)
+    /* two matmuls of z (q's N=40 is not a multiple of 16: no group of three): k2 pairs with v2 */
+    GirValue *z = leaf(g, GIR_OP_INPUT, "z", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
+    GirValue *q2 = op1(g, GIR_OP_MATMUL, (GirValue *[]){z, W(g, "wq2", 40, 64)}, 2, NULL, 0, &d);
+    GirValue *k2 = op1(g, GIR_OP_MATMUL, (GirValue *[]){z, W(g, "wk2", 32, 64)}, 2, NULL, 0, &d);
+    GirValue *v2 = op1(g, GIR_OP_MATMUL, (GirValue *[]){z, W(g, "wv2", 32, 64)}, 2, NULL, 0, &d);
+    GirValue *outs[] = {q, k, v, b1, b2, s, u2, h, q2, k2, v2};
+    for (int i = 0; i < 11; i++)
         out(g, "o", outs[i]);
     KT_CHECK(d.status == IR_OK, "%s", d.msg);
     char *p = passes_print(g);
-    KT_CHECK(strstr(p, "%6, %7 = matmul %0, %4, %5 {epilogue=\"pair\"} : bf16[T,32], bf16[T,32]"),
-             "k, v:\n%s", p);
-    int pairs = 0;
+    KT_CHECK(strstr(p, "%5, %6, %7 = matmul %0, %2, %3, %4 {epilogue=\"group\"} : bf16[T,64], bf16[T,32], "
+                       "bf16[T,32]"),
+             "q, k, v:\n%s", p);
+    KT_CHECK(strstr(p, "{epilogue=\"pair\"} : bf16[T,32], bf16[T,32]") &&
+                 strstr(p, "matmul %21, %22 : bf16[T,40]"),
+             "q2 alone, k2 with v2:\n%s", p);
+    int pairs = 0, groups = 0;
     for (const char *c = p; (c = strstr(c, "pair")); c++)
         pairs++;
-    KT_CHECK(pairs == 1, "one pair (q, bias, used-before and f16 matmuls alone):\n%s", p);
-    KT_CHECK(strstr(p, "output \"o\" %6\noutput \"o\" %7\n"), "uses read the pair's outputs:\n%s", p);
+    for (const char *c = p; (c = strstr(c, "group")); c++)
+        groups++;
+    KT_CHECK(pairs == 1 && groups == 1, "one group, one pair (bias, used-before and f16 matmuls alone):\n%s",
+             p);
+    KT_CHECK(strstr(p, "output \"o\" %5\noutput \"o\" %6\noutput \"o\" %7\n"),
+             "uses read the group's outputs:\n%s", p);
     free(p);
     gir_graph_destroy(g);
 
-    /* MHA: q, k, v of one shape: q pairs with k, v stays alone; gate/up stay silu_mul's */
+    /* MHA: q, k, v of one shape: one group; gate/up stay silu_mul's */
     g = gir_graph_create("mha");
     x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(64)});
     q = op1(g, GIR_OP_MATMUL, (GirValue *[]){x, W(g, "wq", 64, 64)}, 2, NULL, 0, &d);
@@ -430,9 +445,9 @@ static void test_fuse_matmul_pair(void)
     for (int i = 0; i < 4; i++)
         out(g, "o", mha[i]);
     p = passes_print(g);
-    KT_CHECK(strstr(p, "%3, %4 = matmul %0, %1, %2 {epilogue=\"pair\"}") &&
-                 strstr(p, "%6 = matmul %0, %5 : bf16[T,64]") && strstr(p, "{epilogue=\"silu_mul\"}"),
-             "q with k, v alone, silu_mul kept:\n%s", p);
+    KT_CHECK(strstr(p, "%4, %5, %6 = matmul %0, %1, %2, %3 {epilogue=\"group\"}") &&
+                 strstr(p, "{epilogue=\"silu_mul\"}"),
+             "q, k, v grouped, silu_mul kept:\n%s", p);
     free(p);
     gir_graph_destroy(g);
 
@@ -450,6 +465,20 @@ static void test_fuse_matmul_pair(void)
     ir_diag_clear(&d);
     KT_CHECK(!gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1, w3}, 3, &pa, 1, here, &d) &&
                  strstr(d.msg, "w and w2 differ"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    /* group: two or three weights of one dtype and K, any N; one output each; only group takes four inputs */
+    GirAttr ga = gir_attr_str("epilogue", "group");
+    GirNode *gn = gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1, w3, w2}, 4, &ga, 1, here, &d);
+    KT_CHECK(gn && gn->n_out == 3 && gn->out[1]->type.dim[1].n == 16, "group of three: %s", d.msg);
+    ir_diag_clear(&d);
+    GirValue *wf = leaf(g, GIR_OP_WEIGHT, "wf", GIR_F16, 2, (GirDim[]){C(32), C(64)});
+    KT_CHECK(!gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1, wf}, 3, &ga, 1, here, &d) &&
+                 strstr(d.msg, "group weights differ in dtype"),
+             "%s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_node_add(g, GIR_OP_MATMUL, (GirValue *[]){x, w1, w2, w3}, 4, NULL, 0, here, &d) &&
+                 strstr(d.msg, "only epilogue group"),
              "%s", d.msg);
     ir_diag_clear(&d);
     KT_CHECK(gir_verify(g, &d) == IR_OK, "%s", d.msg);

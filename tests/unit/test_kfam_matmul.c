@@ -2,8 +2,9 @@
  * matmul_splitk_epilogue) on every executor against kref_matmul: M, N, K that no tile divides, all
  * dtypes, configs across tile sizes, warps, stages and split-K; silu_mul and pair with SPLIT_K > 1 must
  * be INVALID. Epilogue pair's two outputs (both poisoned first) are also compared bit for bit with two
- * epilogue-none launches of the same config, one per weight. Inputs and the reference are made once per
- * case and shared by its configs. */
+ * epilogue-none launches of the same config, one per weight; epilogue group (two or three products of
+ * different widths in one grid) likewise, each output against its own product. Inputs and the reference are
+ * made once per case and shared by its configs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,13 +179,102 @@ static void sweep(const KRunner *r, KrefRng *g)
         }
 }
 
+/* Epilogue group: products of N, N2 and N3 (0: two) columns side by side in one grid. Each output against
+ * its own float64 product and bit for bit against an epilogue-none launch of the same config. */
+static void run_group(const KRunner *r, KrefRng *g, KirDtype dt, int M, const int n[3], int K,
+                      const KirConfig *cfgs, int n_cfgs)
+{
+    int n_out = n[2] ? 3 : 2;
+    size_t mk = (size_t)M * K;
+    void *x = kref_alloc(dt, mk), *w[3] = {0}, *out[3] = {0}, *sep = kref_alloc(dt, (size_t)M * n[0]);
+    double *want[3] = {0};
+    kref_fill(g, x, dt, mk, -1, 1);
+    for (int i = 0; i < n_out; i++) {
+        w[i] = kref_alloc(dt, (size_t)n[i] * K);
+        out[i] = kref_alloc(dt, (size_t)M * n[i]);
+        want[i] = malloc(sizeof(double) * (size_t)M * n[i]);
+        kref_fill(g, w[i], dt, (size_t)n[i] * K, -1, 1);
+        kref_matmul(x, w[i], NULL, NULL, NULL, dt, M, n[i], K, "none", want[i]);
+    }
+    for (int c = 0; c < n_cfgs; c++) {
+        IrArena *a = ir_arena_create();
+        KfamSpec s = kfam_spec("matmul");
+        kfam_spec_int(&s, "N", n[0]);
+        kfam_spec_int(&s, "N2", n[1]);
+        if (n[2]) kfam_spec_int(&s, "N3", n[2]);
+        kfam_spec_int(&s, "K", K);
+        kfam_spec_str(&s, "dtype", kir_dtype_name(dt));
+        kfam_spec_str(&s, "epilogue", "group");
+        KirKernel *k = ksweep_build(r, a, &s, &cfgs[c]);
+        KRunArg args[8];
+        int na = 0;
+        args[na++] = (KRunArg){x, kref_bytes(dt, mk), 0, 0};
+        for (int i = 0; i < n_out; i++)
+            args[na++] = (KRunArg){w[i], kref_bytes(dt, (size_t)n[i] * K), 0, 0};
+        for (int i = 0; i < n_out; i++) {
+            kref_poison(out[i], kref_bytes(dt, (size_t)M * n[i]));
+            args[na++] = (KRunArg){out[i], kref_bytes(dt, (size_t)M * n[i]), 0, 0};
+        }
+        args[na++] = (KRunArg){NULL, 0, M, 0};
+        if (!k || ksweep_run(r, k, args) <= 0) goto next;
+        for (int i = 0; i < n_out; i++) {
+            size_t mn = (size_t)M * n[i];
+            double *got = kref_to_double(out[i], dt, mn);
+            double err = kref_rel_l2(got, want[i], mn);
+            free(got);
+            ksweep_margin(r, err / kref_tol(dt));
+            ksweep_check(r, k, err < kref_tol(dt), "matmul group %s M=%d N=%d/%d/%d K=%d: out%d rel-L2 %.3g",
+                         kir_dtype_name(dt), M, n[0], n[1], n[2], K, i + 1, err);
+            Case c1 = {.dt = dt, .M = M, .N = n[i], .K = K};
+            KirKernel *nk = build(r, a, &c1, "matmul", "none", &k->cfg);
+            kref_poison(sep, kref_bytes(dt, mn));
+            KRunArg sa[4] = {{x, kref_bytes(dt, mk), 0, 0},
+                             {w[i], kref_bytes(dt, (size_t)n[i] * K), 0, 0},
+                             {sep, kref_bytes(dt, mn), 0, 0},
+                             {NULL, 0, M, 0}};
+            if (nk && ksweep_run(r, nk, sa) > 0)
+                ksweep_check(r, k, !memcmp(sep, out[i], kref_bytes(dt, mn)),
+                             "matmul group M=%d: out%d differs from epilogue none's bits", M, i + 1);
+        }
+    next:
+        ir_arena_destroy(a);
+    }
+    for (int i = 0; i < n_out; i++) {
+        free(w[i]);
+        free(out[i]);
+        free(want[i]);
+    }
+    free(x);
+    free(sep);
+}
+
+static void sweep_group(const KRunner *r, KrefRng *g)
+{
+    /* M, N, N2, N3, K: N3 not a multiple of BN (the last product ends mid-tile), two products, Llama-like */
+    static const int shapes[][5] = {{1, 64, 32, 40, 48},
+                                    {17, 128, 32, 32, 143},
+                                    {3, 96, 48, 0, 64},
+                                    {130, 64, 64, 64, 40},
+                                    {16, 512, 128, 128, 512}};
+    KirConfig cfgs[4];
+    cfgs[0] = ksweep_cfg(0);
+    cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 16, "BK", 64, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1);
+    cfgs[2] = ksweep_cfg(6, "BM", 64, "BN", 32, "BK", 32, "WARPS", 4, "STAGES", 2, "SPLIT_K", 1);
+    cfgs[3] =
+        ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 16, "WARPS", 1, "STAGES", 1, "SPLIT_K", 2); /* INVALID */
+    int n_shapes = ksweep_big(r) ? 5 : 4;
+    for (int d = 0; d < 3; d++)
+        for (int i = 0; i < n_shapes; i++)
+            run_group(r, g, dtypes[d], shapes[i][0], &shapes[i][1], shapes[i][4], cfgs, 4);
+}
+
 int main(void)
 {
     const KRunner *rs[3];
     int n = ksweep_runners(rs, 3);
     KrefRng g = kref_rng(kref_seed());
     for (int i = 0; i < n; i++)
-        sweep(rs[i], &g);
+        sweep(rs[i], &g), sweep_group(rs[i], &g);
     ksweep_summary("kfam_matmul");
     return kt_done("test_kfam_matmul");
 }

@@ -63,20 +63,21 @@ done:
 static void sweep(const KRunner *r, KrefRng *g)
 {
     static const int shapes[][2] = {{1, 3}, {7, 5}, {100, 3}, {4099, 2}, {4096, 33}, {8192, 7}};
-    KirConfig cfgs[5];
+    KirConfig cfgs[6];
     cfgs[0] = ksweep_cfg(0);
     cfgs[1] = ksweep_cfg(3, "BLOCK", 64, "ROWS", 1, "WARPS", 1);
     cfgs[2] = ksweep_cfg(3, "BLOCK", 256, "ROWS", 2, "WARPS", 2);
     cfgs[3] = ksweep_cfg(3, "BLOCK", 1024, "ROWS", 4, "WARPS", 4);
     cfgs[4] = ksweep_cfg(3, "BLOCK", 8192, "ROWS", 1, "WARPS", 16);
+    cfgs[5] = ksweep_cfg(3, "BLOCK", 4096, "ROWS", 4, "WARPS", 8); /* pipelined rows at Llama's width */
     int n_shapes = ksweep_big(r) ? 6 : 4, interp = !ksweep_big(r);
     for (int d = 0; d < 3; d++)
         for (int i = 0; i < n_shapes; i++)
-            for (int c = 0; c < 5; c++)
+            for (int c = 0; c < 6; c++)
                 for (int residual = 0; residual < 2; residual++)
                     run_case(r, g, dtypes[d], shapes[i][0], shapes[i][1], residual, 0, &cfgs[c]);
     if (interp)
-        for (int c = 0; c < 5; c++) {
+        for (int c = 0; c < 6; c++) {
             run_case(r, g, KIR_BF16, 100, 3, 1, 1, &cfgs[c]);
             run_case(r, g, KIR_F32, 4099, 2, 0, 1, &cfgs[c]);
         }

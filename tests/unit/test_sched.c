@@ -64,15 +64,16 @@ static void spec_value(const KfamSpec *s, const char *key, char *buf, size_t n)
 }
 
 /* kv_write launches rotate K (rope=1, the rope family's keys as the remaining rope launch (q) has them)
- * with positions after slots; with paired (no bias), the k and v projections are one matmul launch
- * (x, w, w2, out, out2, M), and no other matmul is paired. */
-static void check_fused(const Schedule *s, const char *model, int layers, int paired)
+ * with positions after slots. fused 1: the k and v projections are one matmul launch (x, w, w2, out,
+ * out2, M), no other matmul paired; fused 2: q, k and v are one group launch (x, wq, wk, wv, out, out2,
+ * out3, M); fused 0: neither (a bias). */
+static void check_fused(const Schedule *s, const char *model, int layers, int fused)
 {
     const KfamSpec *rope = NULL;
     for (int i = 0; i < s->n_kernels && !rope; i++)
         if (!strcmp(s->kernels[i].spec.family, "rope")) rope = &s->kernels[i].spec;
     KT_CHECK(rope != NULL, "%s: a rope kernel (q)", model);
-    int kv = 0, pairs = 0;
+    int kv = 0, pairs = 0, groups = 0;
     for (int i = 0; i < s->n_launches && rope; i++) {
         const SchedKernel *k = &s->kernels[s->launches[i].kernel];
         IrBuf args = {0};
@@ -104,13 +105,22 @@ static void check_fused(const Schedule *s, const char *model, int layers, int pa
                          strstr(a, ".self_attn.v_proj.weight act:%") && strstr(a, " sym:T"),
                      "%s: pair launch %d: %s", model, i, a);
         }
+        if (!strcmp(kfam_spec_s(&k->spec, "epilogue", ""), "group")) {
+            groups++;
+            KT_CHECK(s->launches[i].n_args == 8 &&
+                         strstr(a, ".self_attn.q_proj.weight weight:model.layers.") &&
+                         strstr(a, ".self_attn.k_proj.weight weight:model.layers.") &&
+                         strstr(a, ".self_attn.v_proj.weight act:%") && strstr(a, " sym:T") &&
+                         kfam_spec_i(&k->spec, "N2", 0) > 0 && kfam_spec_i(&k->spec, "N3", 0) > 0,
+                     "%s: group launch %d: %s", model, i, a);
+        }
         ir_buf_free(&args);
     }
-    KT_CHECK(kv == layers && pairs == (paired ? layers : 0), "%s: %d kv_write (rope), %d pair launches",
-             model, kv, pairs);
+    KT_CHECK(kv == layers && pairs == (fused == 1 ? layers : 0) && groups == (fused == 2 ? layers : 0),
+             "%s: %d kv_write (rope), %d pair, %d group launches", model, kv, pairs, groups);
 }
 
-static void test_model(const char *model, const char *set, int layers, int paired)
+static void test_model(const char *model, const char *set, int layers, int fused)
 {
     GirGraph *g = load(model, set);
     if (!g) return;
@@ -119,10 +129,11 @@ static void test_model(const char *model, const char *set, int layers, int paire
     IrDiag d = {0};
     KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "%s: %s", model, d.msg);
     if (s) {
-        /* per layer: norm, q, k + v (paired; apart with a bias), rope q, kv_write rotating k, attention + its
-         * split-KV merge, o, add+norm, gate/up, down = 11 (12) plus embedding, final norm, logits, sample */
-        KT_CHECK(s->n_launches == (paired ? 11 : 12) * layers + 4, "%s: %d launches", model, s->n_launches);
-        check_fused(s, model, layers, paired);
+        /* per layer: norm, q + k + v (one group; quantized: q, k + v paired; with a bias: all apart), rope q,
+         * kv_write rotating k, attention + its split-KV merge, o, add+norm, gate/up, down = 10 (11, 12) plus
+         * embedding, final norm, logits, sample */
+        KT_CHECK(s->n_launches == (12 - fused) * layers + 4, "%s: %d launches", model, s->n_launches);
+        check_fused(s, model, layers, fused);
         KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
                  s->n_kernels);
         for (int i = 0; i < s->n_launches; i++) {
@@ -200,11 +211,11 @@ static void test_model(const char *model, const char *set, int layers, int paire
 
 int main(void)
 {
-    test_model("tiny", NULL, 2, 1);
-    test_model("llama-3-8b", NULL, 32, 1);
-    test_model("llama-3.2-1b", "n_layers=2", 2, 1); /* llama3 rope scaling: all keys on kv_write */
-    test_model("qwen2-7b", "n_layers=3", 3, 0);     /* qkv bias: nothing paired */
-    test_model("smollm2-135m", NULL, 30, 1);
+    test_model("tiny", NULL, 2, 2);
+    test_model("llama-3-8b", NULL, 32, 2);
+    test_model("llama-3.2-1b", "n_layers=2", 2, 2); /* llama3 rope scaling: all keys on kv_write */
+    test_model("qwen2-7b", "n_layers=3", 3, 0);     /* qkv bias: nothing fused */
+    test_model("smollm2-135m", NULL, 30, 2);
     test_model("smollm2-135m", "weight_dtype=q4_1", 30, 1); /* GGUF Q4_1 linear layers: qmatmul kernels */
     test_model("tiny", "weight_dtype=q8_0", 2, 1);
     return kt_done("test_sched");
