@@ -247,7 +247,7 @@ static IrStatus check_cache(const Ctx *c, int i, const char *what)
     return IR_OK;
 }
 
-static IrStatus infer_kv_write(const Ctx *c, GirType *out)
+static IrStatus infer_kv_write(const Ctx *c, GirType *out, int *n_out)
 {
     int64_t hkv = ai(c, "kv_heads", 0), hd = ai(c, "head_dim", 0);
     TRY(want_rank(c, 0, 2, "k"));
@@ -261,7 +261,7 @@ static IrStatus infer_kv_write(const Ctx *c, GirType *out)
     TRY(want_rank(c, 4, 1, "slots"));
     TRY(want_dtype(c, 4, GIR_I32, "slots"));
     TRY(want_dim(c, T(c, 4)->dim[0], T(c, 0)->dim[0], "slots length"));
-    if (c->n_in == 6) { /* K rotated on the way (fuse-rope-kv-write) */
+    if (c->n_in >= 6) { /* K rotated on the way (fuse-rope-kv-write) */
         TRY(check_rope(c, 0, 5));
     } else {
         static const char *const rope_keys[] = {"theta",           "scaling",          "factor",
@@ -271,6 +271,17 @@ static IrStatus infer_kv_write(const Ctx *c, GirType *out)
     }
     out[0] = *T(c, 2);
     out[1] = *T(c, 3);
+    if (c->n_in == 7) { /* and the queries (fuse-rope-q-kv-write): rope(q, positions), a third output */
+        int64_t h = ai(c, "heads", 0);
+        TRY(want_rank(c, 6, 2, "q"));
+        TRY(heads_fit(c, T(c, 6)->dim[1], h, hd, "q"));
+        TRY(want_dim(c, T(c, 6)->dim[0], T(c, 0)->dim[0], "q tokens"));
+        if (T(c, 6)->dtype != T(c, 0)->dtype) return fail(c, "q and k differ in dtype");
+        out[2] = *T(c, 6);
+        *n_out = 3;
+    } else if (attr(c, "heads")) {
+        return fail(c, "attribute 'heads' needs q");
+    }
     return IR_OK;
 }
 
@@ -387,7 +398,7 @@ IrStatus gir_infer(const GirGraph *g, GirOp op, GirValue *const *in, int n_in, c
     case GIR_OP_ADD_RMS_NORM: return infer_rms_norm(&c, out, 1);
     case GIR_OP_MATMUL: return infer_matmul(&c, out, n_out);
     case GIR_OP_ROPE: return infer_rope(&c, out);
-    case GIR_OP_KV_WRITE: return infer_kv_write(&c, out);
+    case GIR_OP_KV_WRITE: return infer_kv_write(&c, out, n_out);
     case GIR_OP_ATTENTION: return infer_attention(&c, out);
     case GIR_OP_SILU_MUL:
     case GIR_OP_ADD: return infer_same2(&c, out);

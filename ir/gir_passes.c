@@ -2,6 +2,8 @@
  *   fuse-add-norm  add(a, b) feeding rms_norm  ->  add_rms_norm(a, b, w) giving (normed, sum)
  *   fuse-silu-mul  silu_mul of two plain matmuls of one x  ->  matmul {epilogue="silu_mul"}
  *   fuse-rope-kv-write  kv_write(rope(k, positions), ...)  ->  kv_write(k, ..., positions) {rope attrs}
+ *   fuse-rope-q-kv-write  rope(q, positions) beside such a kv_write  ->  kv_write(..., positions, q) giving
+ *                       the rotated q as a third output
  *   fuse-matmul-group   three plain matmuls of one x, weights of one dtype and K  ->  matmul
  * {epilogue="group"} fuse-matmul-pair    two plain matmuls of one x, weights of one type  ->  matmul
  * {epilogue="pair"} dce            drop nodes whose results nobody uses (effects and outputs always stay)
@@ -153,6 +155,61 @@ static IrStatus pass_fuse_rope_kv_write(GirGraph *g, IrDiag *d)
     return IR_OK;
 }
 
+static int same_attr(const GirNode *a, const GirNode *b, const char *key)
+{
+    const GirAttr *x = gir_node_attr(a, key), *y = gir_node_attr(b, key);
+    if (!x || !y) return !x && !y;
+    if (x->kind != y->kind) return 0;
+    return x->kind == GIR_ATTR_STR   ? !strcmp(x->s, y->s)
+           : x->kind == GIR_ATTR_INT ? x->i == y->i
+                                     : x->f == y->f;
+}
+
+/* rope(q, positions) ... kv_write(k, v, k_cache, v_cache, slots, positions) {rope attrs} -> kv_write(k, v,
+ * k_cache, v_cache, slots, positions, q) {heads} whose third output is the rotated q: the kernel rotates Q
+ * in the programs after the KV heads' (bit-identical to the rope launch, docs/KERNELS.md kv_write), one
+ * launch a layer fewer. Only a used rope (the nearest before the kv_write) of the same positions value,
+ * head_dim and rope attributes, whose result nobody reads before the kv_write; the rope's output value
+ * becomes the kv_write's, so uses need no rewriting. Runs after fuse-rope-kv-write. */
+static IrStatus pass_fuse_rope_q_kv_write(GirGraph *g, IrDiag *d)
+{
+    static const char *const keys[] = {
+        "head_dim", "theta", "scaling", "factor", "low_freq_factor", "high_freq_factor", "original_max_pos"};
+    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
+    int *uses = count_uses(g);
+    if (!dead || !uses) {
+        free(dead);
+        free(uses);
+        return ir_diag_set(d, IR_ERR_NOMEM, "fuse-rope-q-kv-write: out of memory");
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        GirNode *n = g->nodes[i];
+        if (n->op != GIR_OP_KV_WRITE || n->n_in != 6 || n->n_attr >= GIR_MAX_ATTRS) continue;
+        for (int j = i - 1; j >= 0; j--) {
+            GirNode *r = g->nodes[j];
+            /* unused ropes (K's, left by fuse-rope-kv-write for dce) do not count */
+            if (r->op != GIR_OP_ROPE || dead[j] || !uses[r->out[0]->id] || r->in[1] != n->in[5]) continue;
+            int same = 1;
+            for (int k = 0; k < 7; k++)
+                same &= same_attr(r, n, keys[k]);
+            if (!same || used_between(g, r->out[0], j + 1, i)) break;
+            n->in[6] = r->in[0];
+            n->n_in = 7;
+            n->attr[n->n_attr++] = gir_attr_int("heads", gir_attr_i(r, "heads", 0));
+            n->out[2] = r->out[0];
+            n->out[2]->def = n;
+            n->out[2]->index = 2;
+            n->n_out = 3;
+            dead[j] = 1;
+            break;
+        }
+    }
+    compact(g, dead);
+    free(dead);
+    free(uses);
+    return IR_OK;
+}
+
 /* matmul(x, w), matmul(x, w2) -> one matmul(x, w, w2) {epilogue="pair"} giving both products: one launch
  * reads x once and streams both weights (Llama's k and v projections). Both plain (no bias, no
  * epilogue), used (dead matmuls that earlier fusions left for dce do not count), weights of one type
@@ -288,9 +345,13 @@ static const struct {
     const char *name;
     GirPassFn fn;
 } pipeline[] = {
-    {"fuse-add-norm", pass_fuse_add_norm},           {"fuse-silu-mul", pass_fuse_silu_mul},
-    {"fuse-rope-kv-write", pass_fuse_rope_kv_write}, {"fuse-matmul-group", pass_fuse_matmul_group},
-    {"fuse-matmul-pair", pass_fuse_matmul_pair},     {"dce", pass_dce},
+    {"fuse-add-norm", pass_fuse_add_norm},
+    {"fuse-silu-mul", pass_fuse_silu_mul},
+    {"fuse-rope-kv-write", pass_fuse_rope_kv_write},
+    {"fuse-rope-q-kv-write", pass_fuse_rope_q_kv_write},
+    {"fuse-matmul-group", pass_fuse_matmul_group},
+    {"fuse-matmul-pair", pass_fuse_matmul_pair},
+    {"dce", pass_dce},
 };
 
 int gir_pass_count(void)

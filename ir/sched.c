@@ -237,12 +237,14 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
         kfam_spec_int(sp, "D", gir_attr_i(n, "head_dim", 0));
         kfam_spec_int(sp, "page_size", gir_attr_i(n, "page_size", 16));
         kfam_spec_str(sp, "dtype", dtype_of(n->in[2]));
-        if (n->n_in == 6) {
+        if (n->n_in >= 6) {
             kfam_spec_int(sp, "rope", 1);
             rope_keys(sp, n);
         }
+        if (n->n_in == 7) kfam_spec_int(sp, "H", gir_attr_i(n, "heads", 0)); /* q rotated too */
         for (int i = 0; i < n->n_in; i++)
             arg_buf(x, in[i]);
+        if (n->n_in == 7) arg_buf(x, out[2]); /* q_out */
         arg_sym(x, t0->dim[0]);
         return 1;
     case GIR_OP_ATTENTION: {
@@ -392,7 +394,7 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
             continue;
         }
         for (int k = 0; k < n->n_out; k++) {
-            if (n->op == GIR_OP_KV_WRITE) {
+            if (n->op == GIR_OP_KV_WRITE && k < 2) {
                 buf_of[n->out[k]->id] = buf_of[n->in[2 + k]->id]; /* updated in place */
             } else if (act_buf(&L, n->out[k]) < 0) {
                 return oom(&L);

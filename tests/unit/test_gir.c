@@ -125,11 +125,12 @@ static void test_build_print_passes(void)
     KT_CHECK(strstr(c.s, "silu_mul") == NULL, "dce removed the unused node");
     KT_CHECK(strstr(c.s, "{epilogue=\"group\"} : bf16[T,32], bf16[T,16], bf16[T,16]") != NULL,
              "q, k, v grouped:\n%s", c.s);
-    KT_CHECK(strstr(c.s, "page_size=16, theta=10000}") && strstr(c.s, "rope %") &&
-                 !strstr(c.s, "heads=2, head_dim=8, theta"),
-             "rope k fused into kv_write, rope q kept:\n%s", c.s);
-    /* add into norm, the unused silu_mul, q with k and v, rope k into kv_write */
-    KT_CHECK(m.g->n_nodes == before - 5, "nodes %d -> %d", before, m.g->n_nodes);
+    KT_CHECK(
+        strstr(c.s, "page_size=16, theta=10000, heads=4} : bf16[P,16,2,8], bf16[P,16,2,8], bf16[T,32]") &&
+            !strstr(c.s, "rope %"),
+        "rope k and rope q fused into kv_write:\n%s", c.s);
+    /* add into norm, the unused silu_mul, q with k and v, rope k and rope q into kv_write */
+    KT_CHECK(m.g->n_nodes == before - 6, "nodes %d -> %d", before, m.g->n_nodes);
     KT_CHECK(gir_graph_hash(m.g) != h0, "hash changes with the graph");
     KT_CHECK(gir_verify(m.g, &d) == IR_OK, "%s", d.msg);
     ir_buf_free(&a);
@@ -355,6 +356,44 @@ static void test_fuse_rope_kv_write(void)
         free(p);
         gir_graph_destroy(g);
     }
+    /* rope(q) beside it: fused as the third output when positions and rope attributes match and nothing
+     * reads it before the kv_write; not when theta differs, or when it is read in between */
+    for (int variant = 0; variant < 3; variant++) {
+        Mini m = mini(2, 8);
+        GirGraph *g = m.g;
+        IrDiag d = {0};
+        GirValue *q = leaf(g, GIR_OP_INPUT, "q", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(32)});
+        GirValue *k = leaf(g, GIR_OP_INPUT, "k", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(16)});
+        GirValue *v = leaf(g, GIR_OP_INPUT, "v", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(16)});
+        GirAttr rq[] = {gir_attr_int("heads", 4), gir_attr_int("head_dim", 8),
+                        gir_attr_float("theta", variant == 1 ? 1e4 : 5e5)};
+        GirAttr rk[] = {gir_attr_int("heads", 2), gir_attr_int("head_dim", 8), gir_attr_float("theta", 5e5)};
+        GirValue *qr = op1(g, GIR_OP_ROPE, (GirValue *[]){q, m.pos}, 2, rq, 3, &d);
+        if (variant == 2) out(g, "early", qr);
+        GirValue *kr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, rk, 3, &d);
+        GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8),
+                         gir_attr_int("page_size", 16)};
+        GirNode *kw =
+            gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){kr, v, m.kc, m.vc, m.slots}, 5, kva, 3, here, &d);
+        KT_CHECK(kw != NULL, "%s", d.msg);
+        if (!kw) {
+            gir_graph_destroy(g);
+            continue;
+        }
+        out(g, "kc", kw->out[0]);
+        out(g, "q_roped", qr);
+        char *p = passes_print(g);
+        if (variant == 0)
+            KT_CHECK(strstr(p, "= kv_write %5, %6, %2, %3, %1, %0, %4 {kv_heads=2, head_dim=8, page_size=16, "
+                               "theta=500000, heads=4} : bf16[P,16,2,8], bf16[P,16,2,8], bf16[T,32]") &&
+                         !strstr(p, "rope %") && strstr(p, "output \"q_roped\" %9"),
+                     "q fused:\n%s", p);
+        else
+            KT_CHECK(strstr(p, "= rope %4, %0") && !strstr(p, "heads=4} : bf16[P"),
+                     "variant %d: q apart:\n%s", variant, p);
+        free(p);
+        gir_graph_destroy(g);
+    }
     /* the 6-input form: positions i32[T], theta, and rope attributes only with positions */
     Mini m = mini(2, 8);
     GirGraph *g = m.g;
@@ -377,6 +416,22 @@ static void test_fuse_rope_kv_write(void)
     ir_diag_clear(&d);
     KT_CHECK(!gir_node_add(g, GIR_OP_KV_WRITE, in6, 5, kva, 4, here, &d) && strstr(d.msg, "needs positions"),
              "theta without positions: %s", d.msg);
+    /* the 7-input form: q [T, heads*head_dim] of k's dtype, rotated as a third output; heads only with q */
+    GirValue *q = leaf(g, GIR_OP_INPUT, "q", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(32)});
+    GirValue *in7[] = {k, k, m.kc, m.vc, m.slots, m.pos, q};
+    GirAttr kvq[] = {kva[0], kva[1], kva[2], kva[3], gir_attr_int("heads", 4)};
+    ir_diag_clear(&d);
+    GirNode *n7 = gir_node_add(g, GIR_OP_KV_WRITE, in7, 7, kvq, 5, here, &d);
+    KT_CHECK(n7 && n7->n_out == 3 && gir_dim_eq(n7->out[2]->type.dim[1], C(32)), "kv_write with q: %s",
+             d.msg);
+    kvq[4] = gir_attr_int("heads", 3);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_node_add(g, GIR_OP_KV_WRITE, in7, 7, kvq, 5, here, &d),
+             "q of 32 channels is not 3 heads of 8");
+    kvq[4] = gir_attr_int("heads", 4);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_node_add(g, GIR_OP_KV_WRITE, in6, 6, kvq, 5, here, &d) && strstr(d.msg, "'heads' needs q"),
+             "heads without q: %s", d.msg);
     gir_graph_destroy(g);
 }
 

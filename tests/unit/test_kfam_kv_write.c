@@ -5,7 +5,8 @@
  * on (none / linear / llama3; K within the dtype's rel-L2 tolerance, V still exact), several configs;
  * rope on is also compared bit for bit with the unfused pair it replaces (fuse-rope-kv-write): the rope
  * family on K (default config, output poisoned), then kv_write rope=0 at the same config into copies of
- * the caches. Also: the cache offsets are i64 in the IR. */
+ * the caches. With query heads (H > 0, fuse-rope-q-kv-write) q_out (poisoned first) must equal, bit for
+ * bit, the rope family's launch on q. Also: the cache offsets are i64 in the IR. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ typedef struct Case {
     KirDtype dt;
     int S, H, D, T;
     const KrefRope *rope; /* NULL: rope=0 */
+    int Hq;               /* query heads rotated too (needs rope); 0: none */
 } Case;
 
 static void rope_keys(KfamSpec *s, const KrefRope *rope)
@@ -42,8 +44,31 @@ static KfamSpec case_spec(const Case *c, int with_rope)
     if (c->rope && with_rope) {
         kfam_spec_int(&s, "rope", 1);
         rope_keys(&s, c->rope);
+        if (c->Hq) kfam_spec_int(&s, "H", c->Hq);
     }
     return s;
+}
+
+/* q_out of the fused launch against the rope family (default config) on q, bit for bit. */
+static void check_q(const KRunner *r, IrArena *a, const Case *c, const KirKernel *fused, void *q,
+                    const void *q_out, int32_t *pos)
+{
+    KfamSpec rs = kfam_spec("rope");
+    kfam_spec_int(&rs, "H", c->Hq);
+    kfam_spec_int(&rs, "D", c->D);
+    rope_keys(&rs, c->rope);
+    kfam_spec_str(&rs, "dtype", kir_dtype_name(c->dt));
+    KirKernel *rk = ksweep_build(r, a, &rs, NULL);
+    size_t nq = (size_t)c->T * c->Hq * c->D, qb = kref_bytes(c->dt, nq);
+    void *want = kref_alloc(c->dt, nq);
+    kref_poison(want, qb);
+    KRunArg ra[4] = {
+        {q, qb, 0, 0}, {pos, kref_bytes(KIR_I32, (size_t)c->T), 0, 0}, {want, qb, 0, 0}, {NULL, 0, c->T, 0}};
+    if (rk && ksweep_run(r, rk, ra) > 0)
+        ksweep_check(r, fused, !memcmp(want, q_out, qb),
+                     "kv_write %s Hkv=%d H=%d D=%d T=%d: q_out differs from the rope family's",
+                     kir_dtype_name(c->dt), c->H, c->Hq, c->D, c->T);
+    free(want);
 }
 
 /* The buffers of one run: inputs [T, Hkv*D], caches [n_slots, Hkv*D], slots and positions [T]. */
@@ -132,15 +157,29 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
     void *kc0 = kref_alloc(dt, nc), *vc0 = kref_alloc(dt, nc); /* the caches before the launch */
     memcpy(kc0, kc, kref_bytes(dt, nc));
     memcpy(vc0, vc, kref_bytes(dt, nc));
-    KRunArg args[7] = {{kx, kref_bytes(dt, n), 0, 0},
+    KRunArg args[8] = {{kx, kref_bytes(dt, n), 0, 0},
                        {vx, kref_bytes(dt, n), 0, 0},
                        {kc, kref_bytes(dt, nc), 0, 0},
                        {vc, kref_bytes(dt, nc), 0, 0},
                        {slots, kref_bytes(KIR_I32, (size_t)c->T), 0, 0}};
+    KRunArg more[3];
     int na = 5;
-    if (c->rope) args[na++] = (KRunArg){pos, kref_bytes(KIR_I32, (size_t)c->T), 0, 0};
-    args[na] = (KRunArg){NULL, 0, c->T, 0};
-    if (ksweep_run(r, k, args) > 0) {
+    size_t nq = (size_t)c->T * c->Hq * c->D;
+    void *q = c->Hq ? kref_alloc(dt, nq) : NULL, *q_out = c->Hq ? kref_alloc(dt, nq) : NULL;
+    if (q) {
+        kref_fill(g, q, dt, nq, -2, 2);
+        kref_poison(q_out, kref_bytes(dt, nq));
+    }
+    if (c->rope) more[0] = (KRunArg){pos, kref_bytes(KIR_I32, (size_t)c->T), 0, 0};
+    if (q)
+        more[1] = (KRunArg){q, kref_bytes(dt, nq), 0, 0},
+        more[2] = (KRunArg){q_out, kref_bytes(dt, nq), 0, 0};
+    for (int i = 0; c->rope && i < (q ? 3 : 1); i++)
+        args[na++] = more[i];
+    KRunArg all[9];
+    memcpy(all, args, sizeof(KRunArg) * (size_t)na);
+    all[na] = (KRunArg){NULL, 0, c->T, 0};
+    if (ksweep_run(r, k, all) > 0) {
         double *kgot = kref_to_double(kc, dt, nc), *vgot = kref_to_double(vc, dt, nc);
         /* Exact everywhere but rope's K rows, which are collected for rel-L2. */
         double *rg = malloc(sizeof(double) * (n + 1)), *rw = malloc(sizeof(double) * (n + 1));
@@ -171,7 +210,10 @@ static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfi
         free(written);
         Bufs b = {kx, vx, kc, vc, slots, pos, n, nc};
         if (c->rope) check_unfused(r, a, c, k, cfg, &b, kc0, vc0);
+        if (q) check_q(r, a, c, k, q, q_out, pos);
     }
+    free(q);
+    free(q_out);
     free(kc0);
     free(vc0);
     free(kx);
@@ -203,19 +245,22 @@ static void sweep(const KRunner *r, KrefRng *g)
         for (int p = 0; p < 3; p++)
             for (int h = 0; h < 3; h++)
                 for (int x = 0; x < 3; x++, idx++) {
-                    Case c = {dtypes[d], pages[p], heads[h], dims[x], tokens[idx % nt], NULL};
+                    Case c = {dtypes[d], pages[p], heads[h], dims[x], tokens[idx % nt], NULL, 0};
                     run_case(r, g, &c, &cfgs[idx % 4]);
                     c.rope = &ropes[idx % 3];
                     c.T = tokens[(idx + 1) % nt];
                     run_case(r, g, &c, &cfgs[(idx + 1) % 4]);
+                    c.Hq = heads[h] * (idx % 2 ? 4 : 1); /* GQA 4 and MHA: Q rotated in the same launch */
+                    run_case(r, g, &c, &cfgs[(idx + 2) % 4]);
                 }
     /* Heads and dims that are not powers of two: both masks, every config. */
     static const int odd[][2] = {{3, 80}, {5, 6}};
     for (int d = 0; d < 3; d++)
         for (int i = 0; i < 2; i++)
             for (int cf = 0; cf < 4; cf++) {
-                Case c = {dtypes[d], 16, odd[i][0], odd[i][1], 7, cf % 2 ? &ropes[2] : NULL};
+                Case c = {dtypes[d], 16, odd[i][0], odd[i][1], 7, cf % 2 ? &ropes[2] : NULL, 0};
                 run_case(r, g, &c, &cfgs[cf]);
+                if (c.rope) c.Hq = 7, run_case(r, g, &c, &cfgs[cf]); /* 7 query heads: partial head tiles */
             }
 }
 
@@ -225,7 +270,7 @@ static void test_i64_offsets(void)
     static const KrefRope rope = {0, 0, 10000.0, "none", 1, 1, 4, 8192};
     for (int with_rope = 0; with_rope < 2; with_rope++) {
         IrArena *a = ir_arena_create();
-        Case c = {KIR_BF16, 16, 8, 128, 1, with_rope ? &rope : NULL};
+        Case c = {KIR_BF16, 16, 8, 128, 1, with_rope ? &rope : NULL, 0};
         KfamSpec s = case_spec(&c, 1);
         KirKernel *k = NULL;
         IrDiag d = {0};

@@ -47,51 +47,30 @@ static void check_plan(const Schedule *s)
     KT_CHECK(overlaps == 0, "%d pairs of live activations share memory", overlaps);
 }
 
-/* The spec's value of key as text ("" when absent). */
-static void spec_value(const KfamSpec *s, const char *key, char *buf, size_t n)
-{
-    buf[0] = 0;
-    for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->attr[i].key, key)) {
-            const GirAttr *a = &s->attr[i];
-            if (a->kind == GIR_ATTR_STR)
-                snprintf(buf, n, "%s", a->s);
-            else if (a->kind == GIR_ATTR_INT)
-                snprintf(buf, n, "%lld", (long long)a->i);
-            else
-                snprintf(buf, n, "%.9g", a->f);
-        }
-}
-
-/* kv_write launches rotate K (rope=1, the rope family's keys as the remaining rope launch (q) has them)
- * with positions after slots. fused 1: the k and v projections are one matmul launch (x, w, w2, out,
- * out2, M), no other matmul paired; fused 2: q, k and v are one group launch (x, wq, wk, wv, out, out2,
- * out3, M); fused 0: neither (a bias). */
+/* kv_write launches rotate K and Q (rope=1, H query heads, the scaling's keys present: fuse-rope-kv-write
+ * and fuse-rope-q-kv-write) with positions, q and q_out after slots, and no rope launch is left. fused 1:
+ * the k and v projections are one matmul launch (x, w, w2, out, out2, M), no other matmul paired; fused
+ * 2: q, k and v are one group launch (x, wq, wk, wv, out, out2, out3, M); fused 0: neither (a bias). */
 static void check_fused(const Schedule *s, const char *model, int layers, int fused)
 {
-    const KfamSpec *rope = NULL;
-    for (int i = 0; i < s->n_kernels && !rope; i++)
-        if (!strcmp(s->kernels[i].spec.family, "rope")) rope = &s->kernels[i].spec;
-    KT_CHECK(rope != NULL, "%s: a rope kernel (q)", model);
-    int kv = 0, pairs = 0, groups = 0;
-    for (int i = 0; i < s->n_launches && rope; i++) {
+    static const char *const llama3_keys[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                              "original_max_pos"};
+    int kv = 0, pairs = 0, groups = 0, ropes = 0;
+    for (int i = 0; i < s->n_launches; i++) {
         const SchedKernel *k = &s->kernels[s->launches[i].kernel];
         IrBuf args = {0};
         sched_launch_args(s, &s->launches[i], &args);
         const char *a = args.s ? args.s : "";
+        ropes += !strcmp(k->spec.family, "rope");
         if (!strcmp(k->spec.family, "kv_write")) {
-            static const char *const keys[] = {"theta",           "scaling",          "factor",
-                                               "low_freq_factor", "high_freq_factor", "original_max_pos"};
-            int same = 1;
-            for (int j = 0; j < 6; j++) {
-                char want[64], got[64];
-                spec_value(rope, keys[j], want, sizeof want);
-                spec_value(&k->spec, keys[j], got, sizeof got);
-                same &= !strcmp(want, got);
-            }
+            int keys = kfam_spec_f(&k->spec, "theta", 0) > 0;
+            if (!strcmp(kfam_spec_s(&k->spec, "scaling", "none"), "llama3"))
+                for (int j = 0; j < 4; j++)
+                    keys &= kfam_spec_f(&k->spec, llama3_keys[j], -1) > 0;
             kv++;
-            KT_CHECK(kfam_spec_i(&k->spec, "rope", 0) == 1 && same && s->launches[i].n_args == 7 &&
-                         strstr(a, " input:slots input:positions sym:T") && strstr(a, "k_cache."),
+            KT_CHECK(kfam_spec_i(&k->spec, "rope", 0) == 1 && kfam_spec_i(&k->spec, "H", 0) > 0 && keys &&
+                         s->launches[i].n_args == 9 && strstr(a, " input:slots input:positions act:%") &&
+                         strstr(a, " sym:T") && strstr(a, "k_cache."),
                      "%s: kv_write launch %d (%s): %s", model, i, k->name, a);
         }
         if (strcmp(k->spec.family, "matmul") && strcmp(k->spec.family, "qmatmul")) {
@@ -116,8 +95,9 @@ static void check_fused(const Schedule *s, const char *model, int layers, int fu
         }
         ir_buf_free(&args);
     }
-    KT_CHECK(kv == layers && pairs == (fused == 1 ? layers : 0) && groups == (fused == 2 ? layers : 0),
-             "%s: %d kv_write (rope), %d pair, %d group launches", model, kv, pairs, groups);
+    KT_CHECK(kv == layers && !ropes && pairs == (fused == 1 ? layers : 0) &&
+                 groups == (fused == 2 ? layers : 0),
+             "%s: %d kv_write (rope), %d rope, %d pair, %d group launches", model, kv, ropes, pairs, groups);
 }
 
 static void test_model(const char *model, const char *set, int layers, int fused)
@@ -129,10 +109,10 @@ static void test_model(const char *model, const char *set, int layers, int fused
     IrDiag d = {0};
     KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "%s: %s", model, d.msg);
     if (s) {
-        /* per layer: norm, q + k + v (one group; quantized: q, k + v paired; with a bias: all apart), rope q,
-         * kv_write rotating k, attention + its split-KV merge, o, add+norm, gate/up, down = 10 (11, 12) plus
-         * embedding, final norm, logits, sample */
-        KT_CHECK(s->n_launches == (12 - fused) * layers + 4, "%s: %d launches", model, s->n_launches);
+        /* per layer: norm, q + k + v (one group; quantized: q, k + v paired; with a bias: all apart),
+         * kv_write rotating k and q, attention + its split-KV merge, o, add+norm, gate/up, down = 9 (10, 11)
+         * plus embedding, final norm, logits, sample */
+        KT_CHECK(s->n_launches == (11 - fused) * layers + 4, "%s: %d launches", model, s->n_launches);
         check_fused(s, model, layers, fused);
         KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
                  s->n_kernels);
