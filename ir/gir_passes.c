@@ -274,15 +274,14 @@ static IrStatus pass_fuse_matmul_group(GirGraph *g, IrDiag *d)
     for (int i = 0; i < g->n_nodes; i++) {
         GirNode *m[3] = {g->nodes[i], NULL, NULL};
         int at[3] = {i, 0, 0}, n = 1;
-        const GirType *w0 = &m[0]->in[1]->type;
-        if (!is_plain_matmul(m[0]) || dead[i] || !uses[m[0]->out[0]->id] ||
-            gir_dtype_class(w0->dtype) == GIR_DC_QUANT || w0->dim[0].sym >= 0 || w0->dim[0].n % 16)
-            continue;
+        if (!is_plain_matmul(m[0]) || dead[i] || !uses[m[0]->out[0]->id]) continue;
+        const GirType *w0 = &m[0]->in[1]->type; /* a plain matmul has its weight */
+        if (gir_dtype_class(w0->dtype) == GIR_DC_QUANT || w0->dim[0].sym >= 0 || w0->dim[0].n % 16) continue;
         for (int j = i + 1; j < g->n_nodes && n < 3; j++) {
             GirNode *b = g->nodes[j];
+            if (!is_plain_matmul(b) || dead[j] || !uses[b->out[0]->id] || b->in[0] != m[0]->in[0]) continue;
             const GirType *wb = &b->in[1]->type;
-            if (!is_plain_matmul(b) || dead[j] || !uses[b->out[0]->id] || b->in[0] != m[0]->in[0] ||
-                wb->dtype != w0->dtype || !gir_dim_eq(wb->dim[1], w0->dim[1]) || wb->dim[0].sym >= 0 ||
+            if (wb->dtype != w0->dtype || !gir_dim_eq(wb->dim[1], w0->dim[1]) || wb->dim[0].sym >= 0 ||
                 (n == 1 && wb->dim[0].n % 16))
                 continue;
             int between = 0;

@@ -283,6 +283,15 @@ static void sweep(const KRunner *r, KrefRng *g)
     Case e = {.dt = KIR_F32, .H = 4, .Hkv = 4, .D = 80, .S = 8, .causal = 1, .window = 9};
     fill_batch(&e, small_batch, big ? 4 : 2);
     run_case(r, g, &e, cfgs, big ? 3 : 1);
+    /* the engine's f32 prefills (compiled executors only: the interpreter is too slow for them): causal,
+     * no window, GQA 4 at D 128 (Llama-3) and GQA 3 at D 64 (SmolLM2), a whole 128-token prompt beside a
+     * 64-token chunk over 64 cached tokens */
+    static const int prefill[][2] = {{128, 128}, {64, 128}};
+    Case f = {.dt = KIR_F32, .H = 32, .Hkv = 8, .D = 128, .S = 16, .causal = 1};
+    fill_batch(&f, prefill, 2);
+    if (big) run_case(r, g, &f, cfgs, 1);
+    f.H = 9, f.Hkv = 3, f.D = 64;
+    if (big) run_case(r, g, &f, cfgs, 1);
 }
 
 /* The default kernels lower to CUDA C and NVRTC accepts them for sm_90a (no GPU needed). */
