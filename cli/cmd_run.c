@@ -282,9 +282,9 @@ int cli_run(int argc, char **argv)
         kiln_engine_stats(e, &st, sizeof st);
         fprintf(stderr,
                 "kiln: %lld steps, %lld prompt tokens computed, %lld read from shared prefixes, %lld "
-                "preemptions\n",
+                "preemptions (%lld tokens recomputed)\n",
                 (long long)st.steps, (long long)st.prompt_tokens, (long long)st.prefix_tokens,
-                (long long)st.preemptions);
+                (long long)st.preemptions, (long long)st.recomputed_tokens);
         double decode = t_end - r[0].t_first;
         fprintf(stderr,
                 "kiln: %s; open %.2f s, %d prompt tokens, first token after %.3f s, %d tokens in %.2f s "

@@ -176,12 +176,13 @@ KILN_API KilnStatus kiln_engine_step(KilnEngine *e, int *pending);
 KILN_API KilnStatus kiln_engine_abort(KilnEngine *e, int64_t request);
 
 typedef struct KilnEngineStats {
-    int64_t steps, prompt_tokens, generated_tokens, preemptions;
+    int64_t steps, prompt_tokens, generated_tokens, preemptions; /* prompt tokens: computed, each once */
     int64_t prefix_tokens;                 /* prompt tokens read from a shared prefix instead of computed */
     double step_seconds;                   /* wall time inside kiln_engine_step */
     int running, waiting, cached_prefixes; /* cached: finished sequences kept for their prefixes */
     int32_t kv_pages, kv_pages_free, page_size;
     int max_seqs, max_step_tokens;
+    int64_t recomputed_tokens; /* tokens computed again after a preemption (prompt and generated) */
 } KilnEngineStats;
 /* Writes min(size, sizeof(KilnEngineStats)) bytes of the stats to st (pass sizeof *st: a caller built
  * against an older, shorter struct gets its fields). */

@@ -34,8 +34,10 @@ typedef struct Req {
     int64_t id;
     int32_t *tokens; /* prompt, then generated */
     int n_tokens, cap, n_prompt;
-    int n_done;  /* tokens whose K/V is in the cache */
-    int32_t seq; /* KV sequence, -1 while waiting */
+    int n_done; /* tokens whose K/V is in the cache */
+    int n_high; /* the most tokens ever computed (a preempted request computes [n_done, n_high) again) */
+    int n_prompt_counted; /* prompt tokens counted in stats.prompt_tokens */
+    int32_t seq;          /* KV sequence, -1 while waiting */
     int state, generated;
     KilnFinish finish; /* set when it ends; reported at the end of the step */
     KilnSampling s;
@@ -744,6 +746,16 @@ static int share_prefix(KilnEngine *e, Req *r)
     return 1;
 }
 
+/* How many of sequence seq's pages nobody else holds (what freeing it gives back). */
+static int32_t own_pages(const KilnEngine *e, int32_t seq)
+{
+    const int32_t *pages = NULL;
+    int32_t n = rt_kv_seq_pages(e->kv, seq, &pages), own = 0;
+    for (int32_t i = 0; i < n; i++)
+        own += rt_kv_page_refs(e->kv, pages[i]) == 1;
+    return own;
+}
+
 static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
 {
     if (r->seq < 0 && e->share_prefixes) share_prefix(e, r);
@@ -783,10 +795,12 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
             if (r->state != (pass ? REQ_WAITING : REQ_RUNNING)) continue;
             if (n == e->max_seqs || T == e->max_step_tokens) break;
             int got = schedule_one(e, r, e->max_step_tokens - T, s);
-            while (got < 0 && pass == 0) { /* preempt the latest running request not yet in this step */
+            while (got < 0 && pass == 0) {
+                /* preempt the latest running request not yet in this step that holds a page of its own:
+                 * one whose pages are all shared (with other requests or cached prefixes) frees nothing */
                 int victim = -1;
                 for (int j = e->n_reqs - 1; j > i && victim < 0; j--)
-                    if (e->reqs[j].state == REQ_RUNNING) victim = j;
+                    if (e->reqs[j].state == REQ_RUNNING && own_pages(e, e->reqs[j].seq) > 0) victim = j;
                 if (victim < 0) break;
                 preempt(e, &e->reqs[victim]);
                 got = schedule_one(e, r, e->max_step_tokens - T, s);
@@ -1053,8 +1067,14 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         }
         for (int k = 0; k < B; k++) {
             Req *r = &e->reqs[in->item_req[k]];
-            r->n_done += in->items[k].n_new;
-            if (r->n_done <= r->n_prompt) e->stats.prompt_tokens += in->items[k].n_new;
+            int lo = r->n_done, hi = lo + in->items[k].n_new;
+            /* prompt tokens count once: not again when recomputed after a preemption */
+            int p_lo = lo > r->n_prompt_counted ? lo : r->n_prompt_counted,
+                p_hi = hi < r->n_prompt ? hi : r->n_prompt;
+            if (p_hi > p_lo) e->stats.prompt_tokens += p_hi - p_lo, r->n_prompt_counted = p_hi;
+            if (r->n_high > lo) e->stats.recomputed_tokens += (hi < r->n_high ? hi : r->n_high) - lo;
+            if (hi > r->n_high) r->n_high = hi;
+            r->n_done = hi;
         }
         for (int i = 0; i < R; i++)
             deliver(e, in->row_req[i], out[i]);

@@ -281,6 +281,18 @@ int main(void)
         for (int i = 3; e && i < NR; i++)
             KT_CHECK(same(&alone[i], &together[i]), "preemption (sharing %d): request %d differs", share, i);
         KT_CHECK(!e || st.preemptions > 0, "no preemption with %lld pages", (long long)st.kv_pages);
+        /* prompt tokens count once however often a preempted request recomputes them (shared prefix
+         * tokens are not computed at all); recomputed ones are counted apart */
+        int64_t prompt_sum = 0;
+        for (int i = 3; i < NR; i++)
+            prompt_sum += lens[i];
+        KT_CHECK(
+            !e || (share ? st.prompt_tokens + st.prefix_tokens >= prompt_sum && st.prompt_tokens <= prompt_sum
+                         : st.prompt_tokens == prompt_sum),
+            "sharing %d: %lld prompt tokens (+%lld shared) for %lld", share, (long long)st.prompt_tokens,
+            (long long)st.prefix_tokens, (long long)prompt_sum);
+        KT_CHECK(!e || st.recomputed_tokens > 0, "sharing %d: %lld preemptions but nothing recomputed", share,
+                 (long long)st.preemptions);
         kiln_engine_close(e);
     }
 
