@@ -192,7 +192,8 @@ static IrStatus pass_fuse_rope_q_kv_write(GirGraph *g, IrDiag *d)
             int same = 1;
             for (int k = 0; k < 7; k++)
                 same &= same_attr(r, n, keys[k]);
-            if (!same || used_between(g, r->out[0], j + 1, i)) break;
+            if (!same || used_between(g, r->out[0], j + 1, i + 1))
+                break; /* the kv_write too (as its v, say) */
             n->in[6] = r->in[0];
             n->n_in = 7;
             n->attr[n->n_attr++] = gir_attr_int("heads", gir_attr_i(r, "heads", 0));
@@ -234,7 +235,7 @@ static IrStatus pass_fuse_matmul_pair(GirGraph *g, IrDiag *d)
             if (!is_plain_matmul(b) || !uses[b->out[0]->id] || b->in[0] != a->in[0] ||
                 !gir_type_eq(&a->in[1]->type, &b->in[1]->type))
                 continue;
-            if (used_between(g, a->out[0], i + 1, j)) break;
+            if (used_between(g, a->out[0], i + 1, j + 1)) break; /* b too (as its weight) */
             GirValue *first = a->out[0], *second = b->out[0];
             b->in[2] = b->in[1];
             b->in[1] = a->in[1];
@@ -286,7 +287,7 @@ static IrStatus pass_fuse_matmul_group(GirGraph *g, IrDiag *d)
                 continue;
             int between = 0;
             for (int k = 0; k < n; k++)
-                between |= used_between(g, m[k]->out[0], at[k] + 1, j);
+                between |= used_between(g, m[k]->out[0], at[k] + 1, j + 1); /* b too (as its weight) */
             if (between) break;
             m[n] = b, at[n++] = j;
         }

@@ -15,7 +15,7 @@
  * fuse-rope-q-kv-write folds the rope of Q in as well (one launch a layer fewer).
  *
  * Invariant: cache offsets are i64 (slot widened before the multiply), since a pool can hold more than
- * 2^31 elements; offsets into k and v are i32 (n_tokens * Hkv * D < 2^31).
+ * 2^31 elements; offsets into k, v and q are i32 (n_tokens * max(Hkv, H) * D < 2^31, as the rope family).
  *
  * Spec: Hkv (kv heads), D (head_dim), page_size (S; fixes the layout, not the code), dtype (k, v and the
  * caches), rope 0/1 (default 0) and, with rope=1, the rope family's keys (theta, scaling, factor,

@@ -23,7 +23,8 @@ static const struct {
     const char *name;
     int bytes;
 } dtype_table[] = {
-    {"i1", 1}, {"i8", 1}, {"u8", 1}, {"i32", 4}, {"i64", 8}, {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f8e4m3", 1},
+    {"i1", 1},  {"i8", 1},   {"u8", 1},  {"i32", 4},    {"i64", 8},
+    {"f16", 2}, {"bf16", 2}, {"f32", 4}, {"f8e4m3", 1},
 };
 
 const char *kir_op_name(KirOp op)
@@ -102,7 +103,8 @@ int kir_type_eq(const KirType *a, const KirType *b)
 int kir_type_numel(const KirType *t)
 {
     int n = 1;
-    for (int i = 0; i < t->rank; i++) n *= t->shape[i];
+    for (int i = 0; i < t->rank; i++)
+        n *= t->shape[i];
     return n;
 }
 
@@ -138,7 +140,8 @@ int64_t kir_config_get(const KirConfig *c, const char *key, int64_t dflt)
 
 void kir_config_print(const KirConfig *c, IrBuf *b)
 {
-    for (int i = 0; i < c->n; i++) ir_buf_printf(b, "%s%s=%lld", i ? " " : "", c->key[i], (long long)c->val[i]);
+    for (int i = 0; i < c->n; i++)
+        ir_buf_printf(b, "%s%s=%lld", i ? " " : "", c->key[i], (long long)c->val[i]);
 }
 
 uint32_t kir_mix32(uint32_t x)
@@ -169,7 +172,8 @@ KirKernel *kir_kernel_create(IrArena *a, const char *name, const char *family, c
     if (!k->name || !k->family || !k->body) return NULL;
     if (cfg) k->cfg = *cfg;
     k->warps = (int)kir_config_get(&k->cfg, "WARPS", 4);
-    for (int i = 0; i < 3; i++) k->grid[i] = (KirGridDim){.param = -1, .mul = 1, .div = 1, .c = 1};
+    for (int i = 0; i < 3; i++)
+        k->grid[i] = (KirGridDim){.param = -1, .mul = 1, .div = 1, .c = 1};
     return k;
 }
 
@@ -225,14 +229,14 @@ static int block_push(KirBuilder *b, KirBlock *blk, KirInst *in)
 
 /* Appends an instruction with the given operands; infers its result (at most one here; `for` is built
  * separately) and returns it, or a poison value of type `fallback` after an error. */
-static KirValue *emit(KirBuilder *b, KirOp op, KirValue *const *ops, int n_ops, int64_t i, int64_t i2, double f,
-                      KirType fallback)
+static KirValue *emit(KirBuilder *b, KirOp op, KirValue *const *ops, int n_ops, int64_t i, int64_t i2,
+                      double f, KirType fallback)
 {
     if (failed(b)) return poison(b, fallback);
     for (int k = 0; k < n_ops; k++)
         if (!ops[k] || ops[k]->id < 0) {
-            ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: %s: operand %d is missing", b->k->name, kir_op_name(op),
-                        k);
+            ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: %s: operand %d is missing", b->k->name,
+                        kir_op_name(op), k);
             return poison(b, fallback);
         }
     KirInst *in = ir_arena_alloc(b->k->arena, sizeof *in);
@@ -244,7 +248,8 @@ static KirValue *emit(KirBuilder *b, KirOp op, KirValue *const *ops, int n_ops, 
     in->op = op;
     in->n_ops = n_ops;
     in->ops = o;
-    for (int k = 0; k < n_ops; k++) o[k] = ops[k];
+    for (int k = 0; k < n_ops; k++)
+        o[k] = ops[k];
     in->i = i;
     in->i2 = i2;
     in->f = f;
@@ -276,8 +281,8 @@ KirValue *kir_param(KirBuilder *b, const char *name, KirType t, unsigned flags)
     KirKernel *k = b->k;
     if (failed(b)) return poison(b, t);
     if (b->depth || k->n_params == KIR_MAX_PARAMS || k->body->n_insts != k->n_params || t.rank) {
-        ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: param %s: params come first, at top level, scalar or pointer",
-                    k->name, name);
+        ir_diag_set(b->d, IR_ERR_INTERNAL,
+                    "kernel %s: param %s: params come first, at top level, scalar or pointer", k->name, name);
         return poison(b, t);
     }
     KirParam *p = &k->params[k->n_params];
@@ -344,7 +349,8 @@ KirValue *kir_arange(KirBuilder *b, int n)
 KirValue *kir_splat(KirBuilder *b, KirValue *x, int rank, const int *shape)
 {
     KirType t = {.dtype = x ? x->type.dtype : KIR_F32, .rank = (unsigned char)rank};
-    for (int i = 0; i < rank && i < KIR_MAX_RANK; i++) t.shape[i] = shape[i];
+    for (int i = 0; i < rank && i < KIR_MAX_RANK; i++)
+        t.shape[i] = shape[i];
     int64_t packed = rank == 2 ? ((int64_t)shape[0] << 32) | (uint32_t)shape[1] : rank == 1 ? shape[0] : 0;
     return emit(b, KIR_OP_SPLAT, &x, 1, packed, rank, 0, t);
 }
@@ -352,7 +358,8 @@ KirValue *kir_splat(KirBuilder *b, KirValue *x, int rank, const int *shape)
 static KirType elem_fallback(KirOp op, KirValue *x, KirValue *y)
 {
     KirType t = x ? x->type : kir_scalar(KIR_F32);
-    if (y && y->type.rank > t.rank) t.shape[0] = y->type.shape[0], t.shape[1] = y->type.shape[1], t.rank = y->type.rank;
+    if (y && y->type.rank > t.rank)
+        t.shape[0] = y->type.shape[0], t.shape[1] = y->type.shape[1], t.rank = y->type.rank;
     if (op >= KIR_OP_LT && op <= KIR_OP_NE) t.dtype = KIR_I1;
     return t;
 }
@@ -372,7 +379,8 @@ KirValue *kir_select(KirBuilder *b, KirValue *c, KirValue *x, KirValue *y)
 {
     KirValue *ops[3] = {c, x, y};
     KirType t = elem_fallback(KIR_OP_SELECT, x, y);
-    if (c && c->type.rank > t.rank) t.rank = c->type.rank, t.shape[0] = c->type.shape[0], t.shape[1] = c->type.shape[1];
+    if (c && c->type.rank > t.rank)
+        t.rank = c->type.rank, t.shape[0] = c->type.shape[0], t.shape[1] = c->type.shape[1];
     return emit(b, KIR_OP_SELECT, ops, 3, 0, 0, 0, t);
 }
 
@@ -441,18 +449,19 @@ KirValue *kir_rand(KirBuilder *b, KirValue *seed, KirValue *offs)
     return emit(b, KIR_OP_RAND, ops, 2, 0, 0, 0, t);
 }
 
+/* What loops give builders after a failure (args, results): poison values (id -1), for the induction
+ * variable and up to 16 carried values. Never written, so concurrent builds share them safely. */
+enum { KIR_MAX_DEAD = 17 };
+static KirValue kir_dead = {.id = -1};
+static KirValue *kir_dead_values[KIR_MAX_DEAD] = {
+    &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead,
+    &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead, &kir_dead};
+
 KirBlock *kir_for_begin(KirBuilder *b, KirValue *lo, KirValue *hi, KirValue *step, KirValue *const *inits,
                         int n, int pipeline)
 {
-    /* after a failure: a block whose args are poison (id -1), so builders may read them and go on */
-    static KirBlock dead_block;
-    static KirValue dead_args[1 + 16], *dead_argp[1 + 16];
-    dead_block.args = dead_argp;
-    dead_block.n_args = 0;
-    for (int i = 0; i < 1 + 16; i++) {
-        dead_args[i].id = -1;
-        dead_argp[i] = &dead_args[i];
-    }
+    /* after a failure: a block whose args are poison, so builders may read them and go on */
+    static KirBlock dead_block = {.args = kir_dead_values};
     KirKernel *k = b->k;
     if (failed(b)) return &dead_block;
     if (b->depth + 1 >= KIR_MAX_DEPTH) {
@@ -470,7 +479,8 @@ KirBlock *kir_for_begin(KirBuilder *b, KirValue *lo, KirValue *hi, KirValue *ste
     ops[0] = lo;
     ops[1] = hi;
     ops[2] = step;
-    for (int i = 0; i < n; i++) ops[3 + i] = inits[i];
+    for (int i = 0; i < n; i++)
+        ops[3 + i] = inits[i];
     for (int i = 0; i < 3 + n; i++)
         if (!ops[i] || ops[i]->id < 0) {
             ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: for: operand %d is missing", k->name, i);
@@ -500,18 +510,10 @@ KirBlock *kir_for_begin(KirBuilder *b, KirValue *lo, KirValue *hi, KirValue *ste
 
 KirInst *kir_for_end(KirBuilder *b, KirValue *const *yields, int n)
 {
-    static KirInst dead_inst;
-    static KirValue *dead_res[16];
-    if (!dead_res[0])
-        for (int i = 0; i < 16; i++) {
-            static KirValue dv[16];
-            dv[i].id = -1;
-            dead_res[i] = &dv[i];
-        }
-    dead_inst.res = dead_res;
-    dead_inst.n_res = n < 16 ? n : 16;
+    static KirInst dead_inst = {.res = kir_dead_values, .n_res = KIR_MAX_DEAD};
     if (failed(b) || b->depth == 0) {
-        if (!failed(b)) ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: for_end without for_begin", b->k->name);
+        if (!failed(b))
+            ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: for_end without for_begin", b->k->name);
         return &dead_inst;
     }
     KirInst *loop = b->loops[b->depth - 1];
@@ -559,6 +561,7 @@ IrStatus kir_builder_done(KirBuilder *b)
     if (failed(b)) return b->d->status;
     KirBlock *body = b->k->body;
     if (b->depth || !body->n_insts || body->insts[body->n_insts - 1]->op != KIR_OP_RET)
-        return ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: unterminated (open loop or no ret)", b->k->name);
+        return ir_diag_set(b->d, IR_ERR_INTERNAL, "kernel %s: unterminated (open loop or no ret)",
+                           b->k->name);
     return IR_OK;
 }

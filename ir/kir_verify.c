@@ -99,9 +99,12 @@ static IrStatus infer_for(const KirInst *in, IrDiag *d)
     if (!body || body->n_args != n + 1 || body->parent != in) return bad(d, "malformed body", NULL);
     if (!is_scalar(&body->args[0]->type) || body->args[0]->type.dtype != KIR_I32)
         return bad(d, "induction variable must be i32", NULL);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (in->ops[3 + i]->type.is_ptr) /* the backends keep carried values in registers of the element type */
+            return bad(d, "a loop cannot carry a pointer", &in->ops[3 + i]->type);
         if (!kir_type_eq(&body->args[1 + i]->type, &in->ops[3 + i]->type))
             return bad(d, "loop-carried value changes type", &body->args[1 + i]->type);
+    }
     const KirInst *y = body->n_insts ? body->insts[body->n_insts - 1] : NULL;
     if (!y || y->op != KIR_OP_YIELD || y->n_ops != n)
         return bad(d, "body must end with a yield of every iter value", NULL);
@@ -163,7 +166,7 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         return IR_OK;
     }
     case KIR_OP_SELECT:
-        if (a->dtype != KIR_I1) return bad(d, "select condition must be i1", a);
+        if (a->dtype != KIR_I1 || a->is_ptr) return bad(d, "select condition must be i1", a);
         if (in->ops[1]->type.is_ptr || in->ops[2]->type.is_ptr) { /* a scalar choice between two pointers */
             if (a->rank || !in->ops[1]->type.is_ptr || !in->ops[2]->type.is_ptr ||
                 in->ops[1]->type.dtype != in->ops[2]->type.dtype)

@@ -394,6 +394,26 @@ static void test_fuse_rope_kv_write(void)
         free(p);
         gir_graph_destroy(g);
     }
+    /* a rope the kv_write reads as its v is not its q (the pass would make the node read its own output) */
+    {
+        Mini m = mini(2, 8);
+        GirGraph *g = m.g;
+        IrDiag d = {0};
+        GirValue *k = leaf(g, GIR_OP_INPUT, "k", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(16)});
+        GirAttr ra[] = {gir_attr_int("heads", 2), gir_attr_int("head_dim", 8), gir_attr_float("theta", 5e5)};
+        GirValue *vr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, ra, 3, &d);
+        GirValue *kr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, ra, 3, &d);
+        GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8),
+                         gir_attr_int("page_size", 16)};
+        GirNode *kw = gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){kr, vr, m.kc, m.vc, m.slots}, 5, kva, 3,
+                                   here, &d);
+        if (kw) out(g, "kc", kw->out[0]);
+        char *p = kw ? passes_print(g) : NULL;
+        KT_CHECK(p && strstr(p, "= rope %4, %0") && !strstr(p, "heads=2} : bf16[P"), "v's rope kept:\n%s",
+                 p ? p : d.msg);
+        free(p);
+        gir_graph_destroy(g);
+    }
     /* the 6-input form: positions i32[T], theta, and rope attributes only with positions */
     Mini m = mini(2, 8);
     GirGraph *g = m.g;
@@ -503,6 +523,22 @@ static void test_fuse_matmul_pair(void)
     KT_CHECK(strstr(p, "%4, %5, %6 = matmul %0, %1, %2, %3 {epilogue=\"group\"}") &&
                  strstr(p, "{epilogue=\"silu_mul\"}"),
              "q, k, v grouped, silu_mul kept:\n%s", p);
+    free(p);
+    gir_graph_destroy(g);
+
+    /* a product that is a later matmul's weight is not grouped with it (the node would read its own output)
+     */
+    g = gir_graph_create("chain");
+    GirValue *xc = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){C(64), C(64)});
+    GirValue *y1 = op1(g, GIR_OP_MATMUL, (GirValue *[]){xc, W(g, "w0", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *y2 = op1(g, GIR_OP_MATMUL, (GirValue *[]){xc, W(g, "w2", 64, 64)}, 2, NULL, 0, &d);
+    GirValue *y3 = op1(g, GIR_OP_MATMUL, (GirValue *[]){xc, y1}, 2, NULL, 0, &d);
+    KT_CHECK(y1 && y2 && y3, "chain: %s", d.msg);
+    out(g, "o", y2);
+    out(g, "o", y3);
+    p = passes_print(g);
+    KT_CHECK(p && !strstr(p, "group") && strstr(p, "{epilogue=\"pair\"}"), "y1, y2 paired, y3 apart:\n%s",
+             p ? p : "");
     free(p);
     gir_graph_destroy(g);
 

@@ -186,7 +186,9 @@ static void run_group(const KRunner *r, KrefRng *g, KirDtype dt, int M, const in
 {
     int n_out = n[2] ? 3 : 2;
     size_t mk = (size_t)M * K;
-    void *x = kref_alloc(dt, mk), *w[3] = {0}, *out[3] = {0}, *sep = kref_alloc(dt, (size_t)M * n[0]);
+    int n_max = n[0] > n[1] ? n[0] : n[1];
+    n_max = n[2] > n_max ? n[2] : n_max;
+    void *x = kref_alloc(dt, mk), *w[3] = {0}, *out[3] = {0}, *sep = kref_alloc(dt, (size_t)M * n_max);
     double *want[3] = {0};
     kref_fill(g, x, dt, mk, -1, 1);
     for (int i = 0; i < n_out; i++) {

@@ -268,6 +268,54 @@ static void test_memory(void)
     k_end(&t);
 }
 
+/* select between two pointer params by a scalar (matmul's group epilogue): the load reads the chosen one;
+ * a pointer condition and a loop-carried pointer are refused by the builder/verifier. */
+static void test_pointer_select(void)
+{
+    K t;
+    k_begin(&t, "psel");
+    KirBuilder *b = &t.b;
+    KirValue *pa = kir_param(b, "a", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
+    KirValue *pb = kir_param(b, "b", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
+    KirValue *o = kir_param(b, "out", kir_ptr(KIR_F32), 0);
+    KirValue *which = kir_param(b, "which", kir_scalar(KIR_I32), 0);
+    KirValue *p = kir_select(b, kir_binary(b, KIR_OP_GT, which, kir_const_i32(b, 0)), pb, pa);
+    KirValue *i = kir_arange(b, 4);
+    kir_store(b, o, i, kir_load(b, p, i, NULL, NULL), NULL);
+    float A[4] = {1, 2, 3, 4}, B[4] = {10, 20, 30, 40}, out[4] = {-1, -1, -1, -1};
+    void *va = A, *vb = B, *vo = out;
+    int32_t w = 1;
+    void *args[4] = {&va, &vb, &vo, &w};
+    KT_CHECK(k_run(&t, args, 1) == IR_OK, "%s", t.d.msg);
+    KT_CHECK(out[0] == 10 && out[3] == 40, "select(1 > 0, b, a) read %g %g", out[0], out[3]);
+    w = 0;
+    IrDiag d = {0};
+    int32_t grid[3] = {1, 1, 1};
+    KT_CHECK(kir_interp_run(t.k, args, grid, &d) == IR_OK && out[0] == 1 && out[3] == 4,
+             "select(0 > 0, b, a) read %g", out[0]);
+    k_end(&t);
+
+    k_begin(&t, "pcond"); /* a pointer as the condition */
+    b = &t.b;
+    KirValue *pc = kir_param(b, "c", kir_ptr(KIR_I1), 0);
+    pa = kir_param(b, "a", kir_ptr(KIR_F32), 0);
+    pb = kir_param(b, "b", kir_ptr(KIR_F32), 0);
+    kir_select(b, pc, pa, pb);
+    KT_CHECK(t.d.status != IR_OK && strstr(t.d.msg, "condition"), "pointer condition: %s", t.d.msg);
+    k_end(&t);
+
+    k_begin(&t, "pcarry"); /* a loop carrying a pointer */
+    b = &t.b;
+    pa = kir_param(b, "a", kir_ptr(KIR_F32), 0);
+    KirBlock *body =
+        kir_for_begin(b, kir_const_i32(b, 0), kir_const_i32(b, 2), kir_const_i32(b, 1), &pa, 1, 0);
+    KirValue *y = body->args[1];
+    kir_for_end(b, &y, 1);
+    KT_CHECK(t.d.status != IR_OK && strstr(t.d.msg, "cannot carry a pointer"), "carried pointer: %s",
+             t.d.msg);
+    k_end(&t);
+}
+
 int main(void)
 {
     test_rounding();
@@ -276,5 +324,6 @@ int main(void)
     test_tiles();
     test_dot_rand();
     test_memory();
+    test_pointer_select();
     return kt_done("test_kir_interp");
 }
