@@ -97,9 +97,10 @@ struct KilnEngine {
     int n_cache;
     uint64_t clock;
     int n_graphs, use_graphs, profile, share_prefixes;
-    int in_callback; /* > 0 while a request callback runs: step and score are refused */
-    double *prof_s;  /* per kernel: seconds (profile) */
-    int64_t *prof_n; /* per kernel: launches */
+    const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
+    int in_callback;      /* > 0 while a request callback runs: step and score are refused */
+    double *prof_s;       /* per kernel: seconds (profile) */
+    int64_t *prof_n;      /* per kernel: launches */
     KilnEngineStats stats;
     void (*log)(void *, const char *);
     void *log_user;
@@ -467,7 +468,10 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
         s = rt_kv_create(&ko, &e->kv, e->err, sizeof e->err);
     }
     e->eos = e->tok ? rt_tok_eos(e->tok) : -1;
-    e->use_graphs = s == KILN_OK && !rt_exec_is_host(e->x) && !opt->no_cuda_graphs && !e->profile;
+    e->dump_dir = getenv("KILN_DUMP_DIR");
+    if (e->dump_dir && !*e->dump_dir) e->dump_dir = NULL;
+    e->use_graphs =
+        s == KILN_OK && !rt_exec_is_host(e->x) && !opt->no_cuda_graphs && !e->profile && !e->dump_dir;
     if (s == KILN_OK && e->profile &&
         (!(e->prof_s = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_s)) ||
          !(e->prof_n = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_n))))
@@ -864,6 +868,35 @@ static KilnStatus profile_step(KilnEngine *e)
     return s;
 }
 
+/* Debugging (KILN_DUMP_DIR): after launch i of step `step`, each activation argument's rows of this step
+ * go to DIR/s<step>_l<i>_a<arg>_<kernel>_<buffer>_<dtype>.bin, so two devices' runs of one package can be
+ * compared launch by launch (bench/compare_dumps.py). Synchronizes after every launch. */
+static KilnStatus dump_launch(KilnEngine *e, int i, const int64_t sym[RT_SYM_COUNT])
+{
+    const RtPlan *p = e->plan;
+    const RtPlanLaunch *l = &p->launches[i];
+    for (int a = 0; a < l->n_args; a++) {
+        if (l->args[a].kind != RT_ARG_ACT) continue;
+        const RtPlanBuf *b = &p->bufs[l->args[a].index];
+        int64_t n = shape_elems(b->shape, sym, NULL), bytes = n * dtype_bytes(b->dtype);
+        if (n <= 0 || bytes <= 0 || bytes > b->bytes) continue;
+        void *h = malloc((size_t)bytes);
+        if (!h) return efail(e, KILN_ERR_NOMEM, "dump: out of memory");
+        KilnStatus s =
+            rt_exec_get(e->x, h, e->arena + (uint64_t)b->offset, (size_t)bytes, e->err, sizeof e->err);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/s%lld_l%d_a%d_%s_%s_%s.bin", e->dump_dir, (long long)e->stats.steps,
+                 i, a, p->kernels[l->kernel].name, b->name, b->dtype);
+        FILE *f = s == KILN_OK ? fopen(path, "wb") : NULL;
+        if (s == KILN_OK && (!f || fwrite(h, 1, (size_t)bytes, f) != (size_t)bytes))
+            s = efail(e, KILN_ERR_IO, "dump: cannot write %s", path);
+        if (f && fclose(f) && s == KILN_OK) s = efail(e, KILN_ERR_IO, "dump: cannot write %s", path);
+        free(h);
+        if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+}
+
 /* Runs every launch of the plan for a step of the given sizes. */
 static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const int64_t rtv[RT_RTV_COUNT])
 {
@@ -900,6 +933,7 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
         if (s == KILN_OK)
             s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_VARIANTS + b], args, grid, e->err,
                                sizeof e->err);
+        if (s == KILN_OK && e->dump_dir) s = dump_launch(e, i, sym);
         if (s != KILN_OK) return s;
     }
     return e->profile ? profile_step(e) : KILN_OK;
