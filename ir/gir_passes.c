@@ -1,12 +1,13 @@
 /* gir_passes.c — the graph pipeline: a list of passes, each followed by the verifier (QBE-style driver).
  *   fuse-add-norm  add(a, b) feeding rms_norm  ->  add_rms_norm(a, b, w) giving (normed, sum)
  *   fuse-silu-mul  silu_mul of two plain matmuls of one x  ->  matmul {epilogue="silu_mul"}
- *   fuse-rope-kv-write  kv_write(rope(k, positions), ...)  ->  kv_write(k, ..., positions) {rope attrs}
- *   fuse-rope-q-kv-write  rope(q, positions) beside such a kv_write  ->  kv_write(..., positions, q) giving
- *                       the rotated q as a third output
- *   fuse-matmul-group   three plain matmuls of one x, weights of one dtype and K  ->  matmul
- * {epilogue="group"} fuse-matmul-pair    two plain matmuls of one x, weights of one type  ->  matmul
- * {epilogue="pair"} dce            drop nodes whose results nobody uses (effects and outputs always stay)
+ *   fuse-rope-kv-write    kv_write(rope(k, positions), ...)  ->  kv_write(k, ..., positions) {rope attrs}
+ *   fuse-rope-q-kv-write  rope(q, positions) beside such a kv_write  ->  kv_write(..., positions, q),
+ *                         the rotated q its third output
+ *   fuse-matmul-group     three plain matmuls of one x, weights of one dtype and K
+ *                         ->  matmul {epilogue="group"}
+ *   fuse-matmul-pair      two plain matmuls of one x, weights of one type  ->  matmul {epilogue="pair"}
+ *   dce            drop nodes whose results nobody uses (effects and outputs always stay)
  * Every pass rewrites in place and leaves node ids dense and in topological order.
  */
 #include "gir.h"
@@ -101,6 +102,23 @@ static int *count_uses(const GirGraph *g)
     return uses;
 }
 
+/* A pass's scratch: *uses (count_uses) and *dead, a mark per node. IR_ERR_NOMEM, both freed, when either
+ * allocation fails. */
+static IrStatus pass_scratch(const GirGraph *g, int **uses, unsigned char **dead, const char *pass, IrDiag *d)
+{
+    *uses = count_uses(g);
+    *dead = calloc((size_t)g->n_nodes + 1, 1);
+    if (*uses && *dead) return IR_OK;
+    free(*uses);
+    free(*dead);
+    return ir_diag_set(d, IR_ERR_NOMEM, "%s: out of memory", pass);
+}
+
+/* The rope attributes a kv_write takes over from the rope it absorbs (beside heads and head_dim). */
+static const char *const rope_keys[] = {"theta",           "scaling",          "factor",
+                                        "low_freq_factor", "high_freq_factor", "original_max_pos"};
+enum { N_ROPE_KEYS = sizeof rope_keys / sizeof rope_keys[0] };
+
 static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
 {
     int *uses = count_uses(g);
@@ -131,8 +149,6 @@ static IrStatus pass_fuse_silu_mul(GirGraph *g, IrDiag *d)
  * other use and its heads and head_dim are the kv_write's; dce then drops the rope. */
 static IrStatus pass_fuse_rope_kv_write(GirGraph *g, IrDiag *d)
 {
-    static const char *const keys[] = {"theta",           "scaling",          "factor",
-                                       "low_freq_factor", "high_freq_factor", "original_max_pos"};
     int *uses = count_uses(g);
     if (!uses) return ir_diag_set(d, IR_ERR_NOMEM, "fuse-rope-kv-write: out of memory");
     for (int i = 0; i < g->n_nodes; i++) {
@@ -146,8 +162,8 @@ static IrStatus pass_fuse_rope_kv_write(GirGraph *g, IrDiag *d)
         n->in[0] = rope->in[0];
         n->in[5] = rope->in[1];
         n->n_in = 6;
-        for (int k = 0; k < 6; k++) {
-            const GirAttr *a = gir_node_attr(rope, keys[k]);
+        for (int k = 0; k < N_ROPE_KEYS; k++) {
+            const GirAttr *a = gir_node_attr(rope, rope_keys[k]);
             if (a) n->attr[n->n_attr++] = *a;
         }
     }
@@ -173,15 +189,9 @@ static int same_attr(const GirNode *a, const GirNode *b, const char *key)
  * becomes the kv_write's, so uses need no rewriting. Runs after fuse-rope-kv-write. */
 static IrStatus pass_fuse_rope_q_kv_write(GirGraph *g, IrDiag *d)
 {
-    static const char *const keys[] = {
-        "head_dim", "theta", "scaling", "factor", "low_freq_factor", "high_freq_factor", "original_max_pos"};
-    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
-    int *uses = count_uses(g);
-    if (!dead || !uses) {
-        free(dead);
-        free(uses);
-        return ir_diag_set(d, IR_ERR_NOMEM, "fuse-rope-q-kv-write: out of memory");
-    }
+    int *uses;
+    unsigned char *dead;
+    if (pass_scratch(g, &uses, &dead, "fuse-rope-q-kv-write", d)) return d->status;
     for (int i = 0; i < g->n_nodes; i++) {
         GirNode *n = g->nodes[i];
         if (n->op != GIR_OP_KV_WRITE || n->n_in != 6 || n->n_attr >= GIR_MAX_ATTRS) continue;
@@ -189,9 +199,9 @@ static IrStatus pass_fuse_rope_q_kv_write(GirGraph *g, IrDiag *d)
             GirNode *r = g->nodes[j];
             /* unused ropes (K's, left by fuse-rope-kv-write for dce) do not count */
             if (r->op != GIR_OP_ROPE || dead[j] || !uses[r->out[0]->id] || r->in[1] != n->in[5]) continue;
-            int same = 1;
-            for (int k = 0; k < 7; k++)
-                same &= same_attr(r, n, keys[k]);
+            int same = same_attr(r, n, "head_dim");
+            for (int k = 0; k < N_ROPE_KEYS; k++)
+                same &= same_attr(r, n, rope_keys[k]);
             if (!same || used_between(g, r->out[0], j + 1, i + 1))
                 break; /* the kv_write too (as its v, say) */
             n->in[6] = r->in[0];
@@ -220,13 +230,9 @@ static IrStatus pass_fuse_rope_q_kv_write(GirGraph *g, IrDiag *d)
  * between it is not paired. Its two output values are the two matmuls' own: uses need no rewriting. */
 static IrStatus pass_fuse_matmul_pair(GirGraph *g, IrDiag *d)
 {
-    int *uses = count_uses(g);
-    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
-    if (!uses || !dead) {
-        free(uses);
-        free(dead);
-        return ir_diag_set(d, IR_ERR_NOMEM, "fuse-matmul-pair: out of memory");
-    }
+    int *uses;
+    unsigned char *dead;
+    if (pass_scratch(g, &uses, &dead, "fuse-matmul-pair", d)) return d->status;
     for (int i = 0; i < g->n_nodes; i++) {
         GirNode *a = g->nodes[i];
         if (!is_plain_matmul(a) || !uses[a->out[0]->id]) continue;
@@ -265,13 +271,9 @@ static IrStatus pass_fuse_matmul_pair(GirGraph *g, IrDiag *d)
  * the group. Its output values are the matmuls' own: uses need no rewriting. */
 static IrStatus pass_fuse_matmul_group(GirGraph *g, IrDiag *d)
 {
-    int *uses = count_uses(g);
-    unsigned char *dead = calloc((size_t)g->n_nodes + 1, 1);
-    if (!uses || !dead) {
-        free(uses);
-        free(dead);
-        return ir_diag_set(d, IR_ERR_NOMEM, "fuse-matmul-group: out of memory");
-    }
+    int *uses;
+    unsigned char *dead;
+    if (pass_scratch(g, &uses, &dead, "fuse-matmul-group", d)) return d->status;
     for (int i = 0; i < g->n_nodes; i++) {
         GirNode *m[3] = {g->nodes[i], NULL, NULL};
         int at[3] = {i, 0, 0}, n = 1;

@@ -317,6 +317,18 @@ static void out(GirGraph *g, const char *name, GirValue *v)
     KT_CHECK(v && gir_node_add(g, GIR_OP_OUTPUT, (GirValue *[]){v}, 1, &on, 1, here, &d), "%s", d.msg);
 }
 
+/* kv_write(k, v, m's caches, m's slots) {kv_heads=2, head_dim=8, page_size=16}, its k_cache an output
+ * "kc"; NULL (checked) when the graph refuses it. */
+static GirNode *mini_kv_write(Mini *m, GirValue *k, GirValue *v, IrDiag *d)
+{
+    GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8), gir_attr_int("page_size", 16)};
+    GirNode *kw =
+        gir_node_add(m->g, GIR_OP_KV_WRITE, (GirValue *[]){k, v, m->kc, m->vc, m->slots}, 5, kva, 3, here, d);
+    KT_CHECK(kw != NULL, "kv_write: %s", d->msg);
+    if (kw) out(m->g, "kc", kw->out[0]);
+    return kw;
+}
+
 /* kv_write(rope(k)) -> kv_write with positions: fused when the rope's result is used only there and its
  * heads/head_dim are the kv_write's; the 6-input form's inference rules. */
 static void test_fuse_rope_kv_write(void)
@@ -332,16 +344,10 @@ static void test_fuse_rope_kv_write(void)
                         gir_attr_float("theta", 5e5), gir_attr_str("scaling", "linear"),
                         gir_attr_float("factor", 2)};
         GirValue *kr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, ra, 5, &d);
-        GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8),
-                         gir_attr_int("page_size", 16)};
-        GirNode *kw =
-            gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){kr, v, m.kc, m.vc, m.slots}, 5, kva, 3, here, &d);
-        KT_CHECK(kw != NULL, "%s", d.msg);
-        if (!kw) {
+        if (!mini_kv_write(&m, kr, v, &d)) {
             gir_graph_destroy(g);
             continue;
         }
-        out(g, "kc", kw->out[0]);
         if (variant == 1) out(g, "k_roped", kr);
         char *p = passes_print(g);
         const char *fused =
@@ -371,16 +377,10 @@ static void test_fuse_rope_kv_write(void)
         GirValue *qr = op1(g, GIR_OP_ROPE, (GirValue *[]){q, m.pos}, 2, rq, 3, &d);
         if (variant == 2) out(g, "early", qr);
         GirValue *kr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, rk, 3, &d);
-        GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8),
-                         gir_attr_int("page_size", 16)};
-        GirNode *kw =
-            gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){kr, v, m.kc, m.vc, m.slots}, 5, kva, 3, here, &d);
-        KT_CHECK(kw != NULL, "%s", d.msg);
-        if (!kw) {
+        if (!mini_kv_write(&m, kr, v, &d)) {
             gir_graph_destroy(g);
             continue;
         }
-        out(g, "kc", kw->out[0]);
         out(g, "q_roped", qr);
         char *p = passes_print(g);
         if (variant == 0)
@@ -403,11 +403,7 @@ static void test_fuse_rope_kv_write(void)
         GirAttr ra[] = {gir_attr_int("heads", 2), gir_attr_int("head_dim", 8), gir_attr_float("theta", 5e5)};
         GirValue *vr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, ra, 3, &d);
         GirValue *kr = op1(g, GIR_OP_ROPE, (GirValue *[]){k, m.pos}, 2, ra, 3, &d);
-        GirAttr kva[] = {gir_attr_int("kv_heads", 2), gir_attr_int("head_dim", 8),
-                         gir_attr_int("page_size", 16)};
-        GirNode *kw = gir_node_add(g, GIR_OP_KV_WRITE, (GirValue *[]){kr, vr, m.kc, m.vc, m.slots}, 5, kva, 3,
-                                   here, &d);
-        if (kw) out(g, "kc", kw->out[0]);
+        GirNode *kw = mini_kv_write(&m, kr, vr, &d);
         char *p = kw ? passes_print(g) : NULL;
         KT_CHECK(p && strstr(p, "= rope %4, %0") && !strstr(p, "heads=2} : bf16[P"), "v's rope kept:\n%s",
                  p ? p : d.msg);
