@@ -380,3 +380,10 @@ void kfam_rope_cos_sin(KirBuilder *b, const KfamSpec *s, KirValue *pos, KirValue
     *c = kfam_cols(b, kir_unary(b, KIR_OP_COS, angle), rows);
     *sn = kfam_cols(b, kir_unary(b, KIR_OP_SIN, angle), rows);
 }
+
+void kfam_rope_rotate(KirBuilder *b, KirValue *x1, KirValue *x2, KirValue *c, KirValue *sn, KirValue **y1,
+                      KirValue **y2)
+{
+    *y1 = kir_sub(b, kir_mul(b, x1, c), kir_mul(b, x2, sn));
+    *y2 = kir_add(b, kir_mul(b, x2, c), kir_mul(b, x1, sn));
+}

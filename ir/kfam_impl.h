@@ -76,5 +76,9 @@ IrStatus kfam_rope_check(const KfamSpec *s, int64_t D, IrDiag *d);
  * tiles into *c and *sn; pos is an f32 scalar. */
 void kfam_rope_cos_sin(KirBuilder *b, const KfamSpec *s, KirValue *pos, KirValue *i, int64_t D, int rows,
                        KirValue **c, KirValue **sn);
+/* The rotation of the pair halves x1, x2 (f32 tiles): *y1 = x1 c - x2 sn, *y2 = x2 c + x1 sn. The one
+ * expression rope and kv_write share, so their results are bit-identical. */
+void kfam_rope_rotate(KirBuilder *b, KirValue *x1, KirValue *x2, KirValue *c, KirValue *sn, KirValue **y1,
+                      KirValue **y2);
 
 #endif

@@ -71,8 +71,8 @@ static void rotate_rows(KirBuilder *b, KirValue *src, KirValue *dst, KirValue *s
     KirValue *zero = kir_const_f(b, dt, 0);
     KirValue *x1 = kir_cast(b, kir_load(b, src, s1, mask, zero), KIR_F32);
     KirValue *x2 = kir_cast(b, kir_load(b, src, kir_add(b, s1, kir_const_i32(b, w)), mask, zero), KIR_F32);
-    KirValue *y1 = kir_sub(b, kir_mul(b, x1, c), kir_mul(b, x2, sn));
-    KirValue *y2 = kir_add(b, kir_mul(b, x2, c), kir_mul(b, x1, sn));
+    KirValue *y1, *y2;
+    kfam_rope_rotate(b, x1, x2, c, sn, &y1, &y2);
     kir_store(b, dst, d1, kir_cast(b, y1, dt), mask);
     kir_store(b, dst, kir_add(b, d1, dw), kir_cast(b, y2, dt), mask);
 }

@@ -79,8 +79,8 @@ static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given
     /* the angles after the loads: their latency hides the cos/sin math and its layout barriers */
     KirValue *pos = kir_cast(&b, kir_load(&b, positions, t, NULL, NULL), KIR_F32);
     kfam_rope_cos_sin(&b, s, pos, i, D, bh, &c, &sn);
-    KirValue *y1 = kir_sub(&b, kir_mul(&b, x1, c), kir_mul(&b, x2, sn));
-    KirValue *y2 = kir_add(&b, kir_mul(&b, x2, c), kir_mul(&b, x1, sn));
+    KirValue *y1, *y2;
+    kfam_rope_rotate(&b, x1, x2, c, sn, &y1, &y2);
     kir_store(&b, dst, o1, kir_cast(&b, y1, dt), mask);
     kir_store(&b, dst, o2, kir_cast(&b, y2, dt), mask);
     return kfam_kernel_end(&b, out);
