@@ -5,7 +5,7 @@ run (the measurement the autotuner will automate). Each config is checked agains
 Usage: python3 bench/bench_configs.py --lib build-gpu/bench/libkbench.so CASE "CFG" ["CFG" ...]
 CASE: rmsnorm | rmsnorm+res | rope[:MAX_POS] (positions uniform below it, default 131072) | sample:ROWS (V 128256,
 temperature 0: greedy through the sampling kernel; checked exact against torch argmax) |
-mm:M:N:K[:EPI[:N2[:N3]]] (bf16; EPI none, pair, silu_mul or group (N2, N3: the other products' rows); the peer is
+mm:M:N:K[:EPI[:N2[:N3]]] or mmws:... (spec ws=1: split-K reduced inside the launch) (bf16; EPI none, pair, silu_mul or group (N2, N3: the other products' rows); the peer is
 cuBLAS per weight (and torch silu * mul); SPLIT_K > 1 (epilogue none) runs the split-K pair:
 zero the f32 workspace, the matmul, matmul_splitk_epilogue, all inside the timed region).
 """
@@ -79,8 +79,9 @@ def case_rope(max_pos):
     return make, lambda: kb.rel_l2(outs[0], ref["y"]), peer, n, T * H * D * 4, "TB/s"
 
 
-def case_mm(M, N, K, epi, N2=0, N3=0):
-    spec = f"N={N} K={K} dtype=bf16 epilogue={epi} m_hint={M}"
+def case_mm(M, N, K, epi, N2=0, N3=0, inl=False):
+    spec = f"N={N} K={K} dtype=bf16 epilogue={epi} m_hint={M}" + (" ws=1" if inl else "")
+    pair_ = kb.splitk_buffers(N) if inl else ()  # ws=1 (CASE mmws:...): split-K inside the launch
     ns = [N]  # the weights' rows: pair and silu_mul two of N, group N, N2 (, N3)
     if epi in ("pair", "silu_mul"):
         ns = [N, N]
@@ -106,8 +107,8 @@ def case_mm(M, N, K, epi, N2=0, N3=0):
         k = kb.Kernel("matmul", spec, cfg, quiet=True)
         if epi != "none":
             return k, lambda i: k(xs[i], *wss[i], *outss[i], M)
-        if "SPLIT_K=1" in cfg or "SPLIT_K" not in cfg:
-            return k, lambda i: k(xs[i], ws[i], outs[i], M)
+        if inl or "SPLIT_K=1" in cfg or "SPLIT_K" not in cfg:
+            return k, lambda i: k(xs[i], ws[i], outs[i], *pair_, M)
         e = kb.Kernel("matmul_splitk_epilogue", f"N={N} dtype=bf16 epilogue=none", "", quiet=True)
 
         def run(i):
@@ -125,6 +126,8 @@ def case_mm(M, N, K, epi, N2=0, N3=0):
         errs = [kb.rel_l2(outs[0], ref)]
         if epi in ("pair", "group"):
             errs += [kb.rel_l2(outss[0][o], xs[0].float() @ wss[0][o].float().t()) for o in range(1, n_out)]
+        if inl:  # the tile counters must be left zero
+            errs.append(float(pair_[1].abs().sum().item() != 0))
         return max(errs)
 
     return make, check, peer, n, sum(ns) * K * 2, "TB/s of weights"
@@ -151,10 +154,10 @@ def case_sample(R):
 
 if args.case.startswith("sample:"):
     make, check, peer, sets, nbytes, unit = case_sample(int(args.case[7:]))
-elif args.case.startswith("mm:"):
-    f = args.case[3:].split(":")
+elif args.case.startswith(("mm:", "mmws:")):
+    f = args.case.split(":")[1:]
     make, check, peer, sets, nbytes, unit = case_mm(int(f[0]), int(f[1]), int(f[2]), f[3] if len(f) > 3 else "none",
-                                                    *[int(x) for x in f[4:]])
+                                                    *[int(x) for x in f[4:]], inl=args.case.startswith("mmws:"))
 elif args.case.startswith("rope"):
     make, check, peer, sets, nbytes, unit = case_rope(int(args.case[5:] or 131072))
 else:

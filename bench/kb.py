@@ -92,3 +92,10 @@ def median_ms(fn, sets, runs):
 def sets_for(nbytes):
     """Input sets to rotate so that the working set is twice the L2."""
     return max(1, min(8, math.ceil(2 * L2 / max(nbytes, 1))))
+
+
+def splitk_buffers(N):
+    """The split-K pair of a ws=1 matmul (ir/kfam.h: KFAM_SPLITK_WS = 8 x 64 x N f32 partial slices,
+    KFAM_SPLITK_SEMS = 4 x cdiv(N, 16) i32 tile counters), zero; the kernel leaves the counters zero."""
+    return (torch.zeros(8 * 64 * N, device="cuda", dtype=torch.float32),
+            torch.zeros(4 * ((N + 15) // 16), device="cuda", dtype=torch.int32))

@@ -328,6 +328,10 @@ static int small_m_variants(const SchedKernel *sk, const KirKernel *k, IrArena *
         int dup = same_config(&cfg, &k->cfg);
         for (int i = 0; i < n && !dup; i++)
             dup = same_config(&cfg, &out[i]->cfg);
+        /* a variant that splits K serves only rows its BM covers (kfam_matmul.c, ws=1): the runtime picks
+         * it only below the default's BM */
+        if (kir_config_get(&cfg, "SPLIT_K", 1) > 1 && kir_config_get(&cfg, "BM", 0) >= kir_config_get(&k->cfg, "BM", 0))
+            continue;
         if (dup || sk->fam->build(arena, &sk->spec, &cfg, &vk, &d) != IR_OK || vk->n_params != k->n_params)
             continue;
         out[n++] = vk;
@@ -394,7 +398,10 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
         int nv = small_m_variants(sk, kk[i], arena, var);
         for (int t = 0; t < n_targets; t++) {
             if (targets[t]->backend == CG_BACKEND_HOST) {
-                jobs[st->jobs++] = (CgJob){.k = nv ? var[0] : kk[i], .target = targets[t], .kernel_row = i};
+                KirKernel *hk = kk[i]; /* the first variant that does not split K (it serves any M) */
+                for (int v = nv - 1; v >= 0; v--)
+                    if (kir_config_get(&var[v]->cfg, "SPLIT_K", 1) == 1) hk = var[v];
+                jobs[st->jobs++] = (CgJob){.k = hk, .target = targets[t], .kernel_row = i};
                 continue;
             }
             jobs[st->jobs++] = (CgJob){.k = kk[i], .target = targets[t], .kernel_row = i};

@@ -44,6 +44,17 @@
  * (w read transposed through offsets) and does `dot` (two for silu_mul and pair). M is always masked; N and K
  * only when BN, BK do not divide them. Offsets are i32: N*K and M*max(N, K) must stay below 2^31.
  *
+ * Split-K reduced in the launch (spec ws=1; epilogue none, bias or residual, no gather, out_dtype the
+ * dtype): params ws (ptr<f32>, KFAM_SPLITK_WS(N) elements: slices [z][KFAM_SPLITK_ROWS][N]) and sem
+ * (ptr<i32>, KFAM_SPLITK_SEMS(N) elements, all zero at entry and left zero at exit) follow out, so one
+ * pair serves every launch of a step (the scheduler's %splitk_ws / %splitk_sem; the runtime zeroes sem
+ * once). With SPLIT_K > 1 program z stores its partial tile into slice z, then arrives at its tile's
+ * counter in sem; the last of the SPLIT_K to arrive sums the slices in z order (deterministic: the same
+ * bits whatever the arrival order), applies the epilogue, writes out and resets the counter. Needs M <=
+ * KFAM_SPLITK_ROWS, BM and BN >= 16, SPLIT_K <= KFAM_SPLITK_MAX (compile: only small-M variants whose BM
+ * is below the default's take SPLIT_K > 1, so the runtime never picks one for more rows). With SPLIT_K =
+ * 1 the two params are unused.
+ *
  * matmul_splitk_epilogue — spec N, dtype, epilogue (none | bias | residual); params ws (ptr<f32> [M,N]
  * rdonly), [bias], [r], out, M; grid (M, cdiv(N, BLOCK)); config BLOCK, WARPS; the same epilogue math.
  */
@@ -98,6 +109,18 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     }
     while (group && bn > 16 && (kfam_spec_i(s, "N", 0) % bn || kfam_spec_i(s, "N2", 0) % bn))
         bn /= 2; /* each program's columns in one product */
+    int64_t split = 1;
+    if (kfam_spec_i(s, "ws", 0) && m > 1 && m <= KFAM_SPLITK_ROWS && K >= 8192) {
+        /* a few rows, few column tiles, long rows (Llama's down projection at batch 16-64): 128 columns a
+         * program, so each A byte loaded feeds 4x the columns of a 32-wide tile, and K split inside the
+         * launch until about as many programs as SMs run (H200, session 5, 4096x14336 bf16: M=16 36.3 us
+         * vs 43.7 unsplit, cuBLAS 35.0; M=64 38.8 vs 43.8, cuBLAS 37.7; 4096x4096 M=16 16.2 vs 15.8
+         * unsplit: K = 4096 is too short to gain) */
+        int64_t wide = kfam_clamp(kfam_pow2_ceil(N), 16, 128), tiles = kfam_cdiv(N, wide);
+        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= 160 && K / (split * 2) >= 1024)
+            split *= 2;
+        if (split > 1) bm = 64, bn = wide, bk = 128, warps = 4;
+    }
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
@@ -108,7 +131,7 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     while (small_m && stages > 2 && stages * stage_bytes > 160 * 1024)
         stages--;
     kir_config_set(cfg, "STAGES", stages);
-    kir_config_set(cfg, "SPLIT_K", 1);
+    kir_config_set(cfg, "SPLIT_K", split);
 }
 
 /* out = epilogue(acc) for one [rows, cols] tile; offs/mask address it in out (and r), cols/nmask in bias. */
@@ -206,10 +229,18 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int stages = (int)kir_config_get(&cfg, "STAGES", 1);
     if (stages < 1 || stages > 8)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: STAGES=%d is outside [1, 8]", stages);
-    if (split > 1 && (two || group || gather || odt != dt))
+    int inl = (int)kfam_spec_i(s, "ws", 0);
+    if (inl && KFAM_SPLITK_WS(N) > KFAM_MAX_I32_OFFSET)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: ws=1 needs N <= %lld",
+                           KFAM_MAX_I32_OFFSET / KFAM_SPLITK_WS(1));
+    if ((split > 1 || inl) && (two || group || gather || odt != dt))
         return ir_diag_set(
             d, IR_ERR_UNSUPPORTED,
             "matmul: silu_mul, pair, group, gathered rows and f32 output have no split-K form");
+    if (inl && split > 1 && (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || split > KFAM_SPLITK_MAX))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
+                           "matmul: split-K in the launch needs 16 <= BM <= %d, BN >= 16, SPLIT_K <= %d",
+                           KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX);
     if (group && (gather || N % bn || n2 % bn))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: epilogue group needs BN=%d to divide N and N2",
                            bn);
@@ -223,7 +254,8 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (kfam_kernel_begin(a, s, &cfg, &k, &b, d)) return d->status;
     KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
     KirValue *w = kir_param(&b, "w", kir_ptr(dt), KIR_PARAM_RDONLY);
-    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL, *rows = NULL;
+    KirValue *w2 = NULL, *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL, *sem = NULL;
+    KirValue *rows = NULL;
     KirValue *gw[3] = {w, NULL, NULL}, *gdst[3] = {NULL, NULL, NULL};
     if (group) {
         gw[1] = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
@@ -231,7 +263,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         gdst[0] = kir_param(&b, "out", kir_ptr(odt), 0);
         gdst[1] = kir_param(&b, "out2", kir_ptr(odt), 0);
         if (n3) gdst[2] = kir_param(&b, "out3", kir_ptr(odt), 0);
-    } else if (split > 1) {
+    } else if (split > 1 && !inl) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
         if (two) w2 = kir_param(&b, "w2", kir_ptr(dt), KIR_PARAM_RDONLY);
@@ -240,6 +272,10 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(odt), 0);
         if (epi == KFAM_EPI_PAIR) dst2 = kir_param(&b, "out2", kir_ptr(odt), 0);
+        if (inl) {
+            ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
+            sem = kir_param(&b, "sem", kir_ptr(KIR_I32), 0);
+        }
     }
     KfamMmTiles t;
     /* group: the grid spans the three products' column tiles */
@@ -274,11 +310,29 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
 
     KirValue *c_offs = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
     KirValue *c_mask = kfam_outer_mask(&b, mmask, nmask, bm, bn);
-    if (split > 1)
-        kir_atomic_add(&b, ws, c_offs, loop->res[0], c_mask);
-    else
-        kfam_matmul_epilogue(&b, epi, dt, odt, loop->res[0], w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn,
-                             nmask, c_offs, c_mask);
+    KirValue *acc = loop->res[0];
+    if (split > 1 && !inl) {
+        kir_atomic_add(&b, ws, c_offs, acc, c_mask);
+        return kfam_kernel_end(&b, out);
+    }
+    if (split > 1) { /* the last of the tile's SPLIT_K programs to arrive owns the sum */
+        KirValue *slice = kir_const_i32(&b, (int)(KFAM_SPLITK_ROWS * N));
+        kir_store(&b, ws, kir_add(&b, c_offs, kir_mul(&b, kir_pid(&b, 2), slice)), acc, c_mask);
+        KirValue *tile = kir_add(&b, kir_mul(&b, kir_pid(&b, 0), kir_const_i32(&b, (int)kfam_cdiv(N, bn))),
+                                 kir_pid(&b, 1));
+        KirValue *last = kir_binary(&b, KIR_OP_EQ, kir_arrive(&b, sem, tile), kir_const_i32(&b, split - 1));
+        KirValue *lmask = kir_splat(&b, last, 2, shape);
+        c_mask = c_mask ? kir_binary(&b, KIR_OP_AND, c_mask, lmask) : lmask;
+        KirValue *f0 = kir_const_f(&b, KIR_F32, 0);
+        acc = kir_load(&b, ws, c_offs, c_mask, f0);
+        for (int z = 1; z < split; z++)
+            acc = kir_add(&b, acc,
+                          kir_load(&b, ws, kir_add(&b, c_offs, kir_const_i32(&b, (int)(z * KFAM_SPLITK_ROWS * N))),
+                                   c_mask, f0));
+        kir_store(&b, sem, tile, kir_const_i32(&b, 0), last);
+    }
+    kfam_matmul_epilogue(&b, epi, dt, odt, acc, w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn, nmask, c_offs,
+                         c_mask);
     return kfam_kernel_end(&b, out);
 }
 

@@ -435,6 +435,12 @@ void kir_atomic_add(KirBuilder *b, KirValue *ptr, KirValue *offs, KirValue *val,
     emit(b, KIR_OP_ATOMIC_ADD, ops, mask ? 4 : 3, 0, 0, 0, kir_scalar(KIR_I32));
 }
 
+KirValue *kir_arrive(KirBuilder *b, KirValue *ptr, KirValue *offs)
+{
+    KirValue *ops[2] = {ptr, offs};
+    return emit(b, KIR_OP_ARRIVE, ops, 2, 0, 0, 0, kir_scalar(KIR_I32));
+}
+
 KirValue *kir_dot(KirBuilder *b, KirValue *a, KirValue *bm, KirValue *acc)
 {
     KirValue *ops[3] = {a, bm, acc};

@@ -206,6 +206,8 @@ KirValue *kir_reduce(KirBuilder *b, KirValue *x, KirReduce kind, int axis);
 KirValue *kir_load(KirBuilder *b, KirValue *ptr, KirValue *offs, KirValue *mask, KirValue *other);
 void kir_store(KirBuilder *b, KirValue *ptr, KirValue *offs, KirValue *val, KirValue *mask);
 void kir_atomic_add(KirBuilder *b, KirValue *ptr, KirValue *offs, KirValue *val, KirValue *mask);
+/* The program's arrival at counter ptr[offs] (kir_ops.def, "arrive"): the count before it, scalar i32. */
+KirValue *kir_arrive(KirBuilder *b, KirValue *ptr, KirValue *offs);
 KirValue *kir_dot(KirBuilder *b, KirValue *a, KirValue *bm, KirValue *acc);
 KirValue *kir_rand(KirBuilder *b, KirValue *seed, KirValue *offs);
 

@@ -571,6 +571,12 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
     case KIR_OP_LOAD:
     case KIR_OP_STORE:
     case KIR_OP_ATOMIC_ADD: return memory(I, in);
+    case KIR_OP_ARRIVE: {
+        int32_t *base = (int32_t *)(uintptr_t)cells(I, in->ops[0])[0].i;
+        if (!base) return fail(I, in, "NULL pointer");
+        r[0].i = __atomic_fetch_add(base + cells(I, in->ops[1])[0].i, 1, __ATOMIC_SEQ_CST);
+        return IR_OK;
+    }
     case KIR_OP_DOT: dot(I, in); return IR_OK;
     case KIR_OP_RAND: {
         int64_t seed = cells(I, in->ops[0])[0].i;

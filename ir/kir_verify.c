@@ -216,6 +216,13 @@ IrStatus kir_infer_inst(const KirKernel *k, const KirInst *in, KirType *res, int
         return IR_OK;
     case KIR_OP_STORE:
     case KIR_OP_ATOMIC_ADD: *has_res = 0; return check_offsets(in, d);
+    case KIR_OP_ARRIVE:
+        if (!a->is_ptr || a->dtype != KIR_I32) return bad(d, "arrive counts in a ptr<i32>", a);
+        if (!is_scalar(&in->ops[1]->type) ||
+            (in->ops[1]->type.dtype != KIR_I32 && in->ops[1]->type.dtype != KIR_I64))
+            return bad(d, "arrive takes one scalar i32/i64 offset", &in->ops[1]->type);
+        *res = kir_scalar(KIR_I32);
+        return IR_OK;
     case KIR_OP_DOT: {
         const KirType *b = &in->ops[1]->type, *c = &in->ops[2]->type;
         if (a->rank != 2 || b->rank != 2 || c->rank != 2) return bad(d, "dot takes 2-D tiles", NULL);

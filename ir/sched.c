@@ -94,6 +94,32 @@ static int ws_buf(Lower *L, const char *what, int node, int64_t rows, int64_t co
     return add_buf(L, ir_arena_strdup(L->a, name), SCHED_BUF_ACT, &t);
 }
 
+/* The pair every ws=1 matmul shares (kfam.h, kfam_matmul.c): "%splitk_ws" (f32 partials) and
+ * "%splitk_sem" (i32 tile counters, which each launch leaves zero; the runtime zeroes them once). Both live
+ * for the whole step, so no other activation shares their bytes, and grow to the widest N. 0, -1 on OOM. */
+static int splitk_bufs(Lower *L, int64_t N, int *ws, int *sem)
+{
+    static const char *const names[2] = {"%splitk_ws", "%splitk_sem"};
+    const int64_t elems[2] = {KFAM_SPLITK_WS(N), KFAM_SPLITK_SEMS(N)};
+    int *idx[2] = {ws, sem};
+    for (int i = 0; i < 2; i++) {
+        Schedule *s = L->s;
+        int b = -1;
+        for (int j = 0; j < s->n_bufs && b < 0; j++)
+            if (s->bufs[j].name && !strcmp(s->bufs[j].name, names[i])) b = j;
+        GirType t = gir_type(i ? GIR_I32 : GIR_F32, 1, (GirDim[]){{.n = elems[i], .sym = -1}});
+        if (b < 0) {
+            if ((b = add_buf(L, names[i], SCHED_BUF_ACT, &t)) < 0) return -1;
+            s->bufs[b].first = 0, s->bufs[b].last = 1 << 30;
+        } else if (s->bufs[b].type.dim[0].n < elems[i]) {
+            s->bufs[b].type = t;
+            s->bufs[b].bytes = type_bytes(L, &t);
+        }
+        *idx[i] = b;
+    }
+    return 0;
+}
+
 /* The kernel for spec (deduplicated by its printed form). */
 static int kernel_for(Lower *L, const KfamSpec *spec)
 {
@@ -217,6 +243,16 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
             arg_buf(x, in[i]);
         for (int i = 0; i < n->n_out; i++) /* epilogue pair: out, out2; group: out, out2, out3 */
             arg_buf(x, out[i]);
+        /* long rows of one product: decode variants may split K inside the launch (kfam_matmul.c) */
+        int64_t N = n->in[1]->type.dim[0].n, K = n->in[1]->type.dim[1].n;
+        if (!quant && n->in[1]->type.dtype == n->out[0]->type.dtype && K >= 4096 &&
+            KFAM_SPLITK_WS(N) <= INT32_MAX &&
+            (!strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual"))) {
+            int ws, sem;
+            if (splitk_bufs(L, N, &ws, &sem)) return -1;
+            kfam_spec_int(sp, "ws", 1);
+            arg_buf(x, ws), arg_buf(x, sem);
+        }
         arg_sym(x, t0->dim[0]);
         return 1;
     }

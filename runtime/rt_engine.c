@@ -460,6 +460,10 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     if (s == KILN_OK) s = load_kernels(e);
     if (s == KILN_OK) s = load_weights(e, weights);
     if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
+    int sem = s == KILN_OK ? rt_plan_buf(e->plan, "%splitk_sem") : -1;
+    if (sem >= 0) /* split-K tile counters (ir/sched.c): zero once; every launch leaves them zero */
+        s = rt_exec_fill(e->x, e->arena + (uint64_t)e->plan->bufs[sem].offset, 0,
+                         (size_t)e->plan->bufs[sem].bytes, e->err, sizeof e->err);
     if (s == KILN_OK) s = alloc_inputs(e, pkg, opt->kv_cache_bytes);
     if (s == KILN_OK) s = alloc_step_arrays(e);
     if (s == KILN_OK) {
@@ -869,8 +873,10 @@ static KilnStatus profile_step(KilnEngine *e)
 }
 
 /* Debugging (KILN_DUMP_DIR): after launch i of step `step`, each activation argument's rows of this step
- * go to DIR/s<step>_l<i>_a<arg>_<kernel>_<buffer>_<dtype>.bin, so two devices' runs of one package can be
- * compared launch by launch (bench/compare_dumps.py). Synchronizes after every launch. */
+ * go to DIR/s<step>_l<i>_a<arg>_<kernel>_<buffer>_<dtype>.bin (the buffer's name without its '%'), so two
+ * devices' runs of one package can be compared launch by launch (bench/compare_dumps.py). The split-K
+ * scratch pair is not an activation of the model (and a host run never writes it): skipped. Synchronizes
+ * after every launch. */
 static KilnStatus dump_launch(KilnEngine *e, int i, const int64_t sym[RT_SYM_COUNT])
 {
     const RtPlan *p = e->plan;
@@ -879,14 +885,14 @@ static KilnStatus dump_launch(KilnEngine *e, int i, const int64_t sym[RT_SYM_COU
         if (l->args[a].kind != RT_ARG_ACT) continue;
         const RtPlanBuf *b = &p->bufs[l->args[a].index];
         int64_t n = shape_elems(b->shape, sym, NULL), bytes = n * dtype_bytes(b->dtype);
-        if (n <= 0 || bytes <= 0 || bytes > b->bytes) continue;
+        if (n <= 0 || bytes <= 0 || bytes > b->bytes || !strncmp(b->name, "%splitk_", 8)) continue;
         void *h = malloc((size_t)bytes);
         if (!h) return efail(e, KILN_ERR_NOMEM, "dump: out of memory");
         KilnStatus s =
             rt_exec_get(e->x, h, e->arena + (uint64_t)b->offset, (size_t)bytes, e->err, sizeof e->err);
         char path[1024];
         snprintf(path, sizeof path, "%s/s%lld_l%d_a%d_%s_%s_%s.bin", e->dump_dir, (long long)e->stats.steps,
-                 i, a, p->kernels[l->kernel].name, b->name, b->dtype);
+                 i, a, p->kernels[l->kernel].name, b->name + (b->name[0] == '%'), b->dtype);
         FILE *f = s == KILN_OK ? fopen(path, "wb") : NULL;
         if (s == KILN_OK && (!f || fwrite(h, 1, (size_t)bytes, f) != (size_t)bytes))
             s = efail(e, KILN_ERR_IO, "dump: cannot write %s", path);

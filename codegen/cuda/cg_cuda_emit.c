@@ -621,6 +621,22 @@ static void emit_for(CgCudaGen *g, const KirInst *in)
     if (stores) g->pending_store = 1;
 }
 
+/* arrive (kir_ops.def): every thread fences its earlier writes and meets the others at a barrier; thread 0
+ * takes the ticket; a second barrier hands it to all, and a fence orders their later loads after it. */
+static void emit_arrive(CgCudaGen *g, const KirInst *in)
+{
+    const char *r = val(g, in->res[0])->name;
+    cg_cuda_line(g, "__shared__ int %s_sh;", r);
+    cg_cuda_line(g, "__threadfence();");
+    cg_cuda_line(g, "__syncthreads();");
+    cg_cuda_line(g, "if (threadIdx.x == 0) %s_sh = atomicAdd(%s + %s, 1);", r, cg_cuda_scalar(g, in->ops[0]),
+                 cg_cuda_scalar(g, in->ops[1]));
+    cg_cuda_line(g, "__syncthreads();");
+    cg_cuda_line(g, "const int %s = %s_sh;", r, r);
+    cg_cuda_line(g, "__threadfence();");
+    g->pending_store = 0;
+}
+
 static void emit_inst(CgCudaGen *g, const KirInst *in)
 {
     const CgCudaVal *R = in->n_res && in->op != KIR_OP_FOR ? val(g, in->res[0]) : NULL;
@@ -648,6 +664,7 @@ static void emit_inst(CgCudaGen *g, const KirInst *in)
         return;
     case KIR_OP_STORE:
     case KIR_OP_ATOMIC_ADD: cg_cuda_emit_store(g, in); return;
+    case KIR_OP_ARRIVE: emit_arrive(g, in); return;
     case KIR_OP_DOT: cg_cuda_emit_dot(g, in); return;
     case KIR_OP_FOR: emit_for(g, in); return;
     case KIR_OP_YIELD: return; /* by the loop */

@@ -41,7 +41,7 @@ int cg_cuda_stores_noalias(const CgCudaGen *g, const KirBlock *blk)
     for (int i = 0; i < blk->n_insts; i++) {
         const KirInst *in = blk->insts[i];
         if (in->op == KIR_OP_FOR && !cg_cuda_stores_noalias(g, in->body)) return 0;
-        if (in->op == KIR_OP_STORE || in->op == KIR_OP_ATOMIC_ADD) {
+        if (in->op == KIR_OP_STORE || in->op == KIR_OP_ATOMIC_ADD || in->op == KIR_OP_ARRIVE) {
             const KirParam *pa = param_of(g, in->ops[0]);
             if (!pa || !(pa->flags & KIR_PARAM_NOALIAS)) return 0;
         }
@@ -53,7 +53,7 @@ int cg_cuda_has_store(const KirBlock *blk)
 {
     for (int i = 0; i < blk->n_insts; i++) {
         const KirInst *in = blk->insts[i];
-        if (in->op == KIR_OP_STORE || in->op == KIR_OP_ATOMIC_ADD) return 1;
+        if (in->op == KIR_OP_STORE || in->op == KIR_OP_ATOMIC_ADD || in->op == KIR_OP_ARRIVE) return 1;
         if (in->op == KIR_OP_FOR && cg_cuda_has_store(in->body)) return 1;
     }
     return 0;

@@ -469,6 +469,22 @@ static void emit_mem(CgLlvmFn *f, const KirInst *in)
     if (out) f->vals[in->res[0]->id] = out;
 }
 
+/* arrive: every lane of a program is this one thread, so a sequentially consistent fence, the counter's
+ * atomic increment and a second fence give the op's release/acquire meaning (kir_ops.def). */
+static LLVMValueRef emit_arrive(CgLlvmFn *f, const KirInst *in)
+{
+    LLVMValueRef off = f->vals[in->ops[1]->id];
+    if (LLVMGetIntTypeWidth(LLVMTypeOf(off)) < 64) off = LLVMBuildSExt(f->b, off, i64t(f), "");
+    LLVMValueRef p = elt(f, KIR_I32, f->vals[in->ops[0]->id], off);
+    LLVMBuildFence(f->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+    LLVMValueRef one = LLVMConstInt(cg_llvm_reg_type(f->u, KIR_I32), 1, 0);
+    LLVMValueRef a = LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpAdd, p, one,
+                                        LLVMAtomicOrderingSequentiallyConsistent, 0);
+    LLVMSetAlignment(a, 4);
+    LLVMBuildFence(f->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
+    return a;
+}
+
 /* ---- structure ---- */
 
 static IrStatus emit_block(CgLlvmFn *f, const KirBlock *blk, const ForCtx *fc);
@@ -575,6 +591,7 @@ static IrStatus emit_inst(CgLlvmFn *f, const KirInst *in, const ForCtx *fc)
     case KIR_OP_LOAD:
     case KIR_OP_STORE:
     case KIR_OP_ATOMIC_ADD: emit_mem(f, in); return IR_OK;
+    case KIR_OP_ARRIVE: *res = emit_arrive(f, in); return IR_OK;
     case KIR_OP_DOT: emit_dot(f, in); return IR_OK;
     case KIR_OP_FOR: return emit_for(f, in);
     case KIR_OP_YIELD:

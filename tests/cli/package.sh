@@ -44,6 +44,18 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-d
   else
     bad "world-writable cache: $(cat "$d/err3")"
   fi
+  # Small-M variants (docs/RUNTIME.md): the GPU target gets the down projection's split-K variant (BM 64,
+  # below the default's 128, so the runtime picks it only for M <= 64); the host one that never splits K.
+  if "$kiln" compile "$src/recipes/llama.lua" --model llama-3-8b --set n_layers=1 --target sm_90a,host \
+       --cache-dir "$cache" -o "$d/l8.kiln" 2> "$d/err4" && "$kiln" kernels "$d/l8.kiln" > "$d/k8"; then
+    down="matmul_4096_14336_bf16_none_1 "
+    grep "$down.*sm_90a" "$d/k8" | grep -q "BM=64 .*SPLIT_K=4" &&
+      grep "$down.*sm_90a" "$d/k8" | grep -q "BM=128 .*SPLIT_K=1" &&
+      grep "$down.*host" "$d/k8" | grep -q "SPLIT_K=1" && ! grep "$down.*host" "$d/k8" | grep -q "SPLIT_K=[2-9]" &&
+      ok "split-K only in a GPU small-M variant" || bad "split-K variants: $(grep "$down" "$d/k8")"
+  else
+    bad "compile llama-3-8b for sm_90a,host: $(cat "$d/err4")"
+  fi
 elif grep -q "no backend in this build" "$d/err"; then
   echo "skip host kernels: $(cat "$d/err")"
 else

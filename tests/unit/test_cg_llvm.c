@@ -1160,6 +1160,36 @@ static void test_atomic(void)
     tk_free(&tk);
 }
 
+/* arrive: programs add pid + 1 into sum[pid % 2], then arrive at cnt[pid % 2]; the last of each half reads
+ * the sum (it must see every earlier arrival's add), stores it in got[] and resets the counter. Every
+ * output is independent of the arrival order (the GPU replay runs in another order). */
+static void test_arrive(void)
+{
+    enum { P = 37 };
+    TK tk;
+    KirBuilder *b = tk_begin(&tk, "arrive");
+    KirValue *sum = kir_param(b, "sum", kir_ptr(KIR_I32), 0), *cnt = kir_param(b, "cnt", kir_ptr(KIR_I32), 0);
+    KirValue *got = kir_param(b, "got", kir_ptr(KIR_I32), 0);
+    kir_grid_const(b, 0, P);
+    KirValue *pid = kir_pid(b, 0), *half = kir_binary(b, KIR_OP_REM, pid, ci(b, 2));
+    kir_atomic_add(b, sum, half, kir_add(b, pid, ci(b, 1)), NULL);
+    KirValue *n_half = kir_sub(b, ci(b, P / 2 + 1), half); /* programs with pid % 2 == half */
+    KirValue *last = kir_binary(b, KIR_OP_EQ, kir_arrive(b, cnt, half), kir_sub(b, n_half, ci(b, 1)));
+    kir_store(b, got, half, kir_load(b, sum, half, last, ci(b, -1)), last);
+    kir_store(b, cnt, half, ci(b, 0), last);
+    KirKernel *k = tk_end(&tk);
+    int32_t s[2] = {0}, c[2] = {0}, g[2] = {-7, -7};
+    KRunArg args[] = {{.data = s, .bytes = sizeof s}, {.data = c, .bytes = sizeof c}, {.data = g, .bytes = sizeof g}};
+    run_k(k, args, 0);
+    int32_t want[2] = {0};
+    for (int p = 0; p < P; p++)
+        want[p % 2] += p + 1;
+    KT_CHECK(s[0] == want[0] && s[1] == want[1] && g[0] == want[0] && g[1] == want[1] && !c[0] && !c[1],
+             "arrive: sums %d %d, last saw %d %d (want %d %d), counters %d %d", s[0], s[1], g[0], g[1], want[0],
+             want[1], c[0], c[1]);
+    tk_free(&tk);
+}
+
 static void test_rand(void)
 {
     enum { BLOCK = 64, N = 300 };
@@ -1390,6 +1420,7 @@ int main(void)
     test_for_matmul();
     test_for_nested();
     test_atomic();
+    test_arrive();
     test_rand();
     test_grid();
     test_parallel_and_link();

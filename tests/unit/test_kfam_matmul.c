@@ -3,8 +3,10 @@
  * dtypes, configs across tile sizes, warps, stages and split-K; silu_mul and pair with SPLIT_K > 1 must
  * be INVALID. Epilogue pair's two outputs (both poisoned first) are also compared bit for bit with two
  * epilogue-none launches of the same config, one per weight; epilogue group (two or three products of
- * different widths in one grid) likewise, each output against its own product. Inputs and the reference are
- * made once per case and shared by its configs. */
+ * different widths in one grid) likewise, each output against its own product. Split-K inside the launch
+ * (spec ws=1): partial slices poisoned, tile counters zero; each config runs twice, both against the
+ * reference, bit-identical to each other (fixed summation order), counters zero after each run. Inputs and
+ * the reference are made once per case and shared by its configs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,13 +272,108 @@ static void sweep_group(const KRunner *r, KrefRng *g)
             run_group(r, g, dtypes[d], shapes[i][0], &shapes[i][1], shapes[i][4], cfgs, 4);
 }
 
+/* Split-K reduced inside the launch (spec ws=1; M <= KFAM_SPLITK_ROWS). */
+static void run_inline(const KRunner *r, KrefRng *g, KirDtype dt, int M, int N, int K, const char *epi,
+                       const KirConfig *cfgs, int n_cfgs)
+{
+    int bias = !strcmp(epi, "bias"), resid = !strcmp(epi, "residual");
+    size_t mk = (size_t)M * K, nk = (size_t)N * K, mn = (size_t)M * N, ob = kref_bytes(dt, mn);
+    size_t wsn = (size_t)KFAM_SPLITK_WS(N), semn = (size_t)KFAM_SPLITK_SEMS(N);
+    void *x = kref_alloc(dt, mk), *w = kref_alloc(dt, nk), *b = kref_alloc(dt, (size_t)N);
+    void *res = kref_alloc(dt, mn), *out = kref_alloc(dt, mn), *first = kref_alloc(dt, mn);
+    float *ws = kref_alloc(KIR_F32, wsn);
+    int32_t *sem = kref_alloc(KIR_I32, semn);
+    double *want = malloc(sizeof(double) * mn);
+    kref_fill(g, x, dt, mk, -1, 1);
+    kref_fill(g, w, dt, nk, -1, 1);
+    kref_fill(g, b, dt, (size_t)N, -1, 1);
+    kref_fill(g, res, dt, mn, -2, 2);
+    kref_matmul(x, w, NULL, b, res, dt, M, N, K, epi, want);
+    for (int c = 0; c < n_cfgs; c++) {
+        IrArena *a = ir_arena_create();
+        KfamSpec s = kfam_spec("matmul");
+        kfam_spec_int(&s, "N", N);
+        kfam_spec_int(&s, "K", K);
+        kfam_spec_str(&s, "dtype", kir_dtype_name(dt));
+        kfam_spec_str(&s, "epilogue", epi);
+        kfam_spec_int(&s, "ws", 1);
+        KirKernel *k = ksweep_build(r, a, &s, &cfgs[c]);
+        memset(sem, 0, sizeof(int32_t) * semn);
+        kref_poison(ws, sizeof(float) * wsn); /* a slice read before its program wrote it gives NaN */
+        for (int run = 0; k && run < 2; run++) {
+            KRunArg args[8];
+            int na = 0;
+            kref_poison(out, ob);
+            args[na++] = (KRunArg){x, kref_bytes(dt, mk), 0, 0};
+            args[na++] = (KRunArg){w, kref_bytes(dt, nk), 0, 0};
+            if (bias) args[na++] = (KRunArg){b, kref_bytes(dt, (size_t)N), 0, 0};
+            if (resid) args[na++] = (KRunArg){res, ob, 0, 0};
+            args[na++] = (KRunArg){out, ob, 0, 0};
+            args[na++] = (KRunArg){ws, sizeof(float) * wsn, 0, 0};
+            args[na++] = (KRunArg){sem, sizeof(int32_t) * semn, 0, 0};
+            args[na++] = (KRunArg){NULL, 0, M, 0};
+            if (ksweep_run(r, k, args) <= 0) break;
+            double *got = kref_to_double(out, dt, mn);
+            double err = kref_rel_l2(got, want, mn);
+            free(got);
+            int zero = 1;
+            for (size_t i = 0; i < semn; i++)
+                zero &= sem[i] == 0;
+            ksweep_margin(r, err / kref_tol(dt));
+            ksweep_check(r, k, err < kref_tol(dt) && zero,
+                         "matmul ws=1 %s M=%d N=%d K=%d epilogue=%s run %d: rel-L2 %.3g, counters %s",
+                         kir_dtype_name(dt), M, N, K, epi, run, err, zero ? "zero" : "NOT zero");
+            if (run)
+                ksweep_check(r, k, !memcmp(out, first, ob), "matmul ws=1 M=%d N=%d K=%d: runs differ", M, N, K);
+            else
+                memcpy(first, out, ob);
+        }
+        ir_arena_destroy(a);
+    }
+    free(x), free(w), free(b), free(res), free(out), free(first), free(ws), free(sem), free(want);
+}
+
+static void sweep_inline(const KRunner *r, KrefRng *g)
+{
+    static const int shapes[][3] = {{1, 33, 143}, {5, 100, 600}, {16, 64, 1031}, {33, 256, 517}, {64, 130, 2048}};
+    static const char *const epis[] = {"none", "bias", "residual"};
+    KirConfig cfgs[7];
+    cfgs[0] = ksweep_cfg(0);
+    cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 16, "BK", 16, "WARPS", 1, "STAGES", 1, "SPLIT_K", 2);
+    cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 32, "BK", 32, "WARPS", 2, "STAGES", 2, "SPLIT_K", 4);
+    cfgs[3] = ksweep_cfg(6, "BM", 64, "BN", 64, "BK", 64, "WARPS", 4, "STAGES", 3, "SPLIT_K", 8);
+    cfgs[4] = ksweep_cfg(6, "BM", 16, "BN", 64, "BK", 128, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
+    cfgs[5] = ksweep_cfg(6, "BM", 128, "BN", 32, "BK", 32, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2); /* INVALID */
+    cfgs[6] = ksweep_cfg(6, "BM", 16, "BN", 8, "BK", 16, "WARPS", 1, "STAGES", 1, "SPLIT_K", 2);   /* INVALID */
+    int n_shapes = ksweep_big(r) ? 5 : 4;
+    for (int d = 0; d < 3; d++)
+        for (int i = 0; i < n_shapes; i++)
+            run_inline(r, g, dtypes[d], shapes[i][0], shapes[i][1], shapes[i][2], epis[(d + i) % 3], cfgs, 7);
+    /* the contract's edges: not with silu_mul, not past KFAM_SPLITK_MAX slices */
+    IrArena *a = ir_arena_create();
+    KfamSpec s = kfam_spec("matmul");
+    kfam_spec_int(&s, "N", 64);
+    kfam_spec_int(&s, "K", 4096);
+    kfam_spec_str(&s, "dtype", "bf16");
+    kfam_spec_str(&s, "epilogue", "silu_mul");
+    kfam_spec_int(&s, "ws", 1);
+    KirConfig c16 = ksweep_cfg(6, "BM", 16, "BN", 16, "BK", 16, "WARPS", 1, "STAGES", 1, "SPLIT_K", 16);
+    IrDiag d = {0};
+    KirKernel *k = NULL;
+    const KfamFamily *mm = kfam_find("matmul");
+    KT_CHECK(mm->build(a, &s, &cfgs[0], &k, &d) == IR_ERR_UNSUPPORTED, "ws=1 silu_mul refused");
+    kfam_spec_str(&s, "epilogue", "none");
+    KT_CHECK(mm->build(a, &s, &c16, &k, &d) == IR_ERR_UNSUPPORTED, "ws=1 SPLIT_K=16 refused");
+    ir_arena_destroy(a);
+}
+
 int main(void)
 {
     const KRunner *rs[3];
     int n = ksweep_runners(rs, 3);
     KrefRng g = kref_rng(kref_seed());
     for (int i = 0; i < n; i++)
-        sweep(rs[i], &g), sweep_group(rs[i], &g);
+        sweep(rs[i], &g), sweep_group(rs[i], &g), sweep_inline(rs[i], &g);
     ksweep_summary("kfam_matmul");
     return kt_done("test_kfam_matmul");
 }

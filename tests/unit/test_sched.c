@@ -100,6 +100,42 @@ static void check_fused(const Schedule *s, const char *model, int layers, int fu
              "%s: %d kv_write (rope), %d rope, %d pair, %d group launches", model, kv, ropes, pairs, groups);
 }
 
+/* Split-K pair (kfam_matmul.c, ws=1): exactly the unquantized single-product matmuls with K >= 4096 carry
+ * ws=1 and end their arguments with the shared %splitk_ws and %splitk_sem (live for the whole step, as
+ * large as the widest such N needs); returns how many launches carry it. */
+static int check_splitk(const Schedule *s, const char *model)
+{
+    int n = 0, ws = -1, sem = -1;
+    int64_t need_ws = 0, need_sem = 0;
+    for (int i = 0; i < s->n_bufs; i++) {
+        if (s->bufs[i].name && !strcmp(s->bufs[i].name, "%splitk_ws")) ws = i;
+        if (s->bufs[i].name && !strcmp(s->bufs[i].name, "%splitk_sem")) sem = i;
+    }
+    for (int i = 0; i < s->n_launches; i++) {
+        const SchedKernel *k = &s->kernels[s->launches[i].kernel];
+        if (strcmp(k->spec.family, "matmul")) continue;
+        const char *epi = kfam_spec_s(&k->spec, "epilogue", "none");
+        int64_t N = kfam_spec_i(&k->spec, "N", 0), K = kfam_spec_i(&k->spec, "K", 0);
+        int want = K >= 4096 && !kfam_spec_s(&k->spec, "wdtype", NULL) && !kfam_spec_i(&k->spec, "gather", 0) &&
+                   (!strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual"));
+        const SchedLaunch *l = &s->launches[i];
+        int has = l->n_args >= 3 && l->args[l->n_args - 3].kind == SCHED_ARG_BUF &&
+                  l->args[l->n_args - 3].buf == ws && l->args[l->n_args - 2].buf == sem;
+        KT_CHECK(want == (kfam_spec_i(&k->spec, "ws", 0) == 1) && want == has,
+                 "%s: matmul launch %d (%s, K=%lld, %s) ws=%lld, pair %s", model, i, k->name, (long long)K, epi,
+                 (long long)kfam_spec_i(&k->spec, "ws", 0), has ? "passed" : "absent");
+        if (want) {
+            n++;
+            if (KFAM_SPLITK_WS(N) > need_ws) need_ws = KFAM_SPLITK_WS(N), need_sem = KFAM_SPLITK_SEMS(N);
+        }
+    }
+    KT_CHECK(!n || (ws >= 0 && sem >= 0 && s->bufs[ws].bytes == need_ws * 4 && s->bufs[sem].bytes == need_sem * 4 &&
+                    s->bufs[ws].first == 0 && s->bufs[sem].first == 0 && s->bufs[ws].last == 1 << 30 &&
+                    s->bufs[sem].last == 1 << 30),
+             "%s: the split-K pair is sized for the widest N and lives the whole step", model);
+    return n;
+}
+
 static void test_model(const char *model, const char *set, int layers, int fused)
 {
     GirGraph *g = load(model, set);
@@ -114,6 +150,11 @@ static void test_model(const char *model, const char *set, int layers, int fused
          * plus embedding, final norm, logits, sample */
         KT_CHECK(s->n_launches == (11 - fused) * layers + 4, "%s: %d launches", model, s->n_launches);
         check_fused(s, model, layers, fused);
+        int splitk = check_splitk(s, model);
+        /* Llama-3-8B: o (K 4096) and down (K 14336) of every layer; SmolLM2 and tiny: none (K < 4096) */
+        if (!strcmp(model, "llama-3-8b")) KT_CHECK(splitk == 2 * layers, "%s: %d split-K launches", model, splitk);
+        if (!strcmp(model, "smollm2-135m") || !strcmp(model, "tiny"))
+            KT_CHECK(splitk == 0, "%s: %d split-K launches", model, splitk);
         KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
                  s->n_kernels);
         for (int i = 0; i < s->n_launches; i++) {
