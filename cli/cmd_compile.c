@@ -330,7 +330,8 @@ static int small_m_variants(const SchedKernel *sk, const KirKernel *k, IrArena *
             dup = same_config(&cfg, &out[i]->cfg);
         /* a variant that splits K serves only rows its BM covers (kfam_matmul.c, ws=1): the runtime picks
          * it only below the default's BM */
-        if (kir_config_get(&cfg, "SPLIT_K", 1) > 1 && kir_config_get(&cfg, "BM", 0) >= kir_config_get(&k->cfg, "BM", 0))
+        if (kir_config_get(&cfg, "SPLIT_K", 1) > 1 &&
+            kir_config_get(&cfg, "BM", 0) >= kir_config_get(&k->cfg, "BM", 0))
             continue;
         if (dup || sk->fam->build(arena, &sk->spec, &cfg, &vk, &d) != IR_OK || vk->n_params != k->n_params)
             continue;

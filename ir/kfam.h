@@ -23,7 +23,7 @@ enum { KFAM_MAX_SPEC = 16, KFAM_MAX_SPACE = 8, KFAM_MAX_VALUES = 8 };
 /* Split-K reduced inside one matmul launch (kfam_matmul.c, spec ws=1): at most KFAM_SPLITK_ROWS rows and
  * KFAM_SPLITK_MAX slices; the f32 partials buffer and the i32 tile counters for N columns. */
 enum { KFAM_SPLITK_ROWS = 64, KFAM_SPLITK_MAX = 8 };
-#define KFAM_SPLITK_WS(N) ((int64_t)KFAM_SPLITK_MAX * KFAM_SPLITK_ROWS * (int64_t)(N))
+#define KFAM_SPLITK_WS(N)   ((int64_t)KFAM_SPLITK_MAX * KFAM_SPLITK_ROWS * (int64_t)(N))
 #define KFAM_SPLITK_SEMS(N) ((int64_t)(KFAM_SPLITK_ROWS / 16) * (((int64_t)(N) + 15) / 16))
 
 typedef struct KfamSpec {

@@ -327,12 +327,13 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         acc = kir_load(&b, ws, c_offs, c_mask, f0);
         for (int z = 1; z < split; z++)
             acc = kir_add(&b, acc,
-                          kir_load(&b, ws, kir_add(&b, c_offs, kir_const_i32(&b, (int)(z * KFAM_SPLITK_ROWS * N))),
+                          kir_load(&b, ws,
+                                   kir_add(&b, c_offs, kir_const_i32(&b, (int)(z * KFAM_SPLITK_ROWS * N))),
                                    c_mask, f0));
         kir_store(&b, sem, tile, kir_const_i32(&b, 0), last);
     }
-    kfam_matmul_epilogue(&b, epi, dt, odt, acc, w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn, nmask, c_offs,
-                         c_mask);
+    kfam_matmul_epilogue(&b, epi, dt, odt, acc, w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn, nmask,
+                         c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
 

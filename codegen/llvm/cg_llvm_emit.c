@@ -478,8 +478,8 @@ static LLVMValueRef emit_arrive(CgLlvmFn *f, const KirInst *in)
     LLVMValueRef p = elt(f, KIR_I32, f->vals[in->ops[0]->id], off);
     LLVMBuildFence(f->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
     LLVMValueRef one = LLVMConstInt(cg_llvm_reg_type(f->u, KIR_I32), 1, 0);
-    LLVMValueRef a = LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpAdd, p, one,
-                                        LLVMAtomicOrderingSequentiallyConsistent, 0);
+    LLVMValueRef a =
+        LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpAdd, p, one, LLVMAtomicOrderingSequentiallyConsistent, 0);
     LLVMSetAlignment(a, 4);
     LLVMBuildFence(f->b, LLVMAtomicOrderingSequentiallyConsistent, 0, "");
     return a;

@@ -1179,14 +1179,15 @@ static void test_arrive(void)
     kir_store(b, cnt, half, ci(b, 0), last);
     KirKernel *k = tk_end(&tk);
     int32_t s[2] = {0}, c[2] = {0}, g[2] = {-7, -7};
-    KRunArg args[] = {{.data = s, .bytes = sizeof s}, {.data = c, .bytes = sizeof c}, {.data = g, .bytes = sizeof g}};
+    KRunArg args[] = {
+        {.data = s, .bytes = sizeof s}, {.data = c, .bytes = sizeof c}, {.data = g, .bytes = sizeof g}};
     run_k(k, args, 0);
     int32_t want[2] = {0};
     for (int p = 0; p < P; p++)
         want[p % 2] += p + 1;
     KT_CHECK(s[0] == want[0] && s[1] == want[1] && g[0] == want[0] && g[1] == want[1] && !c[0] && !c[1],
-             "arrive: sums %d %d, last saw %d %d (want %d %d), counters %d %d", s[0], s[1], g[0], g[1], want[0],
-             want[1], c[0], c[1]);
+             "arrive: sums %d %d, last saw %d %d (want %d %d), counters %d %d", s[0], s[1], g[0], g[1],
+             want[0], want[1], c[0], c[1]);
     tk_free(&tk);
 }
 

@@ -324,7 +324,8 @@ static void run_inline(const KRunner *r, KrefRng *g, KirDtype dt, int M, int N, 
                          "matmul ws=1 %s M=%d N=%d K=%d epilogue=%s run %d: rel-L2 %.3g, counters %s",
                          kir_dtype_name(dt), M, N, K, epi, run, err, zero ? "zero" : "NOT zero");
             if (run)
-                ksweep_check(r, k, !memcmp(out, first, ob), "matmul ws=1 M=%d N=%d K=%d: runs differ", M, N, K);
+                ksweep_check(r, k, !memcmp(out, first, ob), "matmul ws=1 M=%d N=%d K=%d: runs differ", M, N,
+                             K);
             else
                 memcpy(first, out, ob);
         }
@@ -335,7 +336,8 @@ static void run_inline(const KRunner *r, KrefRng *g, KirDtype dt, int M, int N, 
 
 static void sweep_inline(const KRunner *r, KrefRng *g)
 {
-    static const int shapes[][3] = {{1, 33, 143}, {5, 100, 600}, {16, 64, 1031}, {33, 256, 517}, {64, 130, 2048}};
+    static const int shapes[][3] = {
+        {1, 33, 143}, {5, 100, 600}, {16, 64, 1031}, {33, 256, 517}, {64, 130, 2048}};
     static const char *const epis[] = {"none", "bias", "residual"};
     KirConfig cfgs[7];
     cfgs[0] = ksweep_cfg(0);
@@ -343,8 +345,9 @@ static void sweep_inline(const KRunner *r, KrefRng *g)
     cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 32, "BK", 32, "WARPS", 2, "STAGES", 2, "SPLIT_K", 4);
     cfgs[3] = ksweep_cfg(6, "BM", 64, "BN", 64, "BK", 64, "WARPS", 4, "STAGES", 3, "SPLIT_K", 8);
     cfgs[4] = ksweep_cfg(6, "BM", 16, "BN", 64, "BK", 128, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
-    cfgs[5] = ksweep_cfg(6, "BM", 128, "BN", 32, "BK", 32, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2); /* INVALID */
-    cfgs[6] = ksweep_cfg(6, "BM", 16, "BN", 8, "BK", 16, "WARPS", 1, "STAGES", 1, "SPLIT_K", 2);   /* INVALID */
+    cfgs[5] =
+        ksweep_cfg(6, "BM", 128, "BN", 32, "BK", 32, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2);     /* INVALID */
+    cfgs[6] = ksweep_cfg(6, "BM", 16, "BN", 8, "BK", 16, "WARPS", 1, "STAGES", 1, "SPLIT_K", 2); /* INVALID */
     int n_shapes = ksweep_big(r) ? 5 : 4;
     for (int d = 0; d < 3; d++)
         for (int i = 0; i < n_shapes; i++)

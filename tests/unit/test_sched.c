@@ -116,22 +116,23 @@ static int check_splitk(const Schedule *s, const char *model)
         if (strcmp(k->spec.family, "matmul")) continue;
         const char *epi = kfam_spec_s(&k->spec, "epilogue", "none");
         int64_t N = kfam_spec_i(&k->spec, "N", 0), K = kfam_spec_i(&k->spec, "K", 0);
-        int want = K >= 4096 && !kfam_spec_s(&k->spec, "wdtype", NULL) && !kfam_spec_i(&k->spec, "gather", 0) &&
+        int want = K >= 4096 && !kfam_spec_s(&k->spec, "wdtype", NULL) &&
+                   !kfam_spec_i(&k->spec, "gather", 0) &&
                    (!strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual"));
         const SchedLaunch *l = &s->launches[i];
         int has = l->n_args >= 3 && l->args[l->n_args - 3].kind == SCHED_ARG_BUF &&
                   l->args[l->n_args - 3].buf == ws && l->args[l->n_args - 2].buf == sem;
         KT_CHECK(want == (kfam_spec_i(&k->spec, "ws", 0) == 1) && want == has,
-                 "%s: matmul launch %d (%s, K=%lld, %s) ws=%lld, pair %s", model, i, k->name, (long long)K, epi,
-                 (long long)kfam_spec_i(&k->spec, "ws", 0), has ? "passed" : "absent");
+                 "%s: matmul launch %d (%s, K=%lld, %s) ws=%lld, pair %s", model, i, k->name, (long long)K,
+                 epi, (long long)kfam_spec_i(&k->spec, "ws", 0), has ? "passed" : "absent");
         if (want) {
             n++;
             if (KFAM_SPLITK_WS(N) > need_ws) need_ws = KFAM_SPLITK_WS(N), need_sem = KFAM_SPLITK_SEMS(N);
         }
     }
-    KT_CHECK(!n || (ws >= 0 && sem >= 0 && s->bufs[ws].bytes == need_ws * 4 && s->bufs[sem].bytes == need_sem * 4 &&
-                    s->bufs[ws].first == 0 && s->bufs[sem].first == 0 && s->bufs[ws].last == 1 << 30 &&
-                    s->bufs[sem].last == 1 << 30),
+    KT_CHECK(!n || (ws >= 0 && sem >= 0 && s->bufs[ws].bytes == need_ws * 4 &&
+                    s->bufs[sem].bytes == need_sem * 4 && s->bufs[ws].first == 0 && s->bufs[sem].first == 0 &&
+                    s->bufs[ws].last == 1 << 30 && s->bufs[sem].last == 1 << 30),
              "%s: the split-K pair is sized for the widest N and lives the whole step", model);
     return n;
 }
@@ -152,7 +153,8 @@ static void test_model(const char *model, const char *set, int layers, int fused
         check_fused(s, model, layers, fused);
         int splitk = check_splitk(s, model);
         /* Llama-3-8B: o (K 4096) and down (K 14336) of every layer; SmolLM2 and tiny: none (K < 4096) */
-        if (!strcmp(model, "llama-3-8b")) KT_CHECK(splitk == 2 * layers, "%s: %d split-K launches", model, splitk);
+        if (!strcmp(model, "llama-3-8b"))
+            KT_CHECK(splitk == 2 * layers, "%s: %d split-K launches", model, splitk);
         if (!strcmp(model, "smollm2-135m") || !strcmp(model, "tiny"))
             KT_CHECK(splitk == 0, "%s: %d split-K launches", model, splitk);
         KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
