@@ -57,6 +57,13 @@ int gir_dtype_block_bytes(GirDtype t)
 {
     return dtype_table[t].block_bytes;
 }
+int gir_dtype_w4(GirDtype t, int *zeros)
+{
+    const char *n = dtype_table[t].name;
+    if (strncmp(n, "w4g", 3)) return 0;
+    if (zeros) *zeros = n[strlen(n) - 1] == 'z';
+    return dtype_table[t].block_elems;
+}
 
 const char *gir_op_name(GirOp op)
 {

@@ -113,6 +113,8 @@ int gir_dtype_parse(const char *name, GirDtype *out); /* 1 when known */
 GirDtypeClass gir_dtype_class(GirDtype t);
 int gir_dtype_block_elems(GirDtype t);
 int gir_dtype_block_bytes(GirDtype t);
+/* w4a16 dtypes (w4g32 .. w4g128z): the group size, and *zeros = 1 for the "z" ones; 0 for other dtypes. */
+int gir_dtype_w4(GirDtype t, int *zeros);
 const char *gir_op_name(GirOp op);
 int gir_op_parse(const char *name, GirOp *out); /* 1 when known */
 unsigned gir_op_flags(GirOp op);

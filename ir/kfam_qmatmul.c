@@ -32,9 +32,10 @@
  * to epilogue none with its weight at the same config).
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
- * accept group=32), zeros (w4a16 only, 0 or 1, default 0), epilogue (default none), optional m_hint
- * (typical M; only the default config reads it). K must be a multiple of the group (32 for GGUF formats);
- * w8a16 takes any K. M is a runtime parameter.
+ * accept group=32), zeros (w4a16 only, 0 or 1, default 0), sdtype (w4a16: the scales' dtype, f16 or the
+ * dtype, default the dtype; packages keep checkpoints' f16 scales as they are), epilogue (default none),
+ * optional m_hint (typical M; only the default config reads it). K must be a multiple of the group (32 for
+ * GGUF formats); w8a16 takes any K. M is a runtime parameter.
  * Params, in order, SPLIT_K = 1 (bracketed ones only with their format, epilogue or option):
  *   x        ptr<dtype> [M, K]   rdonly
  *   w        ptr<i32 | i8 | u8>  rdonly   the format's quantized data (above)
@@ -238,7 +239,7 @@ static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, K
 
 static void qweight_params(KirBuilder *b, int fmt, KirDtype dt, int zeros, const char *const names[3],
                            QWeight *qw)
-{
+{ /* dt: the scales' dtype */
     KirDtype wt = fmt == QF_W4A16 ? KIR_I32 : fmt == QF_W8A16 ? KIR_I8 : KIR_U8;
     qw->w = kir_param(b, names[0], kir_ptr(wt), KIR_PARAM_RDONLY);
     qw->scales =
@@ -271,6 +272,14 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                            (long long)given_g);
     if (zeros != 0 && (zeros != 1 || fmt != QF_W4A16))
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: zeros=%lld (0 or 1, w4a16 only)", (long long)zeros);
+    const char *sdn = kfam_spec_s(s, "sdtype", NULL);
+    /* the scales' dtype: the activation dtype unless sdtype says f16 (a checkpoint's own scales) */
+    KirDtype sdt = dt;
+    if (sdn && !strcmp(sdn, "f16") && fmt == QF_W4A16)
+        sdt = KIR_F16;
+    else if (sdn && strcmp(sdn, kir_dtype_name(dt)))
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: sdtype must be f16 (w4a16) or the dtype, not '%s'",
+                           sdn);
     if (K % g)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: K=%lld is not a multiple of %s's group %lld",
                            (long long)K, formats[fmt].name, (long long)g);
@@ -307,12 +316,12 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                                                                                        "zeros2"};
     QWeight qw = {0}, qw2 = {0};
     KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
-    qweight_params(&b, fmt, dt, (int)zeros, names1, &qw);
+    qweight_params(&b, fmt, sdt, (int)zeros, names1, &qw);
     KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL;
     if (split > 1) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
-        if (kfam_epilogue_two_weights(epi)) qweight_params(&b, fmt, dt, (int)zeros, names2, &qw2);
+        if (kfam_epilogue_two_weights(epi)) qweight_params(&b, fmt, sdt, (int)zeros, names2, &qw2);
         if (epi == KFAM_EPI_BIAS) bias = kir_param(&b, "bias", kir_ptr(dt), KIR_PARAM_RDONLY);
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(dt), 0);

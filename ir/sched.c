@@ -160,6 +160,18 @@ static void arg_buf(Args *x, int buf)
     x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_BUF, .buf = buf};
 }
 
+/* A weight operand of a linear layer: the weight, or for w4a16 (gir_dtypes.def) its three planes, words
+ * at byte 0, scales after them, zeros after the scales (qmatmul's w, scales[, zeros]). */
+static void arg_weight(Args *x, int buf, const GirType *t)
+{
+    int zeros = 0, G = gir_dtype_w4(t->dtype, &zeros);
+    arg_buf(x, buf);
+    if (!G) return;
+    int64_t N = t->dim[0].n, K = t->dim[1].n, words = N * K / 2, scales = N * (K / G) * 2;
+    x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_BUF, .buf = buf, .offset = words};
+    if (zeros) x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_BUF, .buf = buf, .offset = words + scales};
+}
+
 static void arg_sym(Args *x, GirDim dim)
 {
     x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_SYM, .sym = dim.sym};
@@ -235,12 +247,19 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
         if (!strcmp(epi, "group")) /* N is the first product's; N2, N3 the others' */
             for (int i = 2; i < n->n_in; i++)
                 kfam_spec_int(sp, i == 2 ? "N2" : "N3", n->in[i]->type.dim[0].n);
-        if (quant)
+        int zeros = 0, G = gir_dtype_w4(n->in[1]->type.dtype, &zeros);
+        if (G) { /* w4a16: the group and zero points are the dtype's */
+            kfam_spec_str(sp, "wfmt", "w4a16");
+            kfam_spec_int(sp, "group", G);
+            kfam_spec_int(sp, "zeros", zeros);
+            kfam_spec_str(sp, "sdtype", "f16");
+        } else if (quant) {
             kfam_spec_str(sp, "wfmt", dtype_of(n->in[1]));
-        else if (n->in[1]->type.dtype != n->out[0]->type.dtype)
+        } else if (n->in[1]->type.dtype != n->out[0]->type.dtype) {
             kfam_spec_str(sp, "wdtype", dtype_of(n->in[1]));
-        for (int i = 0; i < n->n_in; i++)
-            arg_buf(x, in[i]);
+        }
+        for (int i = 0; i < n->n_in; i++) /* x, the weight(s), a bias */
+            arg_weight(x, in[i], &n->in[i]->type);
         for (int i = 0; i < n->n_out; i++) /* epilogue pair: out, out2; group: out, out2, out3 */
             arg_buf(x, out[i]);
         /* long rows of one product: decode variants may split K inside the launch (kfam_matmul.c) */
@@ -483,6 +502,7 @@ void sched_launch_args(const Schedule *s, const SchedLaunch *l, IrBuf *b)
         } else {
             const SchedBuf *buf = &s->bufs[a->buf];
             ir_buf_printf(b, "%s:%s", kind_names[buf->kind], buf->name);
+            if (a->offset) ir_buf_printf(b, "@%lld", (long long)a->offset);
         }
     }
 }

@@ -45,6 +45,7 @@ typedef enum SchedArgKind { SCHED_ARG_BUF, SCHED_ARG_SYM, SCHED_ARG_RUNTIME } Sc
 typedef struct SchedArg {
     SchedArgKind kind;
     int buf;        /* SCHED_ARG_BUF: index into bufs */
+    int64_t offset; /* SCHED_ARG_BUF of a weight: bytes into it (a w4a16 weight's scales, zeros), else 0 */
     int sym;        /* SCHED_ARG_SYM: graph symbol index (the runtime passes its value for this step) */
     const char *rt; /* SCHED_ARG_RUNTIME: the value's name (static string) */
 } SchedArg;

@@ -918,7 +918,7 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
             const RtPlanArg *g = &l->args[a];
             switch (g->kind) {
             case RT_ARG_INPUT: ptrs[a] = e->inputs[g->index]; break;
-            case RT_ARG_WEIGHT: ptrs[a] = e->weights[g->index]; break;
+            case RT_ARG_WEIGHT: ptrs[a] = e->weights[g->index] + (uint64_t)g->offset; break;
             case RT_ARG_ACT: ptrs[a] = e->arena + (uint64_t)p->bufs[g->index].offset; break;
             case RT_ARG_SYM: vals[a] = sym[g->index]; break;
             case RT_ARG_RTV: vals[a] = rtv[g->index]; break;

@@ -289,7 +289,20 @@ static void parse_arg(Loader *L, const RtPlanKernel *k, int i, const char *t, Rt
             ok = a->index >= 0 && L->p->bufs[a->index].kind == (t[0] == 'i' ? RT_BUF_INPUT : RT_BUF_ACT);
         } else if (!strncmp(t, "weight:", 7)) {
             a->kind = RT_ARG_WEIGHT;
-            ok = (a->index = find_weight(L->p, v)) >= 0;
+            const char *at = strchr(v, '@');
+            char name[512];
+            int len = at ? (int)(at - v) : (int)strlen(v);
+            if (len < (int)sizeof name) {
+                memcpy(name, v, (size_t)len);
+                name[len] = 0;
+                ok = (a->index = find_weight(L->p, name)) >= 0;
+            }
+            if (ok && at) { /* a plane of the weight: strictly inside it */
+                char *end = NULL;
+                long long off = strtoll(at + 1, &end, 10);
+                ok = end != at + 1 && !*end && off > 0 && off < L->p->weights[a->index].nbytes;
+                a->offset = ok ? off : 0;
+            }
         } else if (!strncmp(t, "sym:", 4)) {
             a->kind = RT_ARG_SYM;
             for (int s = 0; s < RT_SYM_COUNT; s++)

@@ -36,7 +36,8 @@ typedef enum RtArgKind { RT_ARG_INPUT, RT_ARG_WEIGHT, RT_ARG_ACT, RT_ARG_SYM, RT
 
 typedef struct RtPlanArg {
     RtArgKind kind;
-    int index; /* INPUT/ACT: into bufs; WEIGHT: into weights; SYM: RtSym; RTV: RtRtv */
+    int index;      /* INPUT/ACT: into bufs; WEIGHT: into weights; SYM: RtSym; RTV: RtRtv */
+    int64_t offset; /* WEIGHT: bytes into it ("weight:NAME@OFFSET": a w4a16 weight's planes), else 0 */
 } RtPlanArg;
 
 /* A grid axis: c, or cdiv(params[param] * mul, div). */

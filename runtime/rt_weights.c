@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "rt_weights.h"
 #include "rt_file.h"
+#include "rt_quant.h"
 #include "rt_safetensors.h"
 
 #include <dirent.h>
@@ -29,7 +30,10 @@ struct RtWeights {
     RtGgufFile *gguf; /* exactly one of gguf and st */
     RtStCheckpoint *st;
     char arch[64]; /* GGUF general.architecture; "" when absent or unusable */
+    int gptq_v2;   /* the checkpoint's config says checkpoint_format "gptq_v2" (zero points as stored) */
 };
+
+static int read_gptq_v2(const char *path);
 
 /* ---- formats ------------------------------------------------------------------------------------------ */
 
@@ -422,6 +426,7 @@ KilnStatus rt_w_open(const char *path, RtWeights **out, char *err, int errlen)
         return s;
     }
     if (w->gguf) read_arch(w);
+    if (w->st) w->gptq_v2 = read_gptq_v2(w->path);
     *out = w;
     return KILN_OK;
 }
@@ -624,6 +629,155 @@ static KilnStatus check_conversion(const Src *src, int to, char *err, int errlen
                         p, t, have, want, want);
 }
 
+/* ---- w4a16: GPTQ/AWQ INT4 Linears repacked into one planar weight (ir/gir_dtypes.def) -------------- */
+
+/* Group size and zero points of a package dtype "w4g<G>[z]"; 0 when dtype is not one. */
+static int w4_of(const char *dtype, int *zeros)
+{
+    int G = 0, n = 0;
+    if (sscanf(dtype, "w4g%d%n", &G, &n) != 1 || (G != 32 && G != 64 && G != 128)) return 0;
+    *zeros = !strcmp(dtype + n, "z");
+    return *zeros || !dtype[n] ? G : 0;
+}
+
+/* Whether the checkpoint's config.json or quantize_config.json (beside the file) names checkpoint_format
+ * "gptq_v2": GPTQModel's zero points as stored, where AutoGPTQ's (v1) store z - 1. */
+static int read_gptq_v2(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    int dir = slash ? (int)(slash - path) : 0, v2 = 0;
+    static const char *const names[] = {"config.json", "quantize_config.json"};
+    for (int i = 0; i < 2 && !v2; i++) {
+        char f[4096];
+        if (snprintf(f, sizeof f, "%.*s%s%s", dir, path, slash ? "/" : "", names[i]) >= (int)sizeof f)
+            continue;
+        FILE *fp = fopen(f, "rb");
+        if (!fp) continue;
+        char buf[65536];
+        size_t n = fread(buf, 1, sizeof buf - 1, fp);
+        fclose(fp);
+        buf[n] = 0;
+        const char *k = strstr(buf, "\"checkpoint_format\"");
+        if (!k) continue;
+        k += strlen("\"checkpoint_format\"");
+        while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r' || *k == ':')
+            k++;
+        v2 = !strncmp(k, "\"gptq_v2\"", 9);
+    }
+    return v2;
+}
+
+/* A checkpoint tensor of a quantized Linear, with its dtype checked; NULL (after *s is set) when absent
+ * and required, or of the wrong dtype. */
+static const RtStTensor *w4_tensor(const RtWeights *w, const char *prefix, const char *what, RtStDtype dt,
+                                   int required, KilnStatus *s, char *err, int errlen)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s.%s", prefix, what);
+    const RtStTensor *t = rt_st_find(w->st, name);
+    if (!t && required)
+        *s = rt_file_errf(err, errlen, KILN_ERR_ARG,
+                          "%s: missing tensor %s (the package wants %s.weight as GPTQ/AWQ INT4)", w->path,
+                          name, prefix);
+    else if (t && t->dtype != dt)
+        *s = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s is %s, not %s", w->path, name,
+                          rt_st_dtype_name(t->dtype), rt_st_dtype_name(dt));
+    return *s == KILN_OK ? t : NULL;
+}
+
+/* Every check of a w4a16 spec: the package's sizes, the checkpoint's tensors, format, group and zero
+ * points (rt_quant_check / rt_quant_is_symmetric). On KILN_OK, *src describes the Linear. */
+static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int G, int zeros, RtQuantSrc *src,
+                             char *prefix, int plen, char *err, int errlen)
+{
+    const char *n = spec->name;
+    size_t len = strlen(n);
+    if (spec->rank != 2 || spec->shape[0] < 1 || spec->shape[1] < 1 || spec->shape[1] % G ||
+        spec->nbytes != spec->shape[0] * (spec->shape[1] / G) * (G / 2 + 2 + zeros))
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: tensor %s: the package's %s entry is not valid", w->path, n, spec->dtype);
+    if (!w->st)
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                            "%s: tensor %s: the package wants %s (GPTQ/AWQ INT4), which only a safetensors "
+                            "checkpoint holds",
+                            w->path, n, spec->dtype);
+    if (len < 8 || strcmp(n + len - 7, ".weight") || (int)len - 7 >= plen)
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s: %s needs a Linear's .weight",
+                            w->path, n, spec->dtype);
+    snprintf(prefix, (size_t)plen, "%.*s", (int)len - 7, n);
+    KilnStatus s = KILN_OK;
+    const RtStTensor *qw = w4_tensor(w, prefix, "qweight", RT_ST_DTYPE_I32, 1, &s, err, errlen);
+    const RtStTensor *qz = s ? NULL : w4_tensor(w, prefix, "qzeros", RT_ST_DTYPE_I32, 1, &s, err, errlen);
+    const RtStTensor *sc = s ? NULL : w4_tensor(w, prefix, "scales", RT_ST_DTYPE_F16, 1, &s, err, errlen);
+    const RtStTensor *gi = s ? NULL : w4_tensor(w, prefix, "g_idx", RT_ST_DTYPE_I32, 0, &s, err, errlen);
+    if (s != KILN_OK) return s;
+    int64_t N = spec->shape[0], K = spec->shape[1];
+    /* GPTQ packs eight k to a word ([K/8, N]); AWQ eight n ([K, N/8]) */
+    int gptq = qw->n_dims == 2 && qw->shape[0] * 8 == K && qw->shape[1] == N;
+    int awq = qw->n_dims == 2 && qw->shape[0] == K && qw->shape[1] * 8 == N;
+    if (!gptq && !awq)
+        return rt_file_errf(
+            err, errlen, KILN_ERR_ARG,
+            "%s: tensor %s.qweight: shape [%lld,%lld] is neither GPTQ's [K/8,N] nor AWQ's [K,N/8] "
+            "for the package's [%lld,%lld]",
+            w->path, prefix, (long long)qw->shape[0], (long long)qw->shape[1], (long long)N, (long long)K);
+    int64_t ck_groups = sc->n_dims == 2 ? sc->shape[0] : 0;
+    if (ck_groups != K / G) {
+        int64_t ckG = ck_groups > 0 && K % ck_groups == 0 ? K / ck_groups : 0;
+        return rt_file_errf(
+            err, errlen, KILN_ERR_UNSUPPORTED,
+            "%s: tensor %s: the checkpoint's groups are %lld wide, the package's %d (compile with "
+            "--set weight_dtype=w4g%lldz)",
+            w->path, n, (long long)ckG, G, (long long)ckG);
+    }
+    *src = (RtQuantSrc){.format = awq          ? RT_QUANT_AWQ
+                                  : w->gptq_v2 ? RT_QUANT_GPTQ_V2
+                                               : RT_QUANT_GPTQ,
+                        .name = n,
+                        .bits = 4,
+                        .N = N,
+                        .K = K,
+                        .G = G,
+                        .qweight = qw->data,
+                        .qweight_bytes = (int64_t)qw->nbytes,
+                        .qzeros = qz->data,
+                        .qzeros_bytes = (int64_t)qz->nbytes,
+                        .scales = sc->data,
+                        .scales_bytes = (int64_t)sc->nbytes,
+                        .g_idx = gi ? gi->data : NULL,
+                        .g_idx_bytes = gi ? (int64_t)gi->nbytes : 0};
+    int sym = 0;
+    if ((s = rt_quant_is_symmetric(src, &sym, err, errlen))) return s;
+    if (!zeros && !sym)
+        return rt_file_errf(
+            err, errlen, KILN_ERR_UNSUPPORTED,
+            "%s: tensor %s: the checkpoint has zero points other than 8, the package's %s has "
+            "none (compile with --set weight_dtype=%sz)",
+            w->path, n, spec->dtype, spec->dtype);
+    return KILN_OK;
+}
+
+/* Repacks into dst: words, then f16 scales, then (z) zeros. */
+static KilnStatus w4_read(const RtWeights *w, const RtWeightSpec *spec, int G, int zeros, void *dst,
+                          char *err, int errlen)
+{
+    RtQuantSrc src;
+    char prefix[512];
+    KilnStatus s = w4_resolve(w, spec, G, zeros, &src, prefix, sizeof prefix, err, errlen);
+    if (s != KILN_OK || !dst)
+        return s != KILN_OK ? s : rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: NULL destination", spec->name);
+    int64_t N = src.N, K = src.K;
+    unsigned char *out = dst;
+    RtQuantDst d = {.dtype = RT_QUANT_F16,
+                    .w = (int32_t *)(void *)out,
+                    .w_len = N * K / 8,
+                    .scales = (uint16_t *)(void *)(out + N * K / 2),
+                    .scales_len = N * (K / G),
+                    .zeros = zeros ? out + N * K / 2 + N * (K / G) * 2 : NULL,
+                    .zeros_len = zeros ? N * (K / G) : 0};
+    return rt_quant_repack(&src, &d, err, errlen);
+}
+
 /* Every check of one spec; on KILN_OK, *src and *to describe the read. */
 static KilnStatus resolve(const RtWeights *w, const RtWeightSpec *spec, Src *src, int *to, char *err,
                           int errlen)
@@ -652,8 +806,11 @@ KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_check: NULL weights or specs");
     for (int i = 0; i < n; i++) {
         Src src;
-        int to;
-        KilnStatus s = resolve(w, &specs[i], &src, &to, err, errlen);
+        RtQuantSrc q;
+        char prefix[512];
+        int to, zeros = 0, G = specs[i].dtype ? w4_of(specs[i].dtype, &zeros) : 0;
+        KilnStatus s = G ? w4_resolve(w, &specs[i], G, zeros, &q, prefix, sizeof prefix, err, errlen)
+                         : resolve(w, &specs[i], &src, &to, err, errlen);
         if (s != KILN_OK) return s;
     }
     return KILN_OK;
@@ -664,6 +821,8 @@ KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char
 KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, char *err, int errlen)
 {
     if (!w || !spec) return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_read: NULL weights or spec");
+    int zeros = 0, G = spec->dtype ? w4_of(spec->dtype, &zeros) : 0;
+    if (G) return w4_read(w, spec, G, zeros, dst, err, errlen);
     Src src;
     int to;
     KilnStatus s = resolve(w, spec, &src, &to, err, errlen);

@@ -56,6 +56,20 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-d
   else
     bad "compile llama-3-8b for sm_90a,host: $(cat "$d/err4")"
   fi
+  # w4a16 planes are "weight:NAME@OFFSET" launch arguments: an offset outside the weight, zero or not a
+  # number is a corrupt package, refused at open in one line
+  if "$kiln" compile "$src/recipes/llama.lua" --model tiny --set weight_dtype=w4g32z --target host \
+       --cache-dir "$cache" -o "$d/w4.kiln" 2> "$d/err5" && grep -q "q_proj.weight@2048 " <(sqlite3 "$d/w4.kiln" "SELECT args FROM launch_plan"); then
+    for off in 0 99999999 2048x -8; do
+      cp "$d/w4.kiln" "$d/w4bad.kiln"
+      sqlite3 "$d/w4bad.kiln" "UPDATE launch_plan SET args = replace(args, 'q_proj.weight@2048 ', 'q_proj.weight@$off ')"
+      "$kiln" run "$d/w4bad.kiln" --weights "$d/none.safetensors" --prompt-ids "1 2" --device host > /dev/null 2> "$d/err6"; rc=$?
+      [ $rc != 0 ] && [ "$(wc -l < "$d/err6")" = 1 ] && grep -q "does not fit" "$d/err6" &&
+        ok "weight plane offset @$off refused" || bad "weight plane offset @$off (rc $rc): $(cat "$d/err6")"
+    done
+  else
+    bad "compile tiny w4g32z: $(cat "$d/err5")"
+  fi
 elif grep -q "no backend in this build" "$d/err"; then
   echo "skip host kernels: $(cat "$d/err")"
 else

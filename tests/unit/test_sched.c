@@ -78,10 +78,18 @@ static void check_fused(const Schedule *s, const char *model, int layers, int fu
             continue;
         }
         if (!strcmp(kfam_spec_s(&k->spec, "epilogue", ""), "pair")) {
+            /* w4a16 (zeros=1): each weight as its words, scales at N*K/2 bytes, zeros after (Hkv*D = 32,
+             * K = 64, G = 32 in tiny: @1024, @1152) */
+            int w4 = !strcmp(kfam_spec_s(&k->spec, "wfmt", ""), "w4a16");
             pairs++;
-            KT_CHECK(s->launches[i].n_args == 6 &&
-                         strstr(a, ".self_attn.k_proj.weight weight:model.layers.") &&
-                         strstr(a, ".self_attn.v_proj.weight act:%") && strstr(a, " sym:T"),
+            KT_CHECK((w4 ? s->launches[i].n_args == 10 &&
+                               strstr(a, ".self_attn.k_proj.weight@1024 weight:model.layers.") &&
+                               strstr(a, ".self_attn.k_proj.weight@1152 weight:model.layers.") &&
+                               strstr(a, ".self_attn.v_proj.weight@1152 act:%")
+                         : s->launches[i].n_args == 6 &&
+                               strstr(a, ".self_attn.k_proj.weight weight:model.layers.") &&
+                               strstr(a, ".self_attn.v_proj.weight act:%")) &&
+                         strstr(a, " sym:T"),
                      "%s: pair launch %d: %s", model, i, a);
         }
         if (!strcmp(kfam_spec_s(&k->spec, "epilogue", ""), "group")) {
@@ -241,5 +249,6 @@ int main(void)
     test_model("smollm2-135m", NULL, 30, 2);
     test_model("smollm2-135m", "weight_dtype=q4_1", 30, 1); /* GGUF Q4_1 linear layers: qmatmul kernels */
     test_model("tiny", "weight_dtype=q8_0", 2, 1);
+    test_model("tiny", "weight_dtype=w4g32z", 2, 1); /* w4a16: each weight as words, scales, zeros planes */
     return kt_done("test_sched");
 }

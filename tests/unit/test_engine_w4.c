@@ -1,0 +1,308 @@
+/* test_engine_w4.c — w4a16 packages end to end on the host backend: the tiny recipe (intermediate 256, so
+ * every K is a multiple of 64 too) compiled with
+ * weight_dtype=w4g32z (and w4g32) reads GPTQ (v1, and v2 through config.json) and AWQ INT4 checkpoints
+ * whose Linears hold random 4-bit codes, zero points and f16 scales; its logits (kiln_engine_score) must
+ * match the bf16 package run on the dense checkpoint holding bf16(f32(q - z) * f32(s)) — the value the
+ * qmatmul kernel computes before its dot. Also the binder's refusals: a package without zero points on an
+ * asymmetric checkpoint, a group size that differs, a missing qzeros, a GGUF file. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "codegen/llvm/cg_host.h"
+#include "kfile.h"
+#include "kiln.h"
+#include "kref.h"
+#include "kt.h"
+#include "runtime/rt_package.h"
+#include <sqlite3.h>
+
+enum { G = 32, MAXW = 64, T = 21 };
+enum { CK_GPTQ, CK_GPTQ_V2, CK_AWQ };
+
+typedef struct Linear { /* one Linear of the model: q[n][k], zero points z[n][g], scales (f16 bits) */
+    char *name;         /* "...q_proj.weight" */
+    int64_t N, K;
+    uint8_t *q, *z;
+    uint16_t *s;
+} Linear;
+
+typedef struct Model {
+    KfStTensor dense[MAXW]; /* every weight as bf16 (Linears dequantized) */
+    int n;
+    Linear lin[MAXW];
+    int n_lin;
+} Model;
+
+static uint16_t bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static float f16_value(uint16_t h)
+{
+    int e = h >> 10 & 31, m = h & 1023;
+    float v = e ? ldexpf((float)(m | 1024), e - 25) : ldexpf((float)m, -24);
+    return h >> 15 ? -v : v;
+}
+
+static int is_linear(const char *name, int rank)
+{
+    return rank == 2 && strstr(name, "_proj.weight") != NULL;
+}
+
+/* Random weights for the package's table; sym: every zero point 8. */
+static int make_model(const char *pkg_path, KrefRng *g, int sym, Model *m)
+{
+    KilnPackage *pkg;
+    char err[512];
+    memset(m, 0, sizeof *m);
+    if (kiln_package_open(pkg_path, &pkg, err, sizeof err) != KILN_OK) {
+        KT_CHECK(0, "%s", err);
+        return 0;
+    }
+    sqlite3_stmt *st;
+    sqlite3_prepare_v2(rt_pkg_db(pkg), "SELECT name, shape FROM weights ORDER BY name", -1, &st, NULL);
+    while (sqlite3_step(st) == SQLITE_ROW && m->n < MAXW) {
+        KfStTensor *w = &m->dense[m->n++];
+        w->name = strdup((const char *)sqlite3_column_text(st, 0));
+        w->dtype = "BF16";
+        size_t elems = 1;
+        char *p = (char *)sqlite3_column_text(st, 1);
+        while (*p == '[' || *p == ',') {
+            w->shape[w->n_dims] = strtoll(p + 1, &p, 10);
+            elems *= (size_t)w->shape[w->n_dims++];
+        }
+        uint16_t *d = malloc(elems * 2);
+        w->data = d, w->nbytes = elems * 2;
+        if (!is_linear(w->name, w->n_dims)) {
+            int norm = strstr(w->name, "norm") != NULL;
+            for (size_t i = 0; i < elems; i++)
+                d[i] = bf16_of((float)(norm ? 1.0 + 0.1 * kref_normal(g) : 0.08 * kref_normal(g)));
+            continue;
+        }
+        Linear *l = &m->lin[m->n_lin++];
+        l->name = strdup(w->name);
+        l->N = w->shape[0], l->K = w->shape[1];
+        int64_t groups = l->N * (l->K / G);
+        l->q = malloc(elems), l->z = malloc((size_t)groups), l->s = malloc((size_t)groups * 2);
+        for (int64_t i = 0; i < groups; i++) {
+            l->z[i] = sym ? 8 : (uint8_t)(1 + kref_next(g) % 15); /* 1..15: every format stores it */
+            float sc = (float)(0.004 + 0.004 * (double)(kref_next(g) % 1000) / 1000.0);
+            uint32_t u; /* f32 -> f16 by truncation of a normal value: exact bits, any value will do */
+            memcpy(&u, &sc, 4);
+            l->s[i] = (uint16_t)(((u >> 23 & 255) - 112) << 10 | (u >> 13 & 1023));
+        }
+        for (int64_t n = 0; n < l->N; n++)
+            for (int64_t k = 0; k < l->K; k++) {
+                uint8_t q = (uint8_t)(kref_next(g) % 16);
+                int64_t gi = n * (l->K / G) + k / G;
+                l->q[n * l->K + k] = q;
+                d[n * l->K + k] = bf16_of((float)((int)q - (int)l->z[gi]) * f16_value(l->s[gi]));
+            }
+    }
+    sqlite3_finalize(st);
+    kiln_package_close(pkg);
+    return m->n > 0;
+}
+
+static void free_model(Model *m)
+{
+    for (int i = 0; i < m->n; i++)
+        free((void *)m->dense[i].name), free((void *)m->dense[i].data);
+    for (int i = 0; i < m->n_lin; i++)
+        free(m->lin[i].name), free(m->lin[i].q), free(m->lin[i].z), free(m->lin[i].s);
+}
+
+/* The checkpoint in format f: the non-Linear weights as bf16, each Linear as qweight/qzeros/scales
+ * (GPTQ: [K/8,N] words of eight k, zeros [K/G,N/8] stored z - 1 (v1) or z (v2); AWQ: [K,N/8] words of
+ * eight n in AWQ's nibble slots, zeros likewise, stored z); drop: a tensor suffix to leave out. */
+static void write_quant(const Model *m, int f, const char *path, const char *drop)
+{
+    static const int slot[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    KfStTensor t[4 * MAXW];
+    char *names[4 * MAXW];
+    int n = 0, nn = 0;
+    for (int i = 0; i < m->n; i++)
+        if (!is_linear(m->dense[i].name, m->dense[i].n_dims)) t[n++] = m->dense[i];
+    for (int i = 0; i < m->n_lin; i++) {
+        const Linear *l = &m->lin[i];
+        int64_t N = l->N, K = l->K, KG = K / G;
+        size_t plen = strlen(l->name) - strlen(".weight");
+        int awq = f == CK_AWQ;
+        uint32_t *qw = calloc((size_t)(N * K / 8), 4), *qz = calloc((size_t)(KG * N / 8), 4);
+        uint16_t *sc = malloc((size_t)(KG * N) * 2);
+        for (int64_t nn_ = 0; nn_ < N; nn_++)
+            for (int64_t k = 0; k < K; k++) {
+                uint32_t q = l->q[nn_ * K + k];
+                if (awq)
+                    qw[k * (N / 8) + nn_ / 8] |= q << (4 * slot[nn_ % 8]);
+                else
+                    qw[(k / 8) * N + nn_] |= q << (4 * (k % 8));
+            }
+        for (int64_t gi = 0; gi < KG; gi++)
+            for (int64_t nn_ = 0; nn_ < N; nn_++) {
+                uint32_t z = l->z[nn_ * KG + gi] - (f == CK_GPTQ ? 1 : 0);
+                qz[gi * (N / 8) + nn_ / 8] |= z << (4 * (awq ? slot[nn_ % 8] : nn_ % 8));
+                sc[gi * N + nn_] = l->s[nn_ * KG + gi];
+            }
+        const char *suf[3] = {"qweight", "qzeros", "scales"};
+        const void *data[3] = {qw, qz, sc};
+        int64_t sh[3][2] = {{awq ? K : K / 8, awq ? N / 8 : N}, {KG, N / 8}, {KG, N}};
+        for (int j = 0; j < 3; j++) {
+            if (drop && !strcmp(drop, suf[j])) continue;
+            char *name = malloc(plen + 16);
+            snprintf(name, plen + 16, "%.*s.%s", (int)plen, l->name, suf[j]);
+            names[nn++] = name;
+            t[n++] = (KfStTensor){name,    j == 2 ? "F16" : "I32",
+                                  2,       {sh[j][0], sh[j][1]},
+                                  data[j], (size_t)(sh[j][0] * sh[j][1]) * (j == 2 ? 2 : 4)};
+        }
+        names[nn++] = (char *)qw, names[nn++] = (char *)qz, names[nn++] = (char *)sc;
+    }
+    kf_st_write_tensors(path, t, n);
+    for (int i = 0; i < nn; i++)
+        free(names[i]);
+}
+
+static KilnEngine *open_engine(const char *pkg, const char *weights, char *err, int errlen)
+{
+    KilnEngineOptions o;
+    kiln_engine_options_init(&o);
+    o.device = -2;
+    o.kv_cache_bytes = 8 << 20;
+    KilnEngine *e = NULL;
+    if (kiln_engine_open(pkg, weights, &o, &e, err, errlen) != KILN_OK) return NULL;
+    return e;
+}
+
+/* Logits of the T tokens, or NULL (a check failed). */
+static float *score(const char *pkg, const char *weights, const int32_t *tok, int *V)
+{
+    char err[512];
+    KilnEngine *e = open_engine(pkg, weights, err, sizeof err);
+    KT_CHECK(e != NULL, "open %s with %s: %s", pkg, weights, err);
+    if (!e) return NULL;
+    *V = kiln_engine_vocab(e);
+    float *out = malloc(sizeof(float) * (size_t)(T * *V));
+    for (int i = 0; i < T * *V; i++)
+        out[i] = NAN; /* poisoned */
+    KilnStatus s = kiln_engine_score(e, tok, T, out);
+    KT_CHECK(s == KILN_OK, "score %s: %s", pkg, kiln_engine_errmsg(e));
+    kiln_engine_close(e);
+    if (s != KILN_OK) free(out), out = NULL;
+    return out;
+}
+
+static double rel_l2(const float *a, const float *b, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++)
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    return den > 0 && num == num ? sqrt(num / den) : INFINITY;
+}
+
+/* Opening pkg with weights fails with a message holding `want`. */
+static void expect_refusal(const char *what, const char *pkg, const char *weights, const char *want)
+{
+    char err[512] = "";
+    KilnEngine *e = open_engine(pkg, weights, err, sizeof err);
+    KT_CHECK(!e && strstr(err, want) && !strchr(err, '\n'), "%s: %s", what, e ? "opened" : err);
+    if (e) kiln_engine_close(e);
+}
+
+static int compile(const char *kiln, const char *src, const char *set, const char *out)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' compile '%s/recipes/llama.lua' --model tiny --set intermediate_size=256 %s --target host "
+             "--no-cache -o '%s'",
+             kiln, src, set, out);
+    int ok = system(cmd) == 0;
+    KT_CHECK(ok, "%s", cmd);
+    return ok;
+}
+
+int main(void)
+{
+    const char *kiln = getenv("KILN_BIN"), *src = getenv("KILN_SOURCE_DIR");
+    if (!cg_host_jit_available() || !kiln || !src) {
+        printf("SKIP: needs the LLVM host backend and KILN_BIN/KILN_SOURCE_DIR (run through ctest)\n");
+        return 77;
+    }
+    if (!kf_scratch_open("engine-w4")) return 1;
+    char dense_pkg[512], w4z_pkg[512], w4_pkg[512], w64_pkg[512];
+    snprintf(dense_pkg, sizeof dense_pkg, "%s", kf_at("dense.kiln"));
+    snprintf(w4z_pkg, sizeof w4z_pkg, "%s", kf_at("w4g32z.kiln"));
+    snprintf(w4_pkg, sizeof w4_pkg, "%s", kf_at("w4g32.kiln"));
+    snprintf(w64_pkg, sizeof w64_pkg, "%s", kf_at("w4g64z.kiln"));
+    if (!compile(kiln, src, "", dense_pkg) || !compile(kiln, src, "--set weight_dtype=w4g32z", w4z_pkg) ||
+        !compile(kiln, src, "--set weight_dtype=w4g32", w4_pkg) ||
+        !compile(kiln, src, "--set weight_dtype=w4g64z", w64_pkg))
+        return kt_done("test_engine_w4");
+    uint64_t seed = (uint64_t)time(NULL);
+    printf("seed %llu\n", (unsigned long long)seed);
+    KrefRng g = kref_rng(seed);
+    int32_t tok[T];
+    for (int sym = 0; sym < 2; sym++) {
+        Model m;
+        if (!make_model(dense_pkg, &g, sym, &m)) break;
+        char dense[512];
+        snprintf(dense, sizeof dense, "%s", kf_at(sym ? "dense-sym.safetensors" : "dense.safetensors"));
+        kf_st_write_tensors(dense, m.dense, m.n);
+        int V = 0, V2 = 0;
+        for (int i = 0; i < T; i++)
+            tok[i] = (int32_t)(kref_next(&g) % 256);
+        float *want = score(dense_pkg, dense, tok, &V);
+        static const char *const fmt_names[] = {"gptq", "gptq_v2", "awq"};
+        for (int f = 0; want && f < 3; f++) {
+            /* a directory per checkpoint: GPTQ v2 says so in its config.json */
+            char dir[64], path[512];
+            snprintf(dir, sizeof dir, "ck-%s-%d", fmt_names[f], sym);
+            snprintf(path, sizeof path, "%s/model.safetensors", kf_at(dir));
+            char mk[600];
+            snprintf(mk, sizeof mk, "mkdir -p '%s'", kf_at(dir));
+            KT_CHECK(system(mk) == 0, "%s", mk);
+            write_quant(&m, f, path, NULL);
+            if (f == CK_GPTQ_V2) {
+                char cfg[600];
+                snprintf(cfg, sizeof cfg, "%s/config.json", kf_at(dir));
+                const char *text = "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, "
+                                   "\"checkpoint_format\": \"gptq_v2\"}}";
+                kf_spit(cfg, text, strlen(text));
+            }
+            for (int p = 0; p < 1 + sym; p++) { /* w4g32z; with symmetric codes also w4g32 */
+                float *got = score(p ? w4_pkg : w4z_pkg, path, tok, &V2);
+                if (!got) continue;
+                double err = V == V2 ? rel_l2(got, want, T * V) : INFINITY;
+                KT_CHECK(err < 1e-2, "%s %s %s: logits rel L2 %.3g vs the dense bf16 model", fmt_names[f],
+                         sym ? "symmetric" : "asymmetric", p ? "w4g32" : "w4g32z", err);
+                free(got);
+            }
+            if (f == CK_GPTQ && !sym) {
+                expect_refusal("no zero points in the package", w4_pkg, path, "zero points other than 8");
+                expect_refusal("another group size", w64_pkg, path, "groups are 32 wide");
+                expect_refusal("a dense checkpoint", w4z_pkg, dense, "missing tensor");
+                write_quant(&m, f, kf_at("noz.safetensors"), "qzeros");
+                expect_refusal("no qzeros", w4z_pkg, kf_at("noz.safetensors"), "qzeros");
+            }
+        }
+        free(want);
+        free_model(&m);
+    }
+    /* a GGUF file holds no GPTQ/AWQ weights */
+    KfGgKvs kv = {0};
+    kf_gg_kv_str(&kv, "general.architecture", "llama");
+    float one = 1;
+    KfGgTensor t = {"token_embd.weight", RT_GGUF_TYPE_F32, 1, {1}, &one, 4};
+    kf_gg_write(kf_at("m.gguf"), &kv, &t, 1);
+    kf_gg_kvs_free(&kv);
+    expect_refusal("a GGUF file", w4z_pkg, kf_at("m.gguf"), "");
+    kf_scratch_close();
+    return kt_done("test_engine_w4");
+}
