@@ -251,6 +251,7 @@ static void load_kernels(Loader *L)
         b->config = dup_col(L, st, 1), b->format = dup_col(L, st, 3), b->entry = dup_col(L, st, 4);
         b->block = sqlite3_column_int(st, 5), b->smem = sqlite3_column_int(st, 6);
         b->bm = rt_plan_config_i(b->config, "BM", 0);
+        b->split = rt_plan_config_i(b->config, "SPLIT_K", 1);
         if (!(b->data = malloc(size))) {
             fail(L, KILN_ERR_NOMEM, "out of memory");
             break;
@@ -289,7 +290,7 @@ static void parse_arg(Loader *L, const RtPlanKernel *k, int i, const char *t, Rt
             ok = a->index >= 0 && L->p->bufs[a->index].kind == (t[0] == 'i' ? RT_BUF_INPUT : RT_BUF_ACT);
         } else if (!strncmp(t, "weight:", 7)) {
             a->kind = RT_ARG_WEIGHT;
-            const char *at = strchr(v, '@');
+            const char *at = strrchr(v, '@');
             char name[512];
             int len = at ? (int)(at - v) : (int)strlen(v);
             if (len < (int)sizeof name) {
@@ -423,13 +424,14 @@ int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals)
 {
     if (k->n_bins < 2 || k->m_param < 0) return 0;
     int64_t m = vals[k->m_param];
-    int best = -1, largest = 0;
+    int best = -1, largest = -1;
     for (int i = 0; i < k->n_bins; i++) {
         int64_t bm = k->bins[i].bm;
-        if (bm > k->bins[largest].bm) largest = i;
+        /* a binary that splits K inside the launch serves at most its BM rows: never the fallback */
+        if (k->bins[i].split <= 1 && (largest < 0 || bm > k->bins[largest].bm)) largest = i;
         if (bm >= m && (best < 0 || bm < k->bins[best].bm)) best = i;
     }
-    return best >= 0 ? best : largest;
+    return best >= 0 ? best : largest >= 0 ? largest : 0;
 }
 
 int rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3])

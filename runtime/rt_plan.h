@@ -54,7 +54,8 @@ typedef struct RtPlanBinary {
     char *format, *entry; /* "cubin", "ptx", "host-so"; the symbol */
     RtGridAxis grid[3];
     int block, smem;
-    int64_t bm; /* the config's BM (0: none) */
+    int64_t bm;    /* the config's BM (0: none) */
+    int64_t split; /* the config's SPLIT_K (1: none): > 1 serves at most bm rows (matmul ws=1) */
     void *data; /* the binary, hash verified */
     size_t size;
 } RtPlanBinary;
@@ -112,7 +113,7 @@ int rt_plan_buf(const RtPlan *p, const char *name);
 int rt_plan_output(const RtPlan *p, const char *output);
 /* The binary of kernel k a launch with i32 param values vals[n_params] runs: with one binary, it; else,
  * by M (the "M" param), the smallest BM >= M, else the largest BM (ties: the first). */
-int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals);
+int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals); /* never a SPLIT_K > 1 binary for M > BM */
 /* Evaluates a binary's grid for i32 param values vals[n_params] (pointer params ignored; negative values
  * count as 0). Returns 0, or -1 when an axis exceeds INT32_MAX (y and z: 65535, CUDA's limit) or all
  * three together INT32_MAX programs. */

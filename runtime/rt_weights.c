@@ -634,10 +634,13 @@ static KilnStatus check_conversion(const Src *src, int to, char *err, int errlen
 /* Group size and zero points of a package dtype "w4g<G>[z]"; 0 when dtype is not one. */
 static int w4_of(const char *dtype, int *zeros)
 {
-    int G = 0, n = 0;
-    if (sscanf(dtype, "w4g%d%n", &G, &n) != 1 || (G != 32 && G != 64 && G != 128)) return 0;
-    *zeros = !strcmp(dtype + n, "z");
-    return *zeros || !dtype[n] ? G : 0;
+    static const char *const names[] = {"w4g32", "w4g64", "w4g128", "w4g32z", "w4g64z", "w4g128z"};
+    for (int i = 0; i < 6; i++)
+        if (!strcmp(dtype, names[i])) {
+            *zeros = i >= 3;
+            return 32 << (i % 3);
+        }
+    return 0;
 }
 
 /* Whether the checkpoint's config.json or quantize_config.json (beside the file) names checkpoint_format
@@ -651,18 +654,25 @@ static int read_gptq_v2(const char *path)
         char f[4096];
         if (snprintf(f, sizeof f, "%.*s%s%s", dir, path, slash ? "/" : "", names[i]) >= (int)sizeof f)
             continue;
-        FILE *fp = fopen(f, "rb");
-        if (!fp) continue;
-        char buf[65536];
-        size_t n = fread(buf, 1, sizeof buf - 1, fp);
-        fclose(fp);
-        buf[n] = 0;
-        const char *k = strstr(buf, "\"checkpoint_format\"");
-        if (!k) continue;
-        k += strlen("\"checkpoint_format\"");
-        while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r' || *k == ':')
-            k++;
-        v2 = !strncmp(k, "\"gptq_v2\"", 9);
+        unsigned char *map = NULL;
+        size_t n = 0;
+        char e[8];
+        if (rt_file_map(f, "config", &map, &n, e, sizeof e) != KILN_OK || !map) continue; /* absent, empty */
+        /* the whole file, NUL-terminated: a config's key may sit anywhere in it */
+        char *buf = malloc(n + 1);
+        if (buf) {
+            memcpy(buf, map, n);
+            buf[n] = 0;
+            const char *k = strstr(buf, "\"checkpoint_format\"");
+            if (k) {
+                k += strlen("\"checkpoint_format\"");
+                while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r' || *k == ':')
+                    k++;
+                v2 = !strncmp(k, "\"gptq_v2\"", 9);
+            }
+            free(buf);
+        }
+        rt_file_unmap(map, n);
     }
     return v2;
 }
@@ -692,7 +702,8 @@ static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int G
 {
     const char *n = spec->name;
     size_t len = strlen(n);
-    if (spec->rank != 2 || spec->shape[0] < 1 || spec->shape[1] < 1 || spec->shape[1] % G ||
+    if (spec->rank != 2 || spec->shape[0] < 1 || spec->shape[1] < 1 || spec->shape[0] > INT32_MAX ||
+        spec->shape[1] > INT32_MAX || spec->shape[1] % G ||
         spec->nbytes != spec->shape[0] * (spec->shape[1] / G) * (G / 2 + 2 + zeros))
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s: the package's %s entry is not valid", w->path, n, spec->dtype);

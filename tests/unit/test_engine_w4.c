@@ -269,12 +269,19 @@ int main(void)
             snprintf(mk, sizeof mk, "mkdir -p '%s'", kf_at(dir));
             KT_CHECK(system(mk) == 0, "%s", mk);
             write_quant(&m, f, path, NULL);
-            if (f == CK_GPTQ_V2) {
+            if (f == CK_GPTQ_V2) { /* the key after 100 kB of other config: read the whole file */
                 char cfg[600];
                 snprintf(cfg, sizeof cfg, "%s/config.json", kf_at(dir));
-                const char *text = "{\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4, "
-                                   "\"checkpoint_format\": \"gptq_v2\"}}";
-                kf_spit(cfg, text, strlen(text));
+                const char *head = "{\"pad\": \"",
+                           *tail = "\", \"quantization_config\": {\"quant_method\": "
+                                   "\"gptq\", \"bits\": 4, \"checkpoint_format\": \"gptq_v2\"}}";
+                size_t pad = 100000, len = strlen(head) + pad + strlen(tail);
+                char *text = malloc(len + 1);
+                strcpy(text, head);
+                memset(text + strlen(head), 'x', pad);
+                strcpy(text + strlen(head) + pad, tail);
+                kf_spit(cfg, text, len);
+                free(text);
             }
             for (int p = 0; p < 1 + sym; p++) { /* w4g32z; with symmetric codes also w4g32 */
                 float *got = score(p ? w4_pkg : w4z_pkg, path, tok, &V2);

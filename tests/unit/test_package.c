@@ -18,6 +18,7 @@
 #include "kfile.h"
 #include "kt.h"
 #include "runtime/rt_package.h"
+#include "runtime/rt_plan.h"
 
 static const char *scratch; /* kf_scratch_open's directory */
 
@@ -400,6 +401,28 @@ static void test_hostile(void)
     free(g);
 }
 
+/* rt_plan_pick: the smallest BM >= M, else the largest BM, but a binary that splits K inside the launch
+ * (matmul ws=1) only when its BM covers M, even when a retried default has the same BM. */
+static void test_pick(void)
+{
+    static RtPlanKernel k = {.n_bins = 3, .m_param = 0};
+    RtPlanBinary *bins = k.bins;
+    bins[0] = (RtPlanBinary){.bm = 64, .split = 4}, bins[1] = (RtPlanBinary){.bm = 64, .split = 1};
+    bins[2] = (RtPlanBinary){.bm = 16, .split = 1};
+    static const struct {
+        int64_t m;
+        int want;
+    } cases[] = {{1, 2}, {16, 2}, {17, 0}, {64, 0}, {65, 1}, {4096, 1}};
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int got = rt_plan_pick(&k, &cases[i].m);
+        KT_CHECK(got == cases[i].want, "pick M=%lld: bin %d, want %d", (long long)cases[i].m, got,
+                 cases[i].want);
+    }
+    bins[1].bm = 32; /* no bin covers M = 100 but the split one's 64: fall back to the largest unsplit */
+    int64_t m = 100;
+    KT_CHECK(rt_plan_pick(&k, &m) == 1, "pick M=100 falls back to an unsplit binary");
+}
+
 int main(void)
 {
     if (!(scratch = kf_scratch_open("package"))) return 1;
@@ -407,6 +430,7 @@ int main(void)
     test_writer_errors();
     test_atomicity();
     test_hostile();
+    test_pick();
     kf_scratch_close();
     return kt_done("test_package");
 }
