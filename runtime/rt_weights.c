@@ -37,16 +37,36 @@ static int read_gptq_v2(const char *path);
 
 /* ---- formats ------------------------------------------------------------------------------------------ */
 
-/* The formats kiln reads: package dtype text, block (elements) and bytes per block, the GGUF type. */
-enum { FMT_F32, FMT_F16, FMT_BF16, FMT_Q4_0, FMT_Q4_1, FMT_Q8_0, FMT_COUNT, FMT_OTHER = -1 };
+/* The formats kiln reads: package dtype text, block (elements) and bytes per block, the GGUF type. The
+ * w4a16 ones (ir/gir_dtypes.def: planar words, f16 scales, zeros "z" in groups of 32/64/128) no file
+ * stores: the binder repacks them from GPTQ/AWQ tensors (w4_resolve), so their GGUF type is unused. */
+enum {
+    FMT_F32,
+    FMT_F16,
+    FMT_BF16,
+    FMT_Q4_0,
+    FMT_Q4_1,
+    FMT_Q8_0,
+    FMT_W4G32,
+    FMT_W4G64,
+    FMT_W4G128,
+    FMT_W4G32Z,
+    FMT_W4G64Z,
+    FMT_W4G128Z,
+    FMT_COUNT,
+    FMT_OTHER = -1
+};
 static const struct {
     const char *name;
     int block, bytes;
     RtGgufType gguf;
 } fmts[FMT_COUNT] = {
-    {"f32", 1, 4, RT_GGUF_TYPE_F32},     {"f16", 1, 2, RT_GGUF_TYPE_F16},
-    {"bf16", 1, 2, RT_GGUF_TYPE_BF16},   {"q4_0", 32, 18, RT_GGUF_TYPE_Q4_0},
-    {"q4_1", 32, 20, RT_GGUF_TYPE_Q4_1}, {"q8_0", 32, 34, RT_GGUF_TYPE_Q8_0},
+    {"f32", 1, 4, RT_GGUF_TYPE_F32},       {"f16", 1, 2, RT_GGUF_TYPE_F16},
+    {"bf16", 1, 2, RT_GGUF_TYPE_BF16},     {"q4_0", 32, 18, RT_GGUF_TYPE_Q4_0},
+    {"q4_1", 32, 20, RT_GGUF_TYPE_Q4_1},   {"q8_0", 32, 34, RT_GGUF_TYPE_Q8_0},
+    {"w4g32", 32, 18, RT_GGUF_TYPE_F32},   {"w4g64", 64, 34, RT_GGUF_TYPE_F32},
+    {"w4g128", 128, 66, RT_GGUF_TYPE_F32}, {"w4g32z", 32, 19, RT_GGUF_TYPE_F32},
+    {"w4g64z", 64, 35, RT_GGUF_TYPE_F32},  {"w4g128z", 128, 67, RT_GGUF_TYPE_F32},
 };
 #define FMT_LIST "f32, f16, bf16, q4_0, q4_1, q8_0"
 
@@ -62,9 +82,14 @@ static int fmt_from_name(const char *name)
     return FMT_OTHER;
 }
 
+static int fmt_is_w4(int f)
+{
+    return f >= FMT_W4G32;
+}
+
 static int fmt_from_gguf(RtGgufType t)
 {
-    for (int f = 0; f < FMT_COUNT; f++)
+    for (int f = 0; f < FMT_W4G32; f++) /* the formats a file stores */
         if (fmts[f].gguf == t) return f;
     return FMT_OTHER;
 }
@@ -474,6 +499,7 @@ typedef struct Src {
      * under one index of the outermost dimension (a matrix row, a bias element) */
     int64_t unit_elems, n_units;
     size_t unit_bytes; /* stored bytes of one unit */
+    RtQuantSrc quant;  /* a w4a16 Linear's checkpoint tensors (then only label is set above) */
 } Src;
 
 /* The spec's own consistency: dtype known, nbytes = the dtype's size of the shape. *to: the format. */
@@ -631,18 +657,6 @@ static KilnStatus check_conversion(const Src *src, int to, char *err, int errlen
 
 /* ---- w4a16: GPTQ/AWQ INT4 Linears repacked into one planar weight (ir/gir_dtypes.def) -------------- */
 
-/* Group size and zero points of a package dtype "w4g<G>[z]"; 0 when dtype is not one. */
-static int w4_of(const char *dtype, int *zeros)
-{
-    static const char *const names[] = {"w4g32", "w4g64", "w4g128", "w4g32z", "w4g64z", "w4g128z"};
-    for (int i = 0; i < 6; i++)
-        if (!strcmp(dtype, names[i])) {
-            *zeros = i >= 3;
-            return 32 << (i % 3);
-        }
-    return 0;
-}
-
 /* Whether the checkpoint's config.json or quantize_config.json (beside the file) names checkpoint_format
  * "gptq_v2": GPTQModel's zero points as stored, where AutoGPTQ's (v1) store z - 1. */
 static int read_gptq_v2(const char *path)
@@ -695,16 +709,17 @@ static const RtStTensor *w4_tensor(const RtWeights *w, const char *prefix, const
     return *s == KILN_OK ? t : NULL;
 }
 
-/* Every check of a w4a16 spec: the package's sizes, the checkpoint's tensors, format, group and zero
- * points (rt_quant_check / rt_quant_is_symmetric). On KILN_OK, *src describes the Linear. */
-static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int G, int zeros, RtQuantSrc *src,
-                             char *prefix, int plen, char *err, int errlen)
+/* The checks of a w4a16 spec past check_spec's (format `to`): a matrix, the checkpoint's tensors, format,
+ * group and zero points (rt_quant_check / rt_quant_is_symmetric). On KILN_OK, *src describes the Linear. */
+static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int to, RtQuantSrc *src, char *err,
+                             int errlen)
 {
     const char *n = spec->name;
     size_t len = strlen(n);
+    int G = fmts[to].block, zeros = to >= FMT_W4G32Z;
+    char prefix[512];
     if (spec->rank != 2 || spec->shape[0] < 1 || spec->shape[1] < 1 || spec->shape[0] > INT32_MAX ||
-        spec->shape[1] > INT32_MAX || spec->shape[1] % G ||
-        spec->nbytes != spec->shape[0] * (spec->shape[1] / G) * (G / 2 + 2 + zeros))
+        spec->shape[1] > INT32_MAX)
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s: the package's %s entry is not valid", w->path, n, spec->dtype);
     if (!w->st)
@@ -712,10 +727,10 @@ static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int G
                             "%s: tensor %s: the package wants %s (GPTQ/AWQ INT4), which only a safetensors "
                             "checkpoint holds",
                             w->path, n, spec->dtype);
-    if (len < 8 || strcmp(n + len - 7, ".weight") || (int)len - 7 >= plen)
+    if (len < 8 || strcmp(n + len - 7, ".weight") || len - 7 >= sizeof prefix)
         return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s: %s needs a Linear's .weight",
                             w->path, n, spec->dtype);
-    snprintf(prefix, (size_t)plen, "%.*s", (int)len - 7, n);
+    snprintf(prefix, sizeof prefix, "%.*s", (int)len - 7, n);
     KilnStatus s = KILN_OK;
     const RtStTensor *qw = w4_tensor(w, prefix, "qweight", RT_ST_DTYPE_I32, 1, &s, err, errlen);
     const RtStTensor *qz = s ? NULL : w4_tensor(w, prefix, "qzeros", RT_ST_DTYPE_I32, 1, &s, err, errlen);
@@ -768,16 +783,11 @@ static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int G
     return KILN_OK;
 }
 
-/* Repacks into dst: words, then f16 scales, then (z) zeros. */
-static KilnStatus w4_read(const RtWeights *w, const RtWeightSpec *spec, int G, int zeros, void *dst,
-                          char *err, int errlen)
+/* Repacks the resolved Linear src (format `to`) into dst: words, then f16 scales, then (z) zeros. */
+static KilnStatus w4_read(const RtQuantSrc *src, int to, void *dst, char *err, int errlen)
 {
-    RtQuantSrc src;
-    char prefix[512];
-    KilnStatus s = w4_resolve(w, spec, G, zeros, &src, prefix, sizeof prefix, err, errlen);
-    if (s != KILN_OK || !dst)
-        return s != KILN_OK ? s : rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: NULL destination", spec->name);
-    int64_t N = src.N, K = src.K;
+    int64_t N = src->N, K = src->K, G = src->G;
+    int zeros = to >= FMT_W4G32Z;
     unsigned char *out = dst;
     RtQuantDst d = {.dtype = RT_QUANT_F16,
                     .w = (int32_t *)(void *)out,
@@ -786,15 +796,19 @@ static KilnStatus w4_read(const RtWeights *w, const RtWeightSpec *spec, int G, i
                     .scales_len = N * (K / G),
                     .zeros = zeros ? out + N * K / 2 + N * (K / G) * 2 : NULL,
                     .zeros_len = zeros ? N * (K / G) : 0};
-    return rt_quant_repack(&src, &d, err, errlen);
+    return rt_quant_repack(src, &d, err, errlen);
 }
 
-/* Every check of one spec; on KILN_OK, *src and *to describe the read. */
+/* Every check of one spec; on KILN_OK, *src and *to describe the read (a w4a16 Linear: src->quant). */
 static KilnStatus resolve(const RtWeights *w, const RtWeightSpec *spec, Src *src, int *to, char *err,
                           int errlen)
 {
     memset(src, 0, sizeof *src);
     KilnStatus s = check_spec(w, spec, to, err, errlen);
+    if (s == KILN_OK && fmt_is_w4(*to)) {
+        snprintf(src->label, sizeof src->label, "%s", spec->name);
+        return w4_resolve(w, spec, *to, &src->quant, err, errlen);
+    }
     if (s == KILN_OK) s = w->gguf ? find_gguf(w, spec, src, err, errlen) : find_st(w, spec, src, err, errlen);
     if (s != KILN_OK) return s;
     int same = src->rank == spec->rank;
@@ -817,11 +831,8 @@ KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_check: NULL weights or specs");
     for (int i = 0; i < n; i++) {
         Src src;
-        RtQuantSrc q;
-        char prefix[512];
-        int to, zeros = 0, G = specs[i].dtype ? w4_of(specs[i].dtype, &zeros) : 0;
-        KilnStatus s = G ? w4_resolve(w, &specs[i], G, zeros, &q, prefix, sizeof prefix, err, errlen)
-                         : resolve(w, &specs[i], &src, &to, err, errlen);
+        int to;
+        KilnStatus s = resolve(w, &specs[i], &src, &to, err, errlen);
         if (s != KILN_OK) return s;
     }
     return KILN_OK;
@@ -832,14 +843,13 @@ KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char
 KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, char *err, int errlen)
 {
     if (!w || !spec) return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_read: NULL weights or spec");
-    int zeros = 0, G = spec->dtype ? w4_of(spec->dtype, &zeros) : 0;
-    if (G) return w4_read(w, spec, G, zeros, dst, err, errlen);
     Src src;
     int to;
     KilnStatus s = resolve(w, spec, &src, &to, err, errlen);
     if (s != KILN_OK) return s;
     if (!dst && spec->nbytes > 0)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: tensor %s: NULL destination", w->path, src.label);
+    if (fmt_is_w4(to)) return w4_read(&src.quant, to, dst, err, errlen);
     size_t out_unit = (size_t)(src.unit_elems / fmts[to].block * fmts[to].bytes);
     float *row = NULL;
     if (src.fmt != to && src.n_units > 0) {
