@@ -31,6 +31,8 @@ p.add_argument("--quick", action="store_true")
 p.add_argument("--only", default="", help="comma-separated case-name prefixes (sweep, prefill, decode, verify)")
 p.add_argument("--json", default="")
 p.add_argument("--config", action="append", default=[], help="MODE=CONFIG override, e.g. 'decode=BLOCK_N=64'")
+p.add_argument("--split-waves", type=int, default=2, help="decode split heuristic: programs for this many SM waves")
+p.add_argument("--split-cap", type=int, default=32, help="decode split heuristic: at most this many splits")
 p.add_argument("--source", default="", help="write the CUDA source of each timed kernel into this folder")
 args = p.parse_args()
 dev = torch.device("cuda")
@@ -132,7 +134,7 @@ def n_splits_for(B, Hkv, G, qn, ctx, block_m=16):
     """Flash-decoding's split: enough programs for two waves of SMs, keys per split >= 512, at most 32
     (one trip of attention_merge's default SPLITS)."""
     programs = B * Hkv * math.ceil(qn * G / block_m)
-    return max(1, min(math.ceil(2 * SMS / programs), ctx // 512, 32))
+    return max(1, min(math.ceil(args.split_waves * SMS / programs), ctx // 512, args.split_cap))
 
 
 class Split:

@@ -76,6 +76,74 @@ static void attention_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "STAGES", 2);
 }
 
+/* What one part of the key loop needs from the kernel around it. */
+typedef struct KeyLoop {
+    KirBuilder *b;
+    KirValue *qt, *kc, *vc, *bt, *bt_row, *kvh, *pos, *ctx, *tm, *dl, *dmask, *zero_t, *qk_scale;
+    int Hkv, D, S, W, causal, bm, bn, dp, stages;
+    KirDtype dt;
+} KeyLoop;
+
+/* The FA2 trips over key blocks [lo, hi), from and back into carry = (m, l, acc). Unmasked parts read
+ * every key of a block and apply no causal/window/tree mask (the caller proved them all visible). */
+static KirInst *key_loop(const KeyLoop *c, KirValue *lo, KirValue *hi, int masked, KirValue **carry)
+{
+    KirBuilder *b = c->b;
+    int bm = c->bm, bn = c->bn, dp = c->dp, shp_mn[2] = {bm, bn};
+    KirValue *zero_i = kir_const_i32(b, 0), *f0 = kir_const_f(b, KIR_F32, 0);
+    KirValue *cS = kir_const_i32(b, c->S), *page_elems = kir_const_i64(b, (int64_t)c->S * c->Hkv * c->D);
+    KirValue *dl64 = kir_cast(b, c->dl, KIR_I64);
+    KirBlock *body = kir_for_begin(b, lo, hi, kir_const_i32(b, bn), carry, 3, c->stages > 1 ? c->stages : 0);
+    KirValue *kb = body->args[0], *m = body->args[1], *l = body->args[2], *acc = body->args[3];
+    KirValue *kpos = kir_add(b, kb, kir_arange(b, bn));
+    KirValue *kmask = masked ? kir_lt(b, kpos, hi) : NULL;
+    KirValue *page =
+        kir_load(b, c->bt, kir_add(b, c->bt_row, kir_div(b, kpos, cS)), kmask, kmask ? zero_i : NULL);
+    /* element offset of (page, kpos % S, kvh, 0) in the caches, i64 [BN] */
+    KirValue *slot =
+        kir_add(b, kir_mul(b, kir_binary(b, KIR_OP_REM, kpos, cS), kir_const_i32(b, c->Hkv)), c->kvh);
+    KirValue *kbase = kir_add(b, kir_mul(b, kir_cast(b, page, KIR_I64), page_elems),
+                              kir_cast(b, kir_mul(b, slot, kir_const_i32(b, c->D)), KIR_I64));
+    KirValue *kt_mask = kfam_outer_mask(b, c->dmask, kmask, dp, bn);
+    KirValue *kt = kir_load(b, c->kc, kfam_outer(b, KIR_OP_ADD, dl64, kbase), kt_mask,
+                            kt_mask ? c->zero_t : NULL); /* [DP, BN] */
+    KirValue *v_mask = kfam_outer_mask(b, kmask, c->dmask, bn, dp);
+    KirValue *vt = kir_load(b, c->vc, kfam_outer(b, KIR_OP_ADD, kbase, dl64), v_mask,
+                            v_mask ? c->zero_t : NULL); /* [BN, DP] */
+
+    KirValue *sc = kir_mul(b, kir_dot(b, c->qt, kt, kir_splat(b, f0, 2, shp_mn)), c->qk_scale);
+    if (masked) {
+        KirValue *valid = kfam_cols(b, kmask, bm);
+        if (c->causal) valid = kir_binary(b, KIR_OP_AND, valid, kfam_outer(b, KIR_OP_GE, c->pos, kpos));
+        if (c->W > 0) {
+            KirValue *wlo = kir_sub(b, c->pos, kir_const_i32(b, c->W)); /* keys > pos - W */
+            valid = kir_binary(b, KIR_OP_AND, valid, kfam_outer(b, KIR_OP_LT, wlo, kpos));
+        }
+        if (c->tm) { /* keys of this step's own tokens: only the row token's ancestors (bit kpos - ctx) */
+            KirValue *rel = kir_sub(b, kpos, c->ctx);
+            KirValue *amt =
+                kir_binary(b, KIR_OP_MIN, kir_binary(b, KIR_OP_MAX, rel, zero_i), kir_const_i32(b, 63));
+            KirValue *bit = kfam_outer(b, KIR_OP_SHR, c->tm, kir_cast(b, amt, KIR_I64));
+            bit = kir_binary(b, KIR_OP_NE, kir_binary(b, KIR_OP_AND, bit, kir_const_i64(b, 1)),
+                             kir_const_i64(b, 0));
+            KirValue *ok = kir_binary(b, KIR_OP_OR, kfam_cols(b, kir_lt(b, rel, zero_i), bm), bit);
+            valid = kir_binary(b, KIR_OP_AND, valid, ok);
+        }
+        sc = kir_select(b, valid, sc, kir_const_f(b, KIR_F32, -INFINITY));
+    }
+    KirValue *m_new = kir_binary(b, KIR_OP_MAX, m, kir_reduce(b, sc, KIR_RED_MAX, 1));
+    KirValue *p = kir_unary(b, KIR_OP_EXP2, kir_sub(b, sc, kfam_rows(b, m_new, bn)));
+    KirValue *alpha = kir_unary(b, KIR_OP_EXP2, kir_sub(b, m, m_new));
+    KirValue *l_new = kir_add(b, kir_mul(b, l, alpha), kir_reduce(b, p, KIR_RED_SUM, 1));
+    KirValue *pv = c->dt == KIR_F32 ? p : kir_cast(b, p, c->dt);
+    KirValue *acc_new = kir_dot(b, pv, vt, kir_mul(b, acc, kfam_rows(b, alpha, dp)));
+    KirValue *yields[3] = {m_new, l_new, acc_new};
+    KirInst *loop = kir_for_end(b, yields, 3);
+    for (int i = 0; i < 3; i++)
+        carry[i] = loop->res[i];
+    return loop;
+}
+
 static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
                                 IrDiag *d)
 {
@@ -144,6 +212,9 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     KirValue *one = kir_const_i32(&b, 1), *zero_i = kir_const_i32(&b, 0);
     KirValue *cBM = kir_const_i32(&b, bm), *cBN = kir_const_i32(&b, bn), *cG = kir_const_i32(&b, group);
     KirValue *tile = kir_pid(&b, 0), *kvh = kir_pid(&b, 1), *seq = kir_pid(&b, 2), *z = NULL;
+    /* causal: the last query tiles have the most keys; they come first (the GPU starts programs in
+     * order), so the short ones fill the tail of the grid */
+    if (causal) tile = kir_sub(&b, kir_sub(&b, kir_nprog(&b, 0), tile), one);
     if (split) {
         KirValue *cHkv = kir_const_i32(&b, Hkv);
         z = kir_div(&b, kvh, cHkv);
@@ -197,60 +268,60 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
         lo = kir_binary(&b, KIR_OP_MIN, lo, hi);
     }
 
-    KirValue *f0 = kir_const_f(&b, KIR_F32, 0);
-    int shp_md[2] = {bm, dp}, shp_m[1] = {bm}, shp_mn[2] = {bm, bn};
-    KirValue *inits[3] = {kir_splat(&b, kir_const_f(&b, KIR_F32, -1e30), 1, shp_m),
-                          kir_splat(&b, f0, 1, shp_m), kir_splat(&b, f0, 2, shp_md)};
-    KirValue *qk_scale = kir_const_f(&b, KIR_F32, scale * 1.4426950408889634);
-    KirValue *ninf = kir_const_f(&b, KIR_F32, -INFINITY);
-    KirValue *bt_row = kir_mul(&b, seq, max_pages);
-    KirValue *cS = kir_const_i32(&b, S);
-    KirValue *page_elems = kir_const_i64(&b, S * Hkv * D);
-    KirValue *dl64 = kir_cast(&b, dl, KIR_I64);
+    /* Key blocks every row of the tile sees whole need no masks: [full_lo, e) on lo's BLOCK_N grid, keys
+     * below the first row's causal bound (or the sequence's end), past the last row's window and, in a tree,
+     * before the step's own tokens. The loop runs in up to three parts, masked [lo, full_lo), unmasked
+     * [full_lo, e), masked [e, hi), carrying (m, l, acc) from one to the next. */
+    KirValue *full_end =
+        causal ? kir_add(&b, kir_add(&b, ctx, group > 1 ? kir_div(&b, first, cG) : first), one) : slen;
+    if (tree) full_end = kir_binary(&b, KIR_OP_MIN, full_end, ctx);
+    KirValue *full_lo = lo;
+    if (W > 0) { /* keys > pos_last - W: the first block starting at or after pos_last - W + 1 */
+        KirValue *last = kir_sub(&b, kir_binary(&b, KIR_OP_MIN, kir_add(&b, first, cBM), nrows), one);
+        KirValue *w1 =
+            kir_sub(&b, kir_add(&b, ctx, group > 1 ? kir_div(&b, last, cG) : last), kir_const_i32(&b, W - 1));
+        w1 = kir_binary(&b, KIR_OP_MAX, w1, lo);
+        full_lo = kir_add(
+            &b, lo,
+            kir_mul(&b, kir_div(&b, kir_sub(&b, kir_add(&b, kir_sub(&b, w1, lo), cBN), one), cBN), cBN));
+        full_lo = kir_binary(&b, KIR_OP_MIN, full_lo, hi);
+    }
+    KirValue *e = kir_sub(&b, kir_binary(&b, KIR_OP_MAX, kir_binary(&b, KIR_OP_MIN, full_end, hi), lo), lo);
+    e = kir_binary(&b, KIR_OP_MAX, kir_add(&b, lo, kir_mul(&b, kir_div(&b, e, cBN), cBN)), full_lo);
 
+    KeyLoop kl = {.b = &b,
+                  .qt = qt,
+                  .kc = kc,
+                  .vc = vc,
+                  .bt = bt,
+                  .bt_row = kir_mul(&b, seq, max_pages),
+                  .kvh = kvh,
+                  .pos = pos,
+                  .ctx = ctx,
+                  .tm = NULL,
+                  .dl = dl,
+                  .dmask = dmask,
+                  .zero_t = zero_t,
+                  .Hkv = (int)Hkv,
+                  .D = (int)D,
+                  .S = (int)S,
+                  .W = (int)W,
+                  .causal = (int)causal,
+                  .bm = bm,
+                  .bn = bn,
+                  .dp = dp,
+                  .stages = stages,
+                  .dt = dt,
+                  .qk_scale = kir_const_f(&b, KIR_F32, scale * 1.4426950408889634)};
     /* tree verify: row R's ancestor mask, bit j = may attend to query token j of its sequence */
-    KirValue *tm = tree ? kir_load(&b, tree_mask, kir_add(&b, q0, qi), rmask, kir_const_i64(&b, 0)) : NULL;
-    KirBlock *body = kir_for_begin(&b, lo, hi, cBN, inits, 3, stages > 1 ? stages : 0);
-    KirValue *kb = body->args[0], *m = body->args[1], *l = body->args[2], *acc = body->args[3];
-    KirValue *kpos = kir_add(&b, kb, kir_arange(&b, bn));
-    KirValue *kmask = kir_lt(&b, kpos, hi);
-    KirValue *page = kir_load(&b, bt, kir_add(&b, bt_row, kir_div(&b, kpos, cS)), kmask, zero_i);
-    /* element offset of (page, kpos % S, kvh, 0) in the caches, i64 [BN] */
-    KirValue *slot =
-        kir_add(&b, kir_mul(&b, kir_binary(&b, KIR_OP_REM, kpos, cS), kir_const_i32(&b, Hkv)), kvh);
-    KirValue *kbase = kir_add(&b, kir_mul(&b, kir_cast(&b, page, KIR_I64), page_elems),
-                              kir_cast(&b, kir_mul(&b, slot, kir_const_i32(&b, D)), KIR_I64));
-    KirValue *kt_mask = kfam_outer_mask(&b, dmask, kmask, dp, bn);
-    KirValue *kt = kir_load(&b, kc, kfam_outer(&b, KIR_OP_ADD, dl64, kbase), kt_mask, zero_t); /* [DP, BN] */
-    KirValue *v_mask = kfam_outer_mask(&b, kmask, dmask, bn, dp);
-    KirValue *vt = kir_load(&b, vc, kfam_outer(&b, KIR_OP_ADD, kbase, dl64), v_mask, zero_t); /* [BN, DP] */
-
-    KirValue *sc = kir_mul(&b, kir_dot(&b, qt, kt, kir_splat(&b, f0, 2, shp_mn)), qk_scale);
-    KirValue *valid = kfam_cols(&b, kmask, bm);
-    if (causal) valid = kir_binary(&b, KIR_OP_AND, valid, kfam_outer(&b, KIR_OP_GE, pos, kpos));
-    if (W > 0) {
-        KirValue *wlo = kir_sub(&b, pos, kir_const_i32(&b, W)); /* keys > pos - W */
-        valid = kir_binary(&b, KIR_OP_AND, valid, kfam_outer(&b, KIR_OP_LT, wlo, kpos));
-    }
-    if (tree) { /* keys of this step's own tokens: only the row token's ancestors (bit kpos - ctx) */
-        KirValue *rel = kir_sub(&b, kpos, ctx);
-        KirValue *amt =
-            kir_binary(&b, KIR_OP_MIN, kir_binary(&b, KIR_OP_MAX, rel, zero_i), kir_const_i32(&b, 63));
-        KirValue *bit = kfam_outer(&b, KIR_OP_SHR, tm, kir_cast(&b, amt, KIR_I64));
-        bit = kir_binary(&b, KIR_OP_NE, kir_binary(&b, KIR_OP_AND, bit, kir_const_i64(&b, 1)),
-                         kir_const_i64(&b, 0));
-        KirValue *ok = kir_binary(&b, KIR_OP_OR, kfam_cols(&b, kir_lt(&b, rel, zero_i), bm), bit);
-        valid = kir_binary(&b, KIR_OP_AND, valid, ok);
-    }
-    sc = kir_select(&b, valid, sc, ninf);
-    KirValue *m_new = kir_binary(&b, KIR_OP_MAX, m, kir_reduce(&b, sc, KIR_RED_MAX, 1));
-    KirValue *p = kir_unary(&b, KIR_OP_EXP2, kir_sub(&b, sc, kfam_rows(&b, m_new, bn)));
-    KirValue *alpha = kir_unary(&b, KIR_OP_EXP2, kir_sub(&b, m, m_new));
-    KirValue *l_new = kir_add(&b, kir_mul(&b, l, alpha), kir_reduce(&b, p, KIR_RED_SUM, 1));
-    KirValue *pv = dt == KIR_F32 ? p : kir_cast(&b, p, dt);
-    KirValue *acc_new = kir_dot(&b, pv, vt, kir_mul(&b, acc, kfam_rows(&b, alpha, dp)));
-    KirValue *yields[3] = {m_new, l_new, acc_new};
-    KirInst *loop = kir_for_end(&b, yields, 3);
+    if (tree) kl.tm = kir_load(&b, tree_mask, kir_add(&b, q0, qi), rmask, kir_const_i64(&b, 0));
+    KirValue *f0 = kir_const_f(&b, KIR_F32, 0);
+    int shp_md[2] = {bm, dp}, shp_m[1] = {bm};
+    KirValue *carry[3] = {kir_splat(&b, kir_const_f(&b, KIR_F32, -1e30), 1, shp_m),
+                          kir_splat(&b, f0, 1, shp_m), kir_splat(&b, f0, 2, shp_md)};
+    if (W > 0) key_loop(&kl, lo, full_lo, 1, carry);
+    key_loop(&kl, full_lo, e, 0, carry);
+    KirInst *loop = key_loop(&kl, e, hi, 1, carry);
 
     KirValue *lf = loop->res[1], *has = kir_binary(&b, KIR_OP_GT, lf, f0);
     lf = kir_select(&b, has, lf, kir_const_f(&b, KIR_F32, 1.0));

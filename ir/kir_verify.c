@@ -467,19 +467,23 @@ int64_t kir_estimate_tile_bytes(const KirKernel *k)
     return estimate(k, 0);
 }
 
+/* A pipelined loop's dot tiles live together (x its stages); loops one after another reuse one region. */
 static int64_t smem_walk(const KirBlock *blk, int stages)
 {
-    int64_t sum = 0;
+    int64_t own = 0, nested = 0;
     for (int i = 0; i < blk->n_insts; i++) {
         const KirInst *in = blk->insts[i];
         if (in->op == KIR_OP_DOT) {
             const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
-            sum += (int64_t)(kir_type_numel(a) + kir_type_numel(b)) * kir_dtype_bytes(a->dtype) *
+            own += (int64_t)(kir_type_numel(a) + kir_type_numel(b)) * kir_dtype_bytes(a->dtype) *
                    (stages ? stages : 1);
         }
-        if (in->op == KIR_OP_FOR) sum += smem_walk(in->body, in->pipeline);
+        if (in->op == KIR_OP_FOR) {
+            int64_t n = smem_walk(in->body, in->pipeline);
+            if (n > nested) nested = n;
+        }
     }
-    return sum;
+    return own + nested;
 }
 
 int64_t kir_estimate_smem_bytes(const KirKernel *k)

@@ -107,22 +107,38 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     return 1;
 }
 
-/* Can this pipeline feed wgmma (sm_90a)? Every dot: [16 * warps, K] x [K, N] with K a multiple of 64
- * (whole 128-byte swizzle rows) and N a multiple of 8 up to 256, so each warpgroup computes 64 rows
- * with one m64nNk16 per k16; A and B copied along K in 16-byte pieces (K-major images). */
+/* The index of the load of p that defines x, or -1. */
+static int pipe_load_index(const CgCudaGen *g, const CgCudaPipe *p, const KirValue *x)
+{
+    for (int j = 0; j < p->n_loads; j++)
+        if (p->loads[j].ld == g->v[x->id].def) return j;
+    return -1;
+}
+
+/* Can this pipeline feed wgmma (sm_90a)? Every dot: [16 * warps, K] x [K, N] with N a multiple of 8 up to
+ * 256, so each warpgroup computes 64 rows with one m64nNk16 per k16. A is a piped K-major image (K a
+ * multiple of 64: whole 128-byte swizzle rows) or registers in the accumulator layout with 16 rows per
+ * warp (FlashAttention's Q and P: wgmma's A fragment is that layout's k16 slice); B is a piped K-major
+ * image (K % 64) or N-major image (N % 64: the rows of V). Images are copied in 16-byte pieces. */
 static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
 {
     if (strcmp(g->t->name, "sm_90a") || g->warps % 4) return 0;
     for (int j = 0; j < p->n_loads; j++)
-        if (p->loads[j].trans || p->loads[j].vw != 8) return 0;
+        if ((p->loads[j].trans && p->loads[j].role == 0) || p->loads[j].vw != 8) return 0;
     const KirBlock *body = p->loop->body;
     for (int i = 0; i < body->n_insts; i++) {
         const KirInst *in = body->insts[i];
         if (in->op != KIR_OP_DOT) continue;
         const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
         if (a->dtype != KIR_BF16 && a->dtype != KIR_F16) return 0;
-        if (a->shape[0] != 16 * g->warps || a->shape[1] % 64 || b->shape[1] % 8 || b->shape[1] > 256)
-            return 0;
+        if (a->shape[0] != 16 * g->warps || b->shape[1] % 8 || b->shape[1] > 256) return 0;
+        int ja = pipe_load_index(g, p, in->ops[0]), jb = pipe_load_index(g, p, in->ops[1]);
+        if (jb < 0 || (ja >= 0 && a->shape[1] % 64)) return 0;
+        if (ja < 0) {
+            const CgCudaLayout *la = &g->lay[g->v[in->ops[0]->id].lay];
+            if (!a_in_regs(g, in) || la->wm != g->warps || la->fm != 1) return 0;
+        }
+        if (p->loads[jb].trans ? b->shape[1] % 64 : a->shape[1] % 64) return 0;
     }
     return 1;
 }
@@ -175,7 +191,7 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
     int budget = (lim ? lim->smem_bytes : 48 * 1024) - 8 * 1024;
     p.stages = loop->pipeline > 1 ? loop->pipeline : 1;
     if (p.stages > 8) p.stages = 8;
-    p.wgmma = !p.areg && wgmma_fits(g, &p);
+    p.wgmma = wgmma_fits(g, &p);
     int per = 0;
     for (int j = 0; j < p.n_loads; j++) {
         CgCudaPipeLoad *pl = &p.loads[j];
@@ -251,7 +267,8 @@ typedef struct Opnd {
     const char *ptr;
     int pitch, trans;
     const char *reg;
-    int reg_fn; /* reg: n8 fragments per row fragment */
+    int reg_fn;     /* reg: n8 fragments per row fragment */
+    const char *pk; /* reg packed before the loop (a_packed) */
 } Opnd;
 
 /* Can the dot read its A operand from the registers of an MMA layout (no shared-memory staging)? */
@@ -263,6 +280,60 @@ static int a_in_regs(const CgCudaGen *g, const KirInst *in)
     const CgCudaLayout *la = &g->lay[A->lay], *lr = &g->lay[R->lay];
     return la->kind == CG_CUDA_MMA && lr->kind == CG_CUDA_MMA && la->wn == 1 && lr->wn == 1 &&
            la->wm == lr->wm && la->fm == lr->fm && la->m == lr->m && la->m % 16 == 0 && la->n % 16 == 0;
+}
+
+/* The registers to pack an A operand from: x's own, or, when x is a cast of an f32 tile in the same layout
+ * to x's b16 dtype (P = dtype(p) in attention), the f32 source's: packing rounds to nearest even like the
+ * cast, so the bits are the same and the cast's registers need not exist. */
+static const char *a_reg_name(CgCudaGen *g, const KirValue *x)
+{
+    const KirInst *d = g->v[x->id].def;
+    if (d && d->op == KIR_OP_CAST && d->ops[0]->type.dtype == KIR_F32 && d->ops[0]->type.rank == 2) {
+        const CgCudaVal *S = &g->v[d->ops[0]->id];
+        if (S->form == CG_CUDA_REG && S->lay == g->v[x->id].lay) return S->name;
+    }
+    return g->v[x->id].name;
+}
+
+/* The b16 pairs of a register A operand packed before the current loop ("<name>_pk[k16 slice][4]"), or
+ * NULL. */
+static const char *a_packed(CgCudaGen *g, const KirValue *x)
+{
+    for (int i = 0; i < g->n_apk; i++)
+        if (g->apk[i] == x) return cg_cuda_fmt(g, "%s_pk", g->v[x->id].name);
+    return NULL;
+}
+
+/* Packs, before a pipelined loop, the register A operands its dots read that are defined before it (Q in
+ * attention): once, not every trip (the compiler does not hoist the packing asm), and in the enclosing
+ * scope, so later loops there reuse the pairs and the f32 registers die. Layouts of one row fragment per
+ * warp only (the k16 slice s is then n8 fragments 2s, 2s + 1). */
+static void pack_loop_a(CgCudaGen *g, const CgCudaPipe *p)
+{
+    const KirBlock *body = p->loop->body;
+    for (int i = 0; i < body->n_insts; i++) {
+        const KirInst *in = body->insts[i];
+        const KirValue *x = in->ops[0];
+        if (in->op != KIR_OP_DOT || g->n_apk == 8 || val(g, x)->form != CG_CUDA_REG ||
+            val(g, x)->blk == body || a_packed(g, x) || !a_in_regs(g, in) || g->lay[val(g, x)->lay].fm != 1)
+            continue;
+        int K = x->type.shape[1];
+        const char *n = val(g, x)->name, *r = a_reg_name(g, x);
+        const char *pk = x->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
+        cg_cuda_line(g, "unsigned %s_pk[%d][4];", n, K / 16);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_open(g, "for (int s = 0; s < %d; s++)", K / 16);
+        cg_cuda_line(
+            g, "%s_pk[s][0] = %s(%s[s * 8], %s[s * 8 + 1]), %s_pk[s][1] = %s(%s[s * 8 + 2], %s[s * 8 + 3]);",
+            n, pk, r, r, n, pk, r, r);
+        cg_cuda_line(
+            g,
+            "%s_pk[s][2] = %s(%s[s * 8 + 4], %s[s * 8 + 5]), %s_pk[s][3] = %s(%s[s * 8 + 6], %s[s * 8 + 7]);",
+            n, pk, r, r, n, pk, r, r);
+        cg_cuda_close(g);
+        g->apk_scope[g->n_apk] = g->depth ? g->scope_stack[g->depth - 1] : 0;
+        g->apk[g->n_apk++] = x;
+    }
 }
 
 static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const Opnd *A, const Opnd *B, int K)
@@ -278,7 +349,9 @@ static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const 
     cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += 16)", K);
     cg_cuda_line(g, "unsigned a[%d][4], b[%d][2];", L->fm, L->fn);
     cg_cuda_line(g, "#pragma unroll");
-    if (A->reg) {
+    if (A->pk) {
+        cg_cuda_line(g, "for (int i = 0; i < 4; i++) a[0][i] = %s[kk / 16][i];", A->pk);
+    } else if (A->reg) {
         const char *pk = dt == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
         cg_cuda_open(g, "for (int i = 0; i < %d; i++)", L->fm);
         cg_cuda_line(g, "const int f0 = (i * %d + kk / 8) * 4, f1 = f0 + 4;", A->reg_fn);
@@ -383,9 +456,9 @@ static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
                    conv);
     stage_tile(g, b, "sb", bt ? cg_cuda_fmt(g, "r * %d + c", pb) : cg_cuda_fmt(g, "c * %d + r", pb), conv);
     cg_cuda_line(g, "__syncthreads();");
-    Opnd A = {"sa", pa, at, NULL, 0}, B = {"sb", pb, bt, NULL, 0};
+    Opnd A = {"sa", pa, at, NULL, 0, NULL}, B = {"sb", pb, bt, NULL, 0, NULL};
     if (areg) {
-        A.reg = val(g, a)->name;
+        A.reg = a_reg_name(g, a);
         A.reg_fn = g->lay[val(g, a)->lay].fn;
     }
     emit_mma(g, R->lay, R->name, st, &A, &B, Kp);
@@ -431,7 +504,11 @@ static Opnd piped(CgCudaGen *g, const KirValue *x)
             const CgCudaPipeLoad *pl = &p->loads[j];
             Opnd o = {p->stages > 1 ? cg_cuda_fmt(g, "(kp%d + rd * %d)", j, pl->stage_bytes / 2)
                                     : cg_cuda_fmt(g, "kp%d", j),
-                      pl->len + 8, pl->trans, NULL, 0};
+                      pl->len + 8,
+                      pl->trans,
+                      NULL,
+                      0,
+                      NULL};
             return o;
         }
     UNREACHABLE();
@@ -449,40 +526,77 @@ static const CgCudaPipeLoad *piped_load(CgCudaGen *g, const KirValue *x, int *in
     UNREACHABLE();
 }
 
-/* dot on wgmma: warpgroup w multiplies rows [64w, 64w + 64) of the A image by the whole B image, one
- * m64nNk16 per k16 slice, accumulating in place in the registers of the MMA layout (wm = warps, wn = 1),
- * which is wgmma's accumulator layout. */
+/* dot on wgmma: warpgroup w multiplies rows [64w, 64w + 64) of A by the whole B image, one m64nNk16 per
+ * k16 slice, accumulating in place in the registers of the MMA layout (wm = warps, wn = 1), which is
+ * wgmma's accumulator layout. A is a K-major image or (FlashAttention's Q and P) registers of that layout:
+ * n8 fragments 2s, 2s + 1 of a thread are its A fragment of k16 slice s. B is a K-major image or, for
+ * `trans` (rows of N), an N-major one: 64-column atoms `lines * 128` bytes apart. */
 static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
 {
     const CgCudaPipe *p = g->cur_pipe;
-    int ja, jb, N = in->ops[1]->type.shape[1], K = in->ops[0]->type.shape[1], na = N / 2;
-    const CgCudaPipeLoad *A = piped_load(g, in->ops[0], &ja), *B = piped_load(g, in->ops[1], &jb);
+    int ja = -1, jb, N = in->ops[1]->type.shape[1], K = in->ops[0]->type.shape[1], na = N / 2;
+    const CgCudaPipeLoad *A =
+        val(g, in->ops[0])->form == CG_CUDA_PIPE ? piped_load(g, in->ops[0], &ja) : NULL;
+    const CgCudaPipeLoad *B = piped_load(g, in->ops[1], &jb);
     const char *rd = p->stages > 1 ? "rd" : "0";
     const char *kind = in->ops[0]->type.dtype == KIR_BF16 ? "bf16" : "f16";
     cg_cuda_begin(g);
-    cg_cuda_line(g, "const kd_%s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * 64;", kind, ja,
-                 rd, A->stage_bytes / 2);
+    if (A) {
+        cg_cuda_line(g, "const kd_%s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * 64;", kind,
+                     ja, rd, A->stage_bytes / 2);
+    } else if (!a_packed(g, in->ops[0])) { /* packed before the fence: registers written between wgmmas
+                                            * make ptxas serialize them */
+        const char *r = a_reg_name(g, in->ops[0]),
+                   *pk = in->ops[0]->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
+        cg_cuda_line(g, "unsigned af[%d][4];", K / 16);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_open(g, "for (int s = 0; s < %d; s++)", K / 16);
+        cg_cuda_line(g,
+                     "af[s][0] = %s(%s[s * 8], %s[s * 8 + 1]), af[s][1] = %s(%s[s * 8 + 2], %s[s * 8 + 3]);",
+                     pk, r, r, pk, r, r);
+        cg_cuda_line(
+            g, "af[s][2] = %s(%s[s * 8 + 4], %s[s * 8 + 5]), af[s][3] = %s(%s[s * 8 + 6], %s[s * 8 + 7]);",
+            pk, r, r, pk, r, r);
+        cg_cuda_close(g);
+    }
     cg_cuda_line(g, "const kd_%s *const tb = kp%d + %s * %d;", kind, jb, rd, B->stage_bytes / 2);
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
     cg_cuda_line(g, "kd_wgmma_fence();");
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += 16)", K);
-    cg_cuda_line(g, "const unsigned long long da = kd_wgmma_desc_sw128(ta + (kk / 64) * %d + kk %% 64);",
-                 A->lines * 64);
-    cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_sw128(tb + (kk / 64) * %d + kk %% 64);",
-                 B->lines * 64);
+    if (A)
+        cg_cuda_line(g, "const unsigned long long da = kd_wgmma_desc_sw128(ta + (kk / 64) * %d + kk %% 64);",
+                     A->lines * 64);
+    if (B->trans)
+        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_mn_sw128(tb + kk * 64, %d);",
+                     B->lines * 128);
+    else
+        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_sw128(tb + (kk / 64) * %d + kk %% 64);",
+                     B->lines * 64);
     IrBuf b = {0};
+    int nin = A ? 2 : 5; /* da, db or a0..a3, db */
+    const char *af = a_packed(g, in->ops[0]) ? a_packed(g, in->ops[0]) : "af";
     ir_buf_printf(&b,
                   "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\nwgmma.mma_async.sync.aligned."
                   "m64n%dk16.f32.%s.%s {",
-                  na + 2, N, kind, kind);
+                  na + nin, N, kind, kind);
     for (int i = 0; i < na; i++)
         ir_buf_printf(&b, "%s%%%d", i ? ", " : "", i);
-    ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1, 0, 0;\\n}\\n\"\n             : ", na, na + 1);
+    if (A)
+        ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n             : ", na, na + 1, B->trans);
+    else
+        ir_buf_printf(&b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n             : ", na,
+                      na + 1, na + 2, na + 3, na + 4, B->trans);
     for (int i = 0; i < na; i++)
         ir_buf_printf(&b, "%s\"+f\"(%s[%d])", i ? ", " : "", acc, i);
-    ir_buf_printf(&b, "\n             : \"l\"(da), \"l\"(db), \"r\"(1));");
+    if (A)
+        ir_buf_printf(&b, "\n             : \"l\"(da), \"l\"(db), \"r\"(1));");
+    else
+        ir_buf_printf(&b,
+                      "\n             : \"r\"(%s[kk / 16][0]), \"r\"(%s[kk / 16][1]), \"r\"(%s[kk / 16][2]), "
+                      "\"r\"(%s[kk / 16][3]), \"l\"(db), \"r\"(1));",
+                      af, af, af, af);
     cg_cuda_line(g, "%s", b.oom ? "" : b.s);
     if (b.oom) g->oom = 1;
     ir_buf_free(&b);
@@ -500,14 +614,16 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
     const CgCudaVal *R = val(g, res);
     int m, n, K = in->ops[0]->type.shape[1];
     cg_cuda_shape(&res->type, &m, &n);
-    cg_cuda_line(g, "/* dot %%%d: [%d,%d] x [%d,%d] + %%%d (%s) */", R->num, m, K, K, n, val(g, acc)->num,
-                 val(g, in->ops[1])->form == CG_CUDA_PIPE
-                     ? (g->cur_pipe->wgmma ? "pipelined tiles, wgmma"
-                        : val(g, in->ops[0])->form == CG_CUDA_PIPE
-                            ? "pipelined tiles, mma.sync m16n8k16"
-                            : "A in registers, pipelined B, mma.sync m16n8k16")
-                 : cg_cuda_dot_is_mma(in->ops[0]->type.dtype) ? "mma.sync m16n8k16"
-                                                              : "scalar fma");
+    cg_cuda_line(
+        g, "/* dot %%%d: [%d,%d] x [%d,%d] + %%%d (%s) */", R->num, m, K, K, n, val(g, acc)->num,
+        val(g, in->ops[1])->form == CG_CUDA_PIPE
+            ? (g->cur_pipe->wgmma
+                   ? (val(g, in->ops[0])->form == CG_CUDA_PIPE ? "pipelined tiles, wgmma"
+                                                               : "A in registers, pipelined B, wgmma")
+               : val(g, in->ops[0])->form == CG_CUDA_PIPE ? "pipelined tiles, mma.sync m16n8k16"
+                                                          : "A in registers, pipelined B, mma.sync m16n8k16")
+        : cg_cuda_dot_is_mma(in->ops[0]->type.dtype) ? "mma.sync m16n8k16"
+                                                     : "scalar fma");
     const CgCudaVal *C = val(g, acc);
     if (C->form == CG_CUDA_REG && C->lay == R->lay && C->uses == 1 && C->blk == R->blk) {
         g->v[res->id].name = C->name; /* the accumulator's only use, in the same block: update it in place */
@@ -522,7 +638,12 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
         if (val(g, in->ops[0])->form == CG_CUDA_PIPE) {
             A = piped(g, in->ops[0]);
         } else { /* plan_loop checked a_in_regs */
-            A = (Opnd){NULL, 0, 0, val(g, in->ops[0])->name, g->lay[val(g, in->ops[0])->lay].fn};
+            A = (Opnd){NULL,
+                       0,
+                       0,
+                       a_reg_name(g, in->ops[0]),
+                       g->lay[val(g, in->ops[0])->lay].fn,
+                       a_packed(g, in->ops[0])};
         }
         emit_mma(g, R->lay, R->name, in->ops[0]->type.dtype, &A, &B, K);
     } else if (cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) {
@@ -580,7 +701,8 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     const char *fence = p->wgmma ? "kd_fence_proxy_async(); " : "";
     cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
                  S > 1 ? "s" : "",
-                 p->wgmma ? "wgmma m64nNk16 from 128-byte-swizzled K-major tiles" : "mma.sync m16n8k16");
+                 p->wgmma ? "wgmma m64nNk16 from 128-byte-swizzled tiles" : "mma.sync m16n8k16");
+    pack_loop_a(g, p);
     cg_cuda_begin(g);
     if (p->wgmma)
         cg_cuda_line(g,

@@ -91,6 +91,14 @@ void cg_cuda_close(CgCudaGen *g)
             g->memo[i] = g->memo[--g->n_memo];
         else
             i++;
+    for (int i = 0; i < g->n_apk;)
+        if (g->apk_scope[i] == sc) {
+            g->n_apk--;
+            g->apk[i] = g->apk[g->n_apk];
+            g->apk_scope[i] = g->apk_scope[g->n_apk];
+        } else {
+            i++;
+        }
     g->ind--;
     cg_cuda_line(g, "}");
 }
@@ -257,7 +265,7 @@ static const char *elem_expr(CgCudaGen *g, const KirInst *in, const char *const 
         return fl ? cg_cuda_fmt(g, "fabsf(%s)", a)
                   : wrap(g, rt, cg_cuda_fmt(g, "%s < 0 ? -%s : %s", a, a, a));
     case KIR_OP_EXP: return cg_cuda_fmt(g, "expf(%s)", a);
-    case KIR_OP_EXP2: return cg_cuda_fmt(g, "exp2f(%s)", a);
+    case KIR_OP_EXP2: return cg_cuda_fmt(g, "kd_exp2(%s)", a);
     case KIR_OP_LOG: return cg_cuda_fmt(g, "logf(%s)", a);
     case KIR_OP_SQRT: return cg_cuda_fmt(g, "sqrtf(%s)", a);
     case KIR_OP_RSQRT: return cg_cuda_fmt(g, "(1.0f / sqrtf(%s))", a);

@@ -86,8 +86,8 @@ typedef struct CgCudaPipeLoad {
 typedef struct CgCudaPipe {
     const KirInst *loop;
     int stages;
-    int wgmma; /* sm_90a: 128-byte-swizzled K-major images read by wgmma (else padded rows, mma.sync) */
-    int areg;  /* some dot reads its A operand from registers (an MMA-layout tile): mma.sync only */
+    int wgmma; /* sm_90a: 128-byte-swizzled images read by wgmma (else padded rows, mma.sync) */
+    int areg;  /* some dot reads its A operand from registers (an MMA-layout tile) */
     int n_loads;
     CgCudaPipeLoad loads[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */
@@ -121,9 +121,11 @@ typedef struct CgCudaGen {
     int n_pipes;
     const KirInst *forced_dot[CG_CUDA_MAX_PIPES * 4]; /* dots whose result layout a wgmma pipe fixes */
     int forced_lay[CG_CUDA_MAX_PIPES * 4], n_forced;
-    int mma_rows;      /* a row reduction consumes a dot's result: MMA layouts split rows over warps (wn 1) */
-    int pipe_bytes;    /* shared memory of the pipelines (at offset 0), rounded to 128 */
-    int scratch_bytes; /* the scratch region after it: conversions, reductions, dot staging */
+    int mma_rows; /* a row reduction consumes a dot's result: MMA layouts split rows over warps (wn 1) */
+    const KirValue *apk[8];  /* register A operands packed to b16 pairs before a pipelined loop, */
+    int apk_scope[8], n_apk; /* valid while the scope they were packed in is open */
+    int pipe_bytes;          /* shared memory of the pipelines (at offset 0), rounded to 128 */
+    int scratch_bytes;       /* the scratch region after it: conversions, reductions, dot staging */
     /* emission */
     IrBuf body;
     int ind;

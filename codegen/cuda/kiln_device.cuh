@@ -55,6 +55,14 @@ __device__ __forceinline__ float kd_reduce_angle(float x)
     const double d = (double)x, k = rint(d * 0.15915494309189535);
     return (float)fma(-k, 6.283185307179586232, d);
 }
+/* exp2 on the MUFU unit in one instruction (exp2f adds a denormal fix-up around it): relative error below
+ * 2^-22; results under 2^-126 flush to 0 (exp2 is softmax's inner op). */
+__device__ __forceinline__ float kd_exp2(float x)
+{
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
 __device__ __forceinline__ float kd_sin(float x) { return sinf(kd_reduce_angle(x)); }
 __device__ __forceinline__ float kd_cos(float x) { return cosf(kd_reduce_angle(x)); }
 __device__ __forceinline__ float kd_rbf16(float x)
@@ -72,11 +80,23 @@ __device__ __forceinline__ float kd_rf8(float x)
 /* f32 -> bf16/f16 pair packed in one 32-bit register (low half = first), for mma operands. */
 __device__ __forceinline__ unsigned kd_pack_bf16x2(float lo, float hi)
 {
+#if __CUDA_ARCH__ >= 800 /* one cvt for the pair */
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
     return (unsigned)kd_f32_to_bf16(lo) | ((unsigned)kd_f32_to_bf16(hi) << 16);
+#endif
 }
 __device__ __forceinline__ unsigned kd_pack_f16x2(float lo, float hi)
 {
+#if __CUDA_ARCH__ >= 800
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+#else
     return (unsigned)kd_f32_to_f16(lo) | ((unsigned)kd_f32_to_f16(hi) << 16);
+#endif
 }
 
 /* Float -> integer: truncate, saturate to the type's range, NaN -> 0 (the interpreter's rule). The
@@ -325,5 +345,14 @@ __device__ __forceinline__ unsigned long long kd_wgmma_desc_sw128(const void *p)
 {
     unsigned long long a = kd_smem_addr(p);
     return ((a & 0x3ffffull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+/* Descriptor of an N-major operand tile (B with rows of N) with the 128-byte swizzle: atoms of 64 columns,
+ * row k of an atom at 128 * k bytes (16-byte chunk j stored at chunk j ^ (k % 8)), 8-row groups 1024 B
+ * apart, atoms `atom` bytes apart (the leading byte offset), each 1024-byte aligned. p may point 16 rows
+ * (2048 bytes) at a time into the atom to select a k16 slice. */
+__device__ __forceinline__ unsigned long long kd_wgmma_desc_mn_sw128(const void *p, unsigned atom)
+{
+    unsigned long long a = kd_smem_addr(p);
+    return ((a & 0x3ffffull) >> 4) | ((unsigned long long)(atom >> 4) << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
 }
 #endif
