@@ -15,7 +15,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 for t in test_rt_device test_cg_cuda test_kfam_attention test_kfam_spec_verify test_kfam_qmatmul test_kfam_kv_write \
          test_kfam_logits; do
   [ -x "$B/tests/$t" ] || continue
-  KILN_TEST_EXECUTORS=cuda timeout "${TEST_TIMEOUT:-200}" stdbuf -oL "$B/tests/$t" > "$OUTDIR/$t.log" 2>&1
+  KILN_TEST_EXECUTORS=cuda timeout "${TEST_TIMEOUT:-400}" stdbuf -oL "$B/tests/$t" > "$OUTDIR/$t.log" 2>&1
   echo "$t rc=$? $(tail -1 "$OUTDIR/$t.log")"
 done
 F='Warning|sdpa = |sd = |No available|peer SDP'

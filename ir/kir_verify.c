@@ -2,7 +2,7 @@
  * verifier (types, SSA scoping in structured blocks, terminators, parameters) and the resource estimates
  * behind per-target budgets. Budgets are estimates with a documented model (docs/KERNEL_IR.md): tile
  * registers = peak bytes of live tiles / threads / 4; shared memory = dot operand tiles x pipeline stages
- * plus one reduction buffer.
+ * (the largest of loops that run one after another) plus one reduction buffer.
  */
 #include "kir_impl.h"
 

@@ -313,9 +313,10 @@ static void pack_loop_a(CgCudaGen *g, const CgCudaPipe *p)
     const KirBlock *body = p->loop->body;
     for (int i = 0; i < body->n_insts; i++) {
         const KirInst *in = body->insts[i];
+        if (in->op != KIR_OP_DOT) continue;
         const KirValue *x = in->ops[0];
-        if (in->op != KIR_OP_DOT || g->n_apk == 8 || val(g, x)->form != CG_CUDA_REG ||
-            val(g, x)->blk == body || a_packed(g, x) || !a_in_regs(g, in) || g->lay[val(g, x)->lay].fm != 1)
+        if (g->n_apk == 8 || val(g, x)->form != CG_CUDA_REG || val(g, x)->blk == body || a_packed(g, x) ||
+            !a_in_regs(g, in) || g->lay[val(g, x)->lay].fm != 1)
             continue;
         int K = x->type.shape[1];
         const char *n = val(g, x)->name, *r = a_reg_name(g, x);

@@ -341,7 +341,8 @@ static void cuda_compile(void)
                 KT_CHECK(dots == 2 * parts && bars <= 2 * parts,
                          "attention %s: %d register-A pipelined dots, %d barriers", k->name, dots, bars);
                 int want_wg = (!cases[i].mode || strcmp(cases[i].mode, "decode")) && cases[i].D <= 128;
-                KT_CHECK(wg == (want_wg ? dots : 0), "attention %s: %d of %d dots on wgmma", k->name, wg, dots);
+                KT_CHECK(wg == (want_wg ? dots : 0), "attention %s: %d of %d dots on wgmma", k->name, wg,
+                         dots);
             }
             ir_buf_free(&src);
             CgBinary cubin, ptx;
