@@ -20,11 +20,12 @@ extern const KfamFamily kfam_attention_merge;
 extern const KfamFamily kfam_kv_write;
 extern const KfamFamily kfam_spec_verify;
 extern const KfamFamily kfam_qmatmul;
+extern const KfamFamily kfam_quant_rows;
 
 static const KfamFamily *const families[] = {
-    &kfam_embedding, &kfam_rmsnorm,  &kfam_rope,      &kfam_matmul,          &kfam_matmul_splitk_epilogue,
-    &kfam_sample,    &kfam_kv_write, &kfam_attention, &kfam_attention_merge, &kfam_spec_verify,
-    &kfam_qmatmul,
+    &kfam_embedding, &kfam_rmsnorm,    &kfam_rope,      &kfam_matmul,          &kfam_matmul_splitk_epilogue,
+    &kfam_sample,    &kfam_kv_write,   &kfam_attention, &kfam_attention_merge, &kfam_spec_verify,
+    &kfam_qmatmul,   &kfam_quant_rows,
 };
 
 const KfamFamily *kfam_find(const char *name)
@@ -386,4 +387,10 @@ void kfam_rope_rotate(KirBuilder *b, KirValue *x1, KirValue *x2, KirValue *c, Ki
 {
     *y1 = kir_sub(b, kir_mul(b, x1, c), kir_mul(b, x2, sn));
     *y2 = kir_add(b, kir_mul(b, x2, c), kir_mul(b, x1, sn));
+}
+
+int64_t kfam_row_block(int64_t C)
+{
+    int64_t block = kfam_pow2_ceil(C);
+    return block > 8192 ? 4096 : kfam_clamp(block, 64, 8192);
 }

@@ -27,6 +27,9 @@ IrStatus kfam_kernel_end(KirBuilder *b, KirKernel **out);
 
 int64_t kfam_pow2_ceil(int64_t x); /* smallest power of two >= x (1 for x <= 1) */
 int64_t kfam_clamp(int64_t x, int64_t lo, int64_t hi);
+/* The BLOCK of a kernel walking rows of C elements: pow2(C) in [64, 8192] (one pass with the row in
+ * registers), 4096-element chunks past 8192 (rmsnorm, quant_rows). */
+int64_t kfam_row_block(int64_t C);
 int64_t kfam_cdiv(int64_t a, int64_t b);
 
 /* [M] x [N] -> [M,N]: op(x[:,None], y[None,:]). */

@@ -15,6 +15,15 @@
  *              scales  ptr<dtype> [N]       s = scales[n]
  *            the B tile is dtype(q) (exact) and the scale multiplies the f32 sum: acc_n * f32(s[n]), before
  *            the epilogue (the same product, without rounding q * s to dtype)
+ *   "fp8"    FP8 e4m3fn weights (FP8 checkpoints: vLLM / llm-compressor / ModelOpt), f32 scales:
+ *              w       ptr<f8e4m3> [N, K]   q = w[n, k]
+ *              scales  ptr<f32> [N]         s = scales[n]; spec scale=tensor: ptr<f32> [1], s = scales[0]
+ *            like w8a16: the B tile is dtype(q) (exact: e4m3 values are bf16/f16 values) and acc * s
+ *            in f32 before the epilogue
+ *   W8A8 (spec act=fp8 with wfmt=fp8, act=int8 with wfmt=w8a16): x holds the activations quantized per row
+ *            by quant_rows (e4m3 or int8) and a param xs ptr<f32> [M] (their row scales) follows x; the dot
+ *            multiplies the 8-bit values themselves (f8 x f8 -> f32, i8 x i8 -> i32), and the f32 sum of
+ *            (m, n) is multiplied by xs[m], then by the weight's scale, before the epilogue
  *   "q4_0", "q4_1", "q8_0"  GGUF blocks of 32 along K exactly as stored in the file, row n at byte
  *            n * (K/32) * B (B = 18, 20, 34 bytes per block), in one param w ptr<u8>; block b of row n holds
  *            f16 d (little-endian) [, f16 m for q4_1], then the quants; j = k % 32:
@@ -33,13 +42,14 @@
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
  * accept group=32), zeros (w4a16 only, 0 or 1, default 0), sdtype (w4a16: the scales' dtype, f16 or the
- * dtype, default the dtype; packages keep checkpoints' f16 scales as they are), epilogue (default none),
+ * dtype, default the dtype; packages keep checkpoints' f16 scales as they are; fp8: f32), scale (fp8:
+ * channel, default, or tensor), act (dtype, default; fp8 or int8: W8A8, above), epilogue (default none),
  * optional m_hint (typical M; only the default config reads it). K must be a multiple of the group (32 for
- * GGUF formats); w8a16 takes any K. M is a runtime parameter.
+ * GGUF formats); w8a16 and fp8 take any K. M is a runtime parameter.
  * Params, in order, SPLIT_K = 1 (bracketed ones only with their format, epilogue or option):
- *   x        ptr<dtype> [M, K]   rdonly
- *   w        ptr<i32 | i8 | u8>  rdonly   the format's quantized data (above)
- *   [scales  ptr<dtype>          rdonly]  w4a16, w8a16
+ *   x        ptr<dtype | f8e4m3 | i8> [M, K]   rdonly  (act=fp8 / int8: quantized, then xs ptr<f32> [M])
+ *   w        ptr<i32 | i8 | u8 | f8e4m3>  rdonly   the format's quantized data (above)
+ *   [scales  ptr<dtype | f16 | f32>      rdonly]  w4a16, w8a16, fp8
  *   [zeros   ptr<u8>             rdonly]  w4a16 with zeros=1
  *   [w2, scales2, zeros2]                 silu_mul, pair: the second weight, same format
  *   [bias    ptr<dtype> [N]      rdonly]  bias
@@ -50,7 +60,8 @@
  * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul and pair are INVALID): params x, w, [scales],
  * [zeros], ws, M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial product over K
  * slice [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add, and the dense
- * family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 scales the partial first.
+ * family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 and fp8 scale the partial
+ * first.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
  * (32 for GGUF formats), else the config is INVALID.
@@ -75,7 +86,7 @@
 
 extern const KfamFamily kfam_qmatmul;
 
-enum { QF_W4A16, QF_W8A16, QF_Q4_0, QF_Q4_1, QF_Q8_0 };
+enum { QF_W4A16, QF_W8A16, QF_Q4_0, QF_Q4_1, QF_Q8_0, QF_FP8 };
 
 static const struct {
     const char *name;
@@ -83,7 +94,7 @@ static const struct {
     int quant_at;    /* GGUF: offset of the quants in a block */
 } formats[] = {
     [QF_W4A16] = {"w4a16", 0, 0}, [QF_W8A16] = {"w8a16", 0, 0}, [QF_Q4_0] = {"q4_0", 18, 2},
-    [QF_Q4_1] = {"q4_1", 20, 4},  [QF_Q8_0] = {"q8_0", 34, 2},
+    [QF_Q4_1] = {"q4_1", 20, 4},  [QF_Q8_0] = {"q8_0", 34, 2},  [QF_FP8] = {"fp8", 0, 0},
 };
 
 static int format_of(const KfamSpec *s)
@@ -94,11 +105,17 @@ static int format_of(const KfamSpec *s)
     return -1;
 }
 
-/* Elements along K that share one scale: the group (w4a16), a GGUF block, or 1 (w8a16). */
+/* Formats whose scale multiplies the f32 sum of a whole row of K (w8a16, fp8): one byte per element. */
+static int per_row_scale(int fmt)
+{
+    return fmt == QF_W8A16 || fmt == QF_FP8;
+}
+
+/* Elements along K that share one scale: the group (w4a16), a GGUF block, or 1 (w8a16, fp8). */
 static int64_t group_of(const KfamSpec *s, int fmt)
 {
     if (fmt == QF_W4A16) return kfam_spec_i(s, "group", 128);
-    return fmt == QF_W8A16 ? 1 : 32;
+    return per_row_scale(fmt) ? 1 : 32;
 }
 
 /* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
@@ -174,7 +191,10 @@ static KirValue *load_half(KirBuilder *b, KirValue *w, KirValue *offs, KirValue 
 static KirValue *dequant_tile(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *k)
 {
     KirValue *m = t->mask, *v;
-    if (t->fmt == QF_W8A16) return kir_cast(b, kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL), t->dt);
+    if (per_row_scale(t->fmt)) { /* int8 and e4m3 values are exact in bf16/f16/f32; W8A8 takes them as is */
+        KirValue *q = kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL);
+        return q->type.dtype == t->dt ? q : kir_cast(b, q, t->dt);
+    }
     if (t->fmt == QF_W4A16) {
         KirValue *word =
             kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
@@ -205,7 +225,7 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
 {
     int bn = rn->type.shape[0];
     t->shift = NULL;
-    if (t->fmt == QF_W8A16) {
+    if (per_row_scale(t->fmt)) {
         t->q_offs = kfam_outer(b, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
         t->s_offs = NULL;
         return;
@@ -230,9 +250,11 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
         t->shift = kfam_rows(b, kir_mul(b, kir_div(b, j, kir_const_i32(b, 16)), kir_const_i32(b, 4)), bn);
 }
 
-/* acc * f32(scales[n]) for w8a16's per-channel scale. */
-static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, KirValue *rn, KirValue *nmask)
+/* acc * f32(scales[n]) for w8a16's and fp8's per-channel scale; fp8 scale=tensor: acc * scales[0]. */
+static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, KirValue *rn, KirValue *nmask,
+                               int tensor)
 {
+    if (tensor) return kir_mul(b, acc, kir_load(b, scales, kir_const_i32(b, 0), NULL, NULL));
     KirValue *s = kir_cast(b, kir_load(b, scales, rn, nmask, NULL), KIR_F32);
     return kir_mul(b, acc, kfam_cols(b, s, acc->type.shape[0]));
 }
@@ -240,10 +262,10 @@ static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, K
 static void qweight_params(KirBuilder *b, int fmt, KirDtype dt, int zeros, const char *const names[3],
                            QWeight *qw)
 { /* dt: the scales' dtype */
-    KirDtype wt = fmt == QF_W4A16 ? KIR_I32 : fmt == QF_W8A16 ? KIR_I8 : KIR_U8;
+    KirDtype wt = fmt == QF_W4A16 ? KIR_I32 : fmt == QF_W8A16 ? KIR_I8 : fmt == QF_FP8 ? KIR_F8E4M3 : KIR_U8;
     qw->w = kir_param(b, names[0], kir_ptr(wt), KIR_PARAM_RDONLY);
     qw->scales =
-        fmt == QF_W4A16 || fmt == QF_W8A16 ? kir_param(b, names[1], kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
+        fmt == QF_W4A16 || per_row_scale(fmt) ? kir_param(b, names[1], kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
     qw->zeros = zeros ? kir_param(b, names[2], kir_ptr(KIR_U8), KIR_PARAM_RDONLY) : NULL;
 }
 
@@ -261,7 +283,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         return ir_diag_set(d, IR_ERR_INPUT,
                            "qmatmul: epilogue must be none, bias, residual, silu_mul or pair");
     if (fmt < 0)
-        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: wfmt must be w4a16, w8a16, q4_0, q4_1 or q8_0 (got %s)",
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "qmatmul: wfmt must be w4a16, w8a16, fp8, q4_0, q4_1 or q8_0 (got %s)",
                            kfam_spec_s(s, "wfmt", "none"));
     int64_t g = group_of(s, fmt), zeros = kfam_spec_i(s, "zeros", 0), given_g = kfam_spec_i(s, "group", -1);
     if (fmt == QF_W4A16 && g != 32 && g != 64 && g != 128)
@@ -272,20 +295,33 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                            (long long)given_g);
     if (zeros != 0 && (zeros != 1 || fmt != QF_W4A16))
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: zeros=%lld (0 or 1, w4a16 only)", (long long)zeros);
-    const char *sdn = kfam_spec_s(s, "sdtype", NULL);
-    /* the scales' dtype: the activation dtype unless sdtype says f16 (a checkpoint's own scales) */
-    KirDtype sdt = dt;
+    const char *sdn = kfam_spec_s(s, "sdtype", NULL), *scn = kfam_spec_s(s, "scale", "channel");
+    /* the scales' dtype: f32 for fp8 (FP8 checkpoints' own), else the activation dtype unless sdtype says
+     * f16 (a w4a16 checkpoint's own scales) */
+    KirDtype sdt = fmt == QF_FP8 ? KIR_F32 : dt;
     if (sdn && !strcmp(sdn, "f16") && fmt == QF_W4A16)
         sdt = KIR_F16;
-    else if (sdn && strcmp(sdn, kir_dtype_name(dt)))
-        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: sdtype must be f16 (w4a16) or the dtype, not '%s'",
-                           sdn);
+    else if (sdn && strcmp(sdn, kir_dtype_name(sdt)))
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "qmatmul: sdtype must be f16 (w4a16), f32 (fp8) or the dtype, not '%s'", sdn);
+    int tensor = !strcmp(scn, "tensor");
+    if ((!tensor && strcmp(scn, "channel")) || (tensor && fmt != QF_FP8))
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: scale must be channel or (fp8) tensor, not '%s'", scn);
+    /* W8A8: activations quantized per row by quant_rows, the dot on the 8-bit values themselves */
+    const char *actn = kfam_spec_s(s, "act", "dtype");
+    KirDtype at = !strcmp(actn, "fp8") ? KIR_F8E4M3 : !strcmp(actn, "int8") ? KIR_I8 : dt;
+    if ((at == dt && strcmp(actn, "dtype")) || (at == KIR_F8E4M3 && fmt != QF_FP8) ||
+        (at == KIR_I8 && fmt != QF_W8A16))
+        return ir_diag_set(d, IR_ERR_INPUT,
+                           "qmatmul: act must be dtype, fp8 (wfmt=fp8) or int8 (wfmt=w8a16), "
+                           "not '%s' with %s",
+                           actn, formats[fmt].name);
     if (K % g)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: K=%lld is not a multiple of %s's group %lld",
                            (long long)K, formats[fmt].name, (long long)g);
-    int64_t wbytes = fmt == QF_W4A16   ? N * K / 2
-                     : fmt == QF_W8A16 ? N * K
-                                       : N * (K / 32) * formats[fmt].block_bytes;
+    int64_t wbytes = fmt == QF_W4A16      ? N * K / 2
+                     : per_row_scale(fmt) ? N * K
+                                          : N * (K / 32) * formats[fmt].block_bytes;
     if (wbytes > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: %lld weight bytes need 64-bit offsets",
                            (long long)wbytes);
@@ -315,7 +351,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     static const char *const names1[3] = {"w", "scales", "zeros"}, *const names2[3] = {"w2", "scales2",
                                                                                        "zeros2"};
     QWeight qw = {0}, qw2 = {0};
-    KirValue *x = kir_param(&b, "x", kir_ptr(dt), KIR_PARAM_RDONLY);
+    KirValue *x = kir_param(&b, "x", kir_ptr(at), KIR_PARAM_RDONLY);
+    KirValue *xs = at != dt ? kir_param(&b, "xs", kir_ptr(KIR_F32), KIR_PARAM_RDONLY) : NULL;
     qweight_params(&b, fmt, sdt, (int)zeros, names1, &qw);
     KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL;
     if (split > 1) {
@@ -334,14 +371,15 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
     KirValue *a_mask = kfam_rows(&b, mmask, bk);                            /* [BM,BK] */
     KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;             /* [BK,BN] */
-    QTile t = {.fmt = fmt, .dt = dt, .group = g, .block_bytes = formats[fmt].block_bytes};
+    QTile t = {.fmt = fmt, .dt = at, .group = g, .block_bytes = formats[fmt].block_bytes};
     KirValue *lo, *hi;
     kfam_mm_k_range(&b, &mt, split, ks, &lo, &hi);
     int shape[2] = {bm, bn};
-    KirValue *zero = kir_const_f(&b, dt, 0);
-    KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape), NULL};
+    KirDtype acc_t = at == KIR_I8 ? KIR_I32 : KIR_F32; /* i8 dots accumulate in i32 */
+    KirValue *zero = kir_const_f(&b, at, 0);
+    KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape), NULL};
     int n_acc = qw2.w ? 2 : 1;
-    if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, KIR_F32, 0), 2, shape);
+    if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     qtile_init(&b, &t, K, rk, rn);
     t.mask = b_mask;
 
@@ -349,15 +387,21 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     KirValue *kk = body->args[0];
     KirValue *am = a_mask;
     kfam_mm_k_tail(&b, &mt, K, bm, bn, bk, kk, &am, &t.mask);
-    KirValue *at = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
-    KirValue *yields[2] = {kir_dot(&b, at, dequant_tile(&b, &t, &qw, kk), body->args[1]), NULL};
-    if (qw2.w) yields[1] = kir_dot(&b, at, dequant_tile(&b, &t, &qw2, kk), body->args[2]);
+    KirValue *atile = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
+    KirValue *yields[2] = {kir_dot(&b, atile, dequant_tile(&b, &t, &qw, kk), body->args[1]), NULL};
+    if (qw2.w) yields[1] = kir_dot(&b, atile, dequant_tile(&b, &t, &qw2, kk), body->args[2]);
     KirInst *loop = kir_for_end(&b, yields, n_acc);
 
     KirValue *acc = loop->res[0], *acc2 = qw2.w ? loop->res[1] : NULL;
-    if (fmt == QF_W8A16) {
-        acc = channel_scale(&b, acc, qw.scales, rn, nmask);
-        if (acc2) acc2 = channel_scale(&b, acc2, qw2.scales, rn, nmask);
+    if (xs) { /* W8A8: the f32 sum times the row's activation scale (then the channel's below) */
+        KirValue *rs =
+            kfam_rows(&b, kir_load(&b, xs, rm, mmask, mmask ? kir_const_f(&b, KIR_F32, 0) : NULL), bn);
+        acc = kir_mul(&b, acc_t == KIR_F32 ? acc : kir_cast(&b, acc, KIR_F32), rs);
+        if (acc2) acc2 = kir_mul(&b, acc_t == KIR_F32 ? acc2 : kir_cast(&b, acc2, KIR_F32), rs);
+    }
+    if (per_row_scale(fmt)) {
+        acc = channel_scale(&b, acc, qw.scales, rn, nmask, tensor);
+        if (acc2) acc2 = channel_scale(&b, acc2, qw2.scales, rn, nmask, tensor);
     }
     KirValue *c_offs = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
     KirValue *c_mask = kfam_outer_mask(&b, mmask, nmask, bm, bn);

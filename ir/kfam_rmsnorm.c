@@ -25,9 +25,7 @@ extern const KfamFamily kfam_rmsnorm;
 
 static void rmsnorm_defaults(const KfamSpec *s, KirConfig *cfg)
 {
-    int64_t C = kfam_spec_i(s, "C", 4096), block = kfam_pow2_ceil(C);
-    if (block > 8192) block = 4096;
-    block = kfam_clamp(block, 64, 8192);
+    int64_t block = kfam_row_block(kfam_spec_i(s, "C", 4096));
     kir_config_set(cfg, "BLOCK", block);
     kir_config_set(cfg, "ROWS", 1);
     kir_config_set(cfg, "WARPS", kfam_clamp(block / 1024, 1, 8)); /* 4 warps for 4096 */

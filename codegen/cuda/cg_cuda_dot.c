@@ -135,8 +135,9 @@ static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
         int ja = pipe_load_index(g, p, in->ops[0]), jb = pipe_load_index(g, p, in->ops[1]);
         if (jb < 0 || (ja >= 0 && a->shape[1] % 64)) return 0;
         if (ja < 0) {
+            if (!a_in_regs(g, in)) return 0;
             const CgCudaLayout *la = &g->lay[g->v[in->ops[0]->id].lay];
-            if (!a_in_regs(g, in) || la->wm != g->warps || la->fm != 1) return 0;
+            if (la->wm != g->warps || la->fm != 1) return 0;
         }
         if (p->loads[jb].trans ? b->shape[1] % 64 : a->shape[1] % 64) return 0;
     }
@@ -157,10 +158,8 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
         KirDtype t = in->ops[0]->type.dtype;
         if (!cg_cuda_dot_is_mma(t)) continue;
         for (int role = 0; role < 2; role++) {
-            if (role == 0 && a_in_regs(g, in)) { /* A from registers (P, or Q loaded before the loop) */
-                p.areg = 1;
-                continue;
-            }
+            if (role == 0 && a_in_regs(g, in))
+                continue; /* A from registers (P, or Q loaded before the loop) */
             const KirInst *ld = g->v[in->ops[role]->id].def;
             if (!ld) return;
             int have = -1;

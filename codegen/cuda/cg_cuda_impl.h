@@ -87,7 +87,6 @@ typedef struct CgCudaPipe {
     const KirInst *loop;
     int stages;
     int wgmma; /* sm_90a: 128-byte-swizzled images read by wgmma (else padded rows, mma.sync) */
-    int areg;  /* some dot reads its A operand from registers (an MMA-layout tile) */
     int n_loads;
     CgCudaPipeLoad loads[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */

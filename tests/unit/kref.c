@@ -68,6 +68,13 @@ float kref_f16_to_f32(uint16_t h)
     return (float)((h >> 15) ? -v : v);
 }
 
+float kref_f8e4m3_to_f32(uint8_t b)
+{
+    unsigned e = (b >> 3) & 15, m = b & 7;
+    double v = e == 15 && m == 7 ? NAN : e == 0 ? ldexp(m, -9) : ldexp(m + 8, (int)e - 10);
+    return (float)((b >> 7) ? -v : v);
+}
+
 size_t kref_bytes(KirDtype t, size_t n)
 {
     return n * (size_t)kir_dtype_bytes(t);
@@ -79,6 +86,8 @@ double kref_get(const void *p, KirDtype t, size_t i)
     if (t == KIR_BF16) return kref_bf16_to_f32(((const uint16_t *)p)[i]);
     if (t == KIR_F16) return kref_f16_to_f32(((const uint16_t *)p)[i]);
     if (t == KIR_I32) return ((const int32_t *)p)[i];
+    if (t == KIR_F8E4M3) return kref_f8e4m3_to_f32(((const uint8_t *)p)[i]);
+    if (t == KIR_I8) return ((const int8_t *)p)[i];
     abort();
 }
 
@@ -541,6 +550,8 @@ void kref_qdequant(const char *wfmt, const void *w, const void *scales, const ui
                 *o = (float)(q - z) * (float)kref_get(scales, t, g);
             } else if (!strcmp(wfmt, "w8a16")) {
                 *o = (float)((const int8_t *)w)[(size_t)n * K + k];
+            } else if (!strcmp(wfmt, "fp8")) {
+                *o = kref_f8e4m3_to_f32(((const uint8_t *)w)[(size_t)n * K + k]);
             } else {
                 int q4_1 = !strcmp(wfmt, "q4_1"), q8 = !strcmp(wfmt, "q8_0");
                 size_t bytes = q8 ? 34 : q4_1 ? 20 : 18;
@@ -558,11 +569,11 @@ void kref_qdequant(const char *wfmt, const void *w, const void *scales, const ui
         }
 }
 
-void kref_qmatmul(const void *x, const float *w, const float *w2, const void *chan, const void *chan2,
-                  const void *bias, const void *r, KirDtype t, int M, int N, int K, const char *epilogue,
-                  double *out)
+void kref_qmatmul(const void *x, KirDtype xt, const float *xs, const float *w, const float *w2,
+                  const void *chan, const void *chan2, KirDtype ct, const void *bias, const void *r,
+                  KirDtype t, int M, int N, int K, const char *epilogue, double *out)
 {
-    double *xd = kref_to_double(x, t, (size_t)M * K);
+    double *xd = kref_to_double(x, xt, (size_t)M * K);
     double *wd = malloc(sizeof(double) * (size_t)N * K), *w2d = malloc(sizeof(double) * (size_t)N * K);
     if (!wd || !w2d) abort();
     for (size_t i = 0; i < (size_t)N * K; i++) {
@@ -577,8 +588,9 @@ void kref_qmatmul(const void *x, const float *w, const float *w2, const void *ch
                 acc += a[k] * b[k];
             for (int k = 0; w2 && k < K; k++)
                 acc2 += a[k] * b2[k];
-            if (chan) acc *= kref_get(chan, t, (size_t)n);
-            if (chan2) acc2 *= kref_get(chan2, t, (size_t)n);
+            if (xs) acc *= xs[m], acc2 *= xs[m];
+            if (chan) acc *= kref_get(chan, ct, (size_t)n);
+            if (chan2) acc2 *= kref_get(chan2, ct, (size_t)n);
             size_t o = (size_t)m * N + n;
             if (!strcmp(epilogue, "bias")) acc += kref_get(bias, t, (size_t)n);
             if (!strcmp(epilogue, "residual")) acc = kref_round(acc, t) + kref_get(r, t, o);

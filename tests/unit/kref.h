@@ -17,6 +17,8 @@ uint16_t kref_f32_to_bf16(float f); /* nearest even; NaN stays a (quiet) NaN */
 float kref_bf16_to_f32(uint16_t h);
 uint16_t kref_f32_to_f16(float f); /* nearest even, subnormals, overflow to inf */
 float kref_f16_to_f32(uint16_t h);
+/* An FP8 e4m3fn byte's value (S.EEEE.MMM, bias 7, no infinities, S.1111.111 NaN). */
+float kref_f8e4m3_to_f32(uint8_t b);
 /* x rounded to dtype t (f32, bf16, f16; nearest even); other dtypes: x. */
 double kref_round(double x, KirDtype t);
 
@@ -124,15 +126,17 @@ double kref_gumbel(int64_t seed, int32_t counter);
 /* Dequantized weights [N, K] as f32, from the qmatmul family's layouts: "w4a16": w i32 [N, K/8] (little
  * nibble first), scales of dtype t [N, K/group], zeros u8 [N, K/group] or NULL (z = 8), value
  * f32(q - z) * f32(s); "w8a16": w i8 [N, K], value q (the per-channel scale is kref_qmatmul's chan);
+ * "fp8": w e4m3fn bytes [N, K], value q (its f32 scales are kref_qmatmul's chan too);
  * "q4_0", "q4_1", "q8_0": w the GGUF blocks (rows of K/32 blocks), values bit-identical to
  * rt_gguf_dequant (NaN halves give NaN). */
 void kref_qdequant(const char *wfmt, const void *w, const void *scales, const uint8_t *zeros, KirDtype t,
                    int N, int K, int group, float *out);
 /* out = x[M,K] @ w[N,K]^T with kref_matmul's epilogues, each weight rounded to t first (the family's B
- * tile is dtype); chan (w8a16: per-channel scales of dtype t, [N]; NULL: none) multiplies the sum of row
- * n before the epilogue, chan2 the sum with w2. Float64 accumulation. */
-void kref_qmatmul(const void *x, const float *w, const float *w2, const void *chan, const void *chan2,
-                  const void *bias, const void *r, KirDtype t, int M, int N, int K, const char *epilogue,
-                  double *out);
+ * tile is dtype); x of dtype xt (t, or W8A8's f8e4m3 / i8 codes) and, when xs is not NULL, row m's sums
+ * multiplied by xs[m]; chan (w8a16, fp8: per-channel scales of dtype ct, [N]; NULL: none) multiplies the
+ * sum of row n before the epilogue, chan2 the sum with w2. Float64 accumulation. */
+void kref_qmatmul(const void *x, KirDtype xt, const float *xs, const float *w, const float *w2,
+                  const void *chan, const void *chan2, KirDtype ct, const void *bias, const void *r,
+                  KirDtype t, int M, int N, int K, const char *epilogue, double *out);
 
 #endif

@@ -98,24 +98,9 @@ KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
     return k;
 }
 
-/* KILN_TEST_SHARD=i/n: this process runs only kernel runs i, i + n, ... of each executor (a long GPU sweep
- * split over several processes or device sessions); the others return 0 like an unsupported config. */
-static int in_shard(int i)
-{
-    static int sh = -1, n = 1, seen[MAX_RUNNERS];
-    if (sh < 0) {
-        const char *e = getenv("KILN_TEST_SHARD");
-        sh = 0;
-        if (e && (sscanf(e, "%d/%d", &sh, &n) != 2 || n < 1 || sh < 0 || sh >= n)) sh = 0, n = 1;
-        if (n > 1) printf("shard %d of %d (KILN_TEST_SHARD)\n", sh, n);
-    }
-    return seen[i]++ % n == sh;
-}
-
 int ksweep_run(const KRunner *r, const KirKernel *k, KRunArg *args)
 {
     int i = slot(r);
-    if (!in_shard(i)) return 0;
     IrDiag d = {0};
     double t0 = ir_now_ms();
     IrStatus st = r->run(k, args, &d);

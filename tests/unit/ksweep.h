@@ -20,8 +20,7 @@ KirConfig ksweep_cfg(int n, ...);
 /* Builds family s->family for s and cfg (NULL: defaults) into a. NULL when the config is INVALID for
  * the spec (counted) or the build failed (a test failure, reported). */
 KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg);
-/* Runs k on r. 1: ran; 0: the executor says the config is INVALID there (counted), or the run is outside
- * this process's KILN_TEST_SHARD=i/n (every n-th run from the i-th; ksweep.c); -1: failed (reported
+/* Runs k on r. 1: ran; 0: the executor says the config is INVALID there (counted); -1: failed (reported
  * with the kernel's IR). */
 int ksweep_run(const KRunner *r, const KirKernel *k, KRunArg *args);
 /* Records one result check for executor r: on failure prints the printf-style message and the IR. */

@@ -65,7 +65,7 @@ static void test_registry(void)
 {
     int n;
     const KfamFamily *const *all = kfam_all(&n);
-    KT_CHECK(n == 11, "%d families", n);
+    KT_CHECK(n == 12, "%d families", n);
     for (int i = 0; i < n; i++) {
         KT_CHECK(kfam_find(all[i]->name) == all[i], "find %s", all[i]->name);
         KT_CHECK(all[i]->n_space >= 1 && all[i]->n_space <= KFAM_MAX_SPACE, "%s space", all[i]->name);
@@ -119,6 +119,9 @@ static const struct {
     {"spec_verify", "V=32000 k=8 mode=greedy"},
     {"spec_verify", "V=7 k=1 mode=sample"},
     {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=w4a16 group=128 epilogue=none m_hint=1"},
+    {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=fp8 epilogue=none m_hint=1"},
+    {"quant_rows", "C=4096 dtype=bf16 fmt=fp8"},
+    {"quant_rows", "C=14336 dtype=bf16 fmt=int8"},
     {"qmatmul", "N=14336 K=4096 dtype=bf16 wfmt=w4a16 group=128 zeros=1 epilogue=silu_mul"},
     {"qmatmul", "N=4096 K=14336 dtype=f16 wfmt=w4a16 group=32 epilogue=residual m_hint=8"},
     {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=w8a16 epilogue=bias m_hint=512"},

@@ -5,11 +5,12 @@
  *   - the kernels' dequantization is exact: with x the identity (M = K) and epilogue none, out[m, n] is
  *     dtype(w[n, m]), compared bit for bit, with scales over the whole finite half range (subnormal,
  *     zero, negative, large) and configs whose BK spans several groups and K tails;
- *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, q4_0, q4_1,
- *     q8_0), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple of the group
- *     (w8a16: odd K), configs across tile sizes, warps, stages and split-K (then
- *     matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue pair's two
- *     outputs also bit for bit equal to two epilogue-none launches of the same config, one per weight;
+ *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, fp8 with
+ *     per-channel and per-tensor scales, q4_0, q4_1, q8_0; W8A8: fp8 and int8 activations with row
+ *     scales), bf16, f16 and f32, every epilogue, M and N no
+ *     tile divides, K a multiple of the group (w8a16, fp8: odd K), configs across tile sizes, warps, stages
+ * and split-K (then matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue
+ * pair's two outputs also bit for bit equal to two epilogue-none launches of the same config, one per weight;
  *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
  */
 #include <math.h>
@@ -28,17 +29,34 @@
 typedef struct Fmt {
     const char *wfmt;
     int group, zeros; /* w4a16 only */
+    int tensor;       /* fp8 only: one scale for the tensor */
+    const char *act;  /* W8A8: "fp8" (wfmt fp8) or "int8" (w8a16): x quantized per row; else NULL */
 } Fmt;
 
 static const Fmt fmts[] = {
-    {"w4a16", 32, 0}, {"w4a16", 64, 1}, {"w4a16", 128, 0}, {"w4a16", 128, 1},
-    {"w8a16", 0, 0},  {"q4_0", 0, 0},   {"q4_1", 0, 0},    {"q8_0", 0, 0},
+    {"w4a16", 32, 0, 0, NULL},  {"w4a16", 64, 1, 0, NULL}, {"w4a16", 128, 0, 0, NULL},
+    {"w4a16", 128, 1, 0, NULL}, {"w8a16", 0, 0, 0, NULL},  {"fp8", 0, 0, 0, NULL},
+    {"fp8", 0, 0, 1, NULL},     {"q4_0", 0, 0, 0, NULL},   {"q4_1", 0, 0, 0, NULL},
+    {"q8_0", 0, 0, 0, NULL},    {"fp8", 0, 0, 0, "fp8"},   {"fp8", 0, 0, 1, "fp8"},
+    {"w8a16", 0, 0, 0, "int8"},
 };
+
+/* The activations' dtype in memory: dt, or W8A8's 8-bit codes. */
+static KirDtype act_dtype(const Fmt *f, KirDtype dt)
+{
+    return !f->act ? dt : !strcmp(f->act, "fp8") ? KIR_F8E4M3 : KIR_I8;
+}
+
+/* Formats whose scale multiplies a whole row's sum (any K). */
+static int per_row(const Fmt *f)
+{
+    return !strcmp(f->wfmt, "w8a16") || !strcmp(f->wfmt, "fp8");
+}
 static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
 static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul", "pair"};
 enum { N_EPI = sizeof epilogues / sizeof epilogues[0] };
 
-/* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16. */
+/* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16 and fp8. */
 static int group_of(const Fmt *f)
 {
     return f->group ? f->group : 32;
@@ -55,6 +73,9 @@ typedef struct QW {
     uint8_t *zeros;
     size_t w_bytes, s_bytes, z_bytes;
     float *deq;
+    const void *chan; /* the per-row scales [N] of dtype chan_t (w8a16, fp8 expanded), else NULL */
+    KirDtype chan_t;
+    float *chan_f32; /* fp8: the expansion */
 } QW;
 
 /* A random half: |v| in [lo, hi) with a random sign, or (wild) any finite half below 512 (subnormals and
@@ -97,6 +118,30 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
             for (size_t i = 0; i < ng; i++)
                 qw->zeros[i] = (uint8_t)(kref_next(g) % 16);
         }
+    } else if (!strcmp(f->wfmt, "fp8")) { /* any byte but the two NaNs; f32 scales */
+        int ns = f->tensor ? 1 : N;
+        qw->w_bytes = nk;
+        qw->s_bytes = sizeof(float) * (size_t)ns;
+        qw->w = malloc(nk);
+        qw->scales = malloc(qw->s_bytes);
+        qw->chan_f32 = malloc(sizeof(float) * (size_t)N);
+        if (!qw->w || !qw->scales || !qw->chan_f32) abort();
+        for (size_t i = 0; i < nk; i++) {
+            uint8_t b;
+            do
+                b = (uint8_t)kref_next(g);
+            while ((b & 0x7f) == 0x7f);
+            ((uint8_t *)qw->w)[i] = b;
+        }
+        for (int i = 0; i < ns; i++) {
+            double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % 25) - 20)
+                            : kref_uniform(g, 0.0005, 0.004);
+            ((float *)qw->scales)[i] = (float)(kref_next(g) & 1 ? -s : s);
+        }
+        for (int i = 0; i < N; i++)
+            qw->chan_f32[i] = ((float *)qw->scales)[f->tensor ? 0 : i];
+        qw->chan = qw->chan_f32;
+        qw->chan_t = KIR_F32;
     } else if (!strcmp(f->wfmt, "w8a16")) {
         qw->w_bytes = nk;
         qw->s_bytes = kref_bytes(dt, (size_t)N);
@@ -109,6 +154,8 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
                             : kref_uniform(g, 0.002, 0.015);
             kref_set(qw->scales, dt, (size_t)i, kref_next(g) & 1 ? -s : s);
         }
+        qw->chan = qw->scales;
+        qw->chan_t = dt;
     } else {
         int bytes = gguf_bytes(f), q4_1 = !strcmp(f->wfmt, "q4_1");
         size_t nb = nk / 32;
@@ -141,6 +188,7 @@ static void qw_free(QW *qw)
     free(qw->scales);
     free(qw->zeros);
     free(qw->deq);
+    free(qw->chan_f32);
 }
 
 /* Appends qw's kernel arguments (w, [scales], [zeros]). */
@@ -161,6 +209,8 @@ static KfamSpec spec_of(const Fmt *f, KirDtype dt, int N, int K, const char *epi
     kfam_spec_str(&s, "wfmt", f->wfmt);
     if (f->group) kfam_spec_int(&s, "group", f->group);
     if (f->zeros) kfam_spec_int(&s, "zeros", 1);
+    if (f->tensor) kfam_spec_str(&s, "scale", "tensor");
+    if (f->act) kfam_spec_str(&s, "act", f->act);
     kfam_spec_str(&s, "epilogue", epi);
     return s;
 }
@@ -208,8 +258,9 @@ static void exact(const KRunner *r, KrefRng *g)
         for (int di = 0; di < 2; di++) {
             const Fmt *f = &fmts[fi];
             KirDtype dt = dtypes[di];
+            if (f->act) continue; /* the weights' dequantization is its non-W8A8 twin's */
             int G = group_of(f), K = G == 128 ? 2 * G : 3 * G, N = 37;
-            if (!strcmp(f->wfmt, "w8a16")) K = 80;
+            if (per_row(f)) K = 80;
             QW qw;
             qw_make(g, &qw, f, dt, N, K, 1);
             void *x = kref_alloc(dt, (size_t)K * K), *out = kref_alloc(dt, (size_t)K * N);
@@ -233,7 +284,8 @@ static void exact(const KRunner *r, KrefRng *g)
                     for (int m = 0; m < K; m++)
                         for (int nn = 0; nn < N; nn++) {
                             double w = qw.deq[(size_t)nn * K + m];
-                            if (!strcmp(f->wfmt, "w8a16")) w *= kref_get(qw.scales, dt, (size_t)nn);
+                            if (qw.chan) /* the kernel's f32 product acc * s */
+                                w = (float)((float)w * (float)kref_get(qw.chan, qw.chan_t, (size_t)nn));
                             double got = kref_get(out, dt, (size_t)m * N + nn), want = kref_round(w, dt);
                             if (!(got == want) && bad++ < 3)
                                 fprintf(stderr, "  w[%d,%d]: got %.9g want %.9g\n", nn, m, got, want);
@@ -259,9 +311,19 @@ typedef struct Case {
     const char *epi;
     QW w, w2;
     void *x, *bias, *res, *out, *out2, *sep; /* sep: a separate epilogue-none output */
+    float *xs;                               /* W8A8: x's row scales */
     float *ws;
     double *want, *want2; /* want2: pair's second output */
 } Case;
+
+/* Appends the activation arguments: x [, xs]. */
+static int x_args(const Case *c, KRunArg *args, int n)
+{
+    KirDtype xt = act_dtype(c->f, c->dt);
+    args[n++] = (KRunArg){c->x, kref_bytes(xt, (size_t)c->M * c->K), 0, 0};
+    if (xt != c->dt) args[n++] = (KRunArg){c->xs, sizeof(float) * (size_t)c->M, 0, 0};
+    return n;
+}
 
 /* Epilogue pair: each output equals, bit for bit, an epilogue-none launch of k's config with its weight. */
 static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const KirKernel *k)
@@ -273,7 +335,7 @@ static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const K
         KRunArg args[6];
         int n = 0;
         kref_poison(c->sep, mn);
-        args[n++] = (KRunArg){c->x, kref_bytes(c->dt, (size_t)c->M * c->K), 0, 0};
+        n = x_args(c, args, n);
         n = qw_args(i ? &c->w2 : &c->w, args, n);
         args[n++] = (KRunArg){c->sep, mn, 0, 0};
         args[n++] = (KRunArg){NULL, 0, c->M, 0};
@@ -294,7 +356,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     int split = (int)kir_config_get(cfg, "SPLIT_K", 1), pair = !strcmp(c->epi, "pair");
     int two = pair || !strcmp(c->epi, "silu_mul");
     int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
-    size_t mk = (size_t)c->M * c->K, mn = (size_t)c->M * c->N;
+    size_t mn = (size_t)c->M * c->N;
     ksweep_check(r, k, !(two && split > 1 && k), "qmatmul %s SPLIT_K=%d built", c->epi, split);
     if (k && split > 1) {
         KfamSpec es = kfam_spec("matmul_splitk_epilogue");
@@ -309,7 +371,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     memset(c->ws, 0, sizeof(float) * mn);
     KRunArg args[12];
     int n = 0, ran;
-    args[n++] = (KRunArg){c->x, kref_bytes(dt, mk), 0, 0};
+    n = x_args(c, args, n);
     n = qw_args(&c->w, args, n);
     if (split > 1) {
         args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
@@ -351,11 +413,13 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
 {
     KirDtype dt = c.dt;
     size_t mk = (size_t)c.M * c.K, mn = (size_t)c.M * c.N;
-    int pair = !strcmp(c.epi, "pair"), two = pair || !strcmp(c.epi, "silu_mul"),
-        w8 = !strcmp(c.f->wfmt, "w8a16");
+    int pair = !strcmp(c.epi, "pair"), two = pair || !strcmp(c.epi, "silu_mul");
     qw_make(g, &c.w, c.f, dt, c.N, c.K, 0);
     if (two) qw_make(g, &c.w2, c.f, dt, c.N, c.K, 0);
-    c.x = kref_alloc(dt, mk);
+    KirDtype xt = act_dtype(c.f, dt);
+    c.x = kref_alloc(xt, mk);
+    c.xs = malloc(sizeof(float) * (size_t)c.M);
+    if (!c.xs) abort();
     c.bias = kref_alloc(dt, (size_t)c.N);
     c.res = kref_alloc(dt, mn);
     c.out = kref_alloc(dt, mn);
@@ -364,21 +428,35 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
     c.ws = kref_alloc(KIR_F32, mn);
     c.want = malloc(sizeof(double) * mn);
     c.want2 = malloc(sizeof(double) * mn);
-    kref_fill(g, c.x, dt, mk, -1, 1);
+    if (xt == dt) {
+        kref_fill(g, c.x, dt, mk, -1, 1);
+    } else { /* 8-bit codes as quant_rows makes them: |q| <= 448 (no NaN) or 127, scales ~ amax / range */
+        for (size_t i = 0; i < mk; i++) {
+            uint8_t b = (uint8_t)kref_next(g);
+            if (xt == KIR_I8) b = (uint8_t)(int8_t)((int)(kref_next(g) % 255) - 127);
+            while (xt == KIR_F8E4M3 && (b & 0x7f) > 0x7e)
+                b = (uint8_t)kref_next(g);
+            ((uint8_t *)c.x)[i] = b;
+        }
+        for (int m = 0; m < c.M; m++)
+            c.xs[m] = (float)kref_uniform(g, 1.0 / 448, 4.0 / 448) * (xt == KIR_I8 ? 448.0f / 127 : 1.0f);
+    }
     kref_fill(g, c.bias, dt, (size_t)c.N, -1, 1);
     kref_fill(g, c.res, dt, mn, -2, 2);
     /* pair: two epilogue-none products */
-    kref_qmatmul(c.x, c.w.deq, two && !pair ? c.w2.deq : NULL, w8 ? c.w.scales : NULL,
-                 w8 && two && !pair ? c.w2.scales : NULL, c.bias, c.res, dt, c.M, c.N, c.K,
+    const float *xs = xt == dt ? NULL : c.xs;
+    kref_qmatmul(c.x, xt, xs, c.w.deq, two && !pair ? c.w2.deq : NULL, c.w.chan,
+                 two && !pair ? c.w2.chan : NULL, c.w.chan_t, c.bias, c.res, dt, c.M, c.N, c.K,
                  pair ? "none" : c.epi, c.want);
     if (pair)
-        kref_qmatmul(c.x, c.w2.deq, NULL, w8 ? c.w2.scales : NULL, NULL, NULL, NULL, dt, c.M, c.N, c.K,
+        kref_qmatmul(c.x, xt, xs, c.w2.deq, NULL, c.w2.chan, NULL, c.w2.chan_t, NULL, NULL, dt, c.M, c.N, c.K,
                      "none", c.want2);
     for (int i = 0; i < n_cfgs; i++)
         run_config(r, &c, &cfgs[pick[i]]);
     qw_free(&c.w);
     if (two) qw_free(&c.w2);
     free(c.x);
+    free(c.xs);
     free(c.bias);
     free(c.res);
     free(c.out);
@@ -391,7 +469,7 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
 
 static void sweep(const KRunner *r, KrefRng *g)
 {
-    /* M, N, K in groups (w8a16: K = groups * 32 + 15) */
+    /* M, N, K in groups (w8a16, fp8: K = groups * 32 + 15) */
     static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}, {5, 40, 3}};
     static const int large[][3] = {{1, 1000, 8}, {130, 257, 4}};
     KirConfig cfgs[6];
@@ -408,7 +486,10 @@ static void sweep(const KRunner *r, KrefRng *g)
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
         for (int d = 0; d < 2; d++) {
             const Fmt *f = &fmts[fi];
-            int G = group_of(f), w8 = !strcmp(f->wfmt, "w8a16");
+            int G = group_of(f), w8 = per_row(f);
+            /* compiled executors: the variants of a format (per-tensor scale, W8A8) in one dtype (the
+             * host JIT's time is the test's budget) */
+            if (big && (f->tensor || f->act) && d == 1) continue;
             for (int i = 0; i < N_EPI; i++, n_case++) {
                 /* every epilogue once per (format, dtype) */
                 const char *epi = epilogues[(i + d * 2 + (int)fi) % N_EPI];
@@ -438,16 +519,20 @@ static void cuda_compile(void)
         const char *epi;
         int m_hint;
     } specs[] = {
-        {{"w4a16", 128, 0}, KIR_BF16, 4096, 4096, "none", 1},
-        {{"w4a16", 128, 1}, KIR_BF16, 14336, 4096, "silu_mul", 512},
-        {{"w4a16", 32, 0}, KIR_F16, 4096, 14336, "residual", 0},
-        {{"w8a16", 0, 0}, KIR_F16, 4096, 4096, "residual", 1},
-        {{"q4_0", 0, 0}, KIR_BF16, 4096, 4096, "residual", 1},
-        {{"q4_1", 0, 0}, KIR_BF16, 1536, 576, "silu_mul", 1},
-        {{"q4_1", 0, 0}, KIR_BF16, 192, 576, "pair", 1},
-        {{"w4a16", 128, 1}, KIR_BF16, 1024, 4096, "pair", 1},
-        {{"q8_0", 0, 0}, KIR_BF16, 1024, 4096, "pair", 0},
-        {{"q8_0", 0, 0}, KIR_BF16, 4096, 4096, "none", 0},
+        {{"w4a16", 128, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512},
+        {{"w4a16", 32, 0, 0, NULL}, KIR_F16, 4096, 14336, "residual", 0},
+        {{"w8a16", 0, 0, 0, NULL}, KIR_F16, 4096, 4096, "residual", 1},
+        {{"fp8", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1},
+        {{"fp8", 0, 0, 0, "fp8"}, KIR_BF16, 8192, 8192, "none", 0},
+        {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 4096, 4096, "residual", 1},
+        {{"fp8", 0, 0, 1, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512},
+        {{"q4_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "residual", 1},
+        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 1536, 576, "silu_mul", 1},
+        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 192, 576, "pair", 1},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 1},
+        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 0},
+        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 0},
     };
     const CgTarget *t = cg_target_find("sm_90a");
     int nvrtc = t && cg_backend_for(t, "cuda");
