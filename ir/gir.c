@@ -65,6 +65,11 @@ int gir_dtype_w4(GirDtype t, int *zeros)
     return dtype_table[t].block_elems;
 }
 
+int gir_dtype_f8(GirDtype t)
+{
+    return strncmp(dtype_table[t].name, "f8g", 3) ? 0 : dtype_table[t].block_elems;
+}
+
 const char *gir_op_name(GirOp op)
 {
     return (unsigned)op < GIR_OP_COUNT ? op_table[op].name : "?";

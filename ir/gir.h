@@ -115,6 +115,8 @@ int gir_dtype_block_elems(GirDtype t);
 int gir_dtype_block_bytes(GirDtype t);
 /* w4a16 dtypes (w4g32 .. w4g128z): the group size, and *zeros = 1 for the "z" ones; 0 for other dtypes. */
 int gir_dtype_w4(GirDtype t, int *zeros);
+/* fp8 weight dtypes (f8g32 .. f8g128): the group size; 0 for other dtypes. */
+int gir_dtype_f8(GirDtype t);
 const char *gir_op_name(GirOp op);
 int gir_op_parse(const char *name, GirOp *out); /* 1 when known */
 unsigned gir_op_flags(GirOp op);

@@ -19,17 +19,16 @@
  *              w       ptr<f8e4m3> [N, K]   q = w[n, k]
  *              scales  ptr<f32> [N]         s = scales[n]; spec scale=tensor: ptr<f32> [1], s = scales[0]
  *            like w8a16: the B tile is dtype(q) (exact: e4m3 values are bf16/f16 values) and acc * s
- *            in f32 before the epilogue
- *   W8A8 (spec act=fp8 with wfmt=fp8, act=int8 with wfmt=w8a16): x holds the activations quantized per row
- *            by quant_rows (e4m3 or int8) and a param xs ptr<f32> [M] (their row scales) follows x; the dot
- *            multiplies the 8-bit values themselves (f8 x f8 -> f32, i8 x i8 -> i32), and the f32 sum of
- *            (m, n) is multiplied by xs[m], then by the weight's scale, before the epilogue
- *   "q4_0", "q4_1", "q8_0"  GGUF blocks of 32 along K exactly as stored in the file, row n at byte
- *            n * (K/32) * B (B = 18, 20, 34 bytes per block), in one param w ptr<u8>; block b of row n holds
- *            f16 d (little-endian) [, f16 m for q4_1], then the quants; j = k % 32:
- *              q4_0  bytes d, qs[16]:    q = j < 16 ? qs[j] & 15 : qs[j-16] >> 4,  value (q - 8) * d
- *              q4_1  bytes d, m, qs[16]: q as q4_0,                                value q * d + m
- *              q8_0  bytes d, qs[32] i8: q = qs[j],                               value q * d
+ *            in f32 before the epilogue; spec group=G (32, 64, 128): block-scaled, scales ptr<f32> [N, K/G]
+ * (DeepSeek/Qwen FP8 checkpoints' 128-wide blocks), value dtype(f32(q) * s[n, k/G]) in the K loop W8A8 (spec
+ * act=fp8 with wfmt=fp8, act=int8 with wfmt=w8a16): x holds the activations quantized per row by quant_rows
+ * (e4m3 or int8) and a param xs ptr<f32> [M] (their row scales) follows x; the dot multiplies the 8-bit
+ * values themselves (f8 x f8 -> f32, i8 x i8 -> i32), and the f32 sum of (m, n) is multiplied by xs[m], then
+ * by the weight's scale, before the epilogue "q4_0", "q4_1", "q8_0"  GGUF blocks of 32 along K exactly as
+ * stored in the file, row n at byte n * (K/32) * B (B = 18, 20, 34 bytes per block), in one param w ptr<u8>;
+ * block b of row n holds f16 d (little-endian) [, f16 m for q4_1], then the quants; j = k % 32: q4_0  bytes
+ * d, qs[16]:    q = j < 16 ? qs[j] & 15 : qs[j-16] >> 4,  value (q - 8) * d q4_1  bytes d, m, qs[16]: q as
+ * q4_0,                                value q * d + m q8_0  bytes d, qs[32] i8: q = qs[j], value q * d
  *            computed in f32 (q * d is exact, q4_1 adds m with one f32 rounding): bit-identical to
  *            rt_gguf_dequant / llama.cpp, then rounded once to dtype for the dot. The halves are read
  *            as two u8 loads and decoded with integer ops, casts and exact products:
@@ -111,10 +110,12 @@ static int per_row_scale(int fmt)
     return fmt == QF_W8A16 || fmt == QF_FP8;
 }
 
-/* Elements along K that share one scale: the group (w4a16), a GGUF block, or 1 (w8a16, fp8). */
+/* Elements along K that share one scale: the group (w4a16; fp8 with group=), a GGUF block, or 1 (w8a16,
+ * fp8: the scale multiplies the row's sum). */
 static int64_t group_of(const KfamSpec *s, int fmt)
 {
     if (fmt == QF_W4A16) return kfam_spec_i(s, "group", 128);
+    if (fmt == QF_FP8) return kfam_spec_i(s, "group", 1);
     return per_row_scale(fmt) ? 1 : 32;
 }
 
@@ -191,9 +192,14 @@ static KirValue *load_half(KirBuilder *b, KirValue *w, KirValue *offs, KirValue 
 static KirValue *dequant_tile(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *k)
 {
     KirValue *m = t->mask, *v;
-    if (per_row_scale(t->fmt)) { /* int8 and e4m3 values are exact in bf16/f16/f32; W8A8 takes them as is */
+    if (per_row_scale(t->fmt) && t->group == 1) { /* int8, e4m3 are exact in bf16/f16/f32; W8A8 as is */
         KirValue *q = kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL);
         return q->type.dtype == t->dt ? q : kir_cast(b, q, t->dt);
+    }
+    if (t->fmt == QF_FP8) { /* block-scaled e4m3: dtype(f32(q) * f32(s[n, k/G])) */
+        KirValue *q = kir_cast(b, kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL), KIR_F32);
+        KirValue *g_offs = kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group)));
+        return kir_cast(b, kir_mul(b, q, kir_load(b, qw->scales, g_offs, m, NULL)), t->dt);
     }
     if (t->fmt == QF_W4A16) {
         KirValue *word =
@@ -227,7 +233,9 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
     t->shift = NULL;
     if (per_row_scale(t->fmt)) {
         t->q_offs = kfam_outer(b, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
-        t->s_offs = NULL;
+        t->s_offs = t->group == 1 ? NULL
+                                  : kfam_outer(b, KIR_OP_ADD, kir_div(b, rk, kir_const_i32(b, t->group)),
+                                               kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         return;
     }
     if (t->fmt == QF_W4A16) {
@@ -290,7 +298,10 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (fmt == QF_W4A16 && g != 32 && g != 64 && g != 128)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: w4a16 group must be 32, 64 or 128 (got %lld)",
                            (long long)g);
-    if (fmt != QF_W4A16 && given_g != -1 && given_g != g)
+    if (fmt == QF_FP8 && g != 1 && g != 32 && g != 64 && g != 128)
+        return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: fp8 group must be 32, 64 or 128 (got %lld)",
+                           (long long)g);
+    if (fmt != QF_W4A16 && fmt != QF_FP8 && given_g != -1 && given_g != g)
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: %s has no group=%lld", formats[fmt].name,
                            (long long)given_g);
     if (zeros != 0 && (zeros != 1 || fmt != QF_W4A16))
@@ -305,12 +316,12 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         return ir_diag_set(d, IR_ERR_INPUT,
                            "qmatmul: sdtype must be f16 (w4a16), f32 (fp8) or the dtype, not '%s'", sdn);
     int tensor = !strcmp(scn, "tensor");
-    if ((!tensor && strcmp(scn, "channel")) || (tensor && fmt != QF_FP8))
+    if ((!tensor && strcmp(scn, "channel")) || (tensor && (fmt != QF_FP8 || g > 1)))
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: scale must be channel or (fp8) tensor, not '%s'", scn);
     /* W8A8: activations quantized per row by quant_rows, the dot on the 8-bit values themselves */
     const char *actn = kfam_spec_s(s, "act", "dtype");
     KirDtype at = !strcmp(actn, "fp8") ? KIR_F8E4M3 : !strcmp(actn, "int8") ? KIR_I8 : dt;
-    if ((at == dt && strcmp(actn, "dtype")) || (at == KIR_F8E4M3 && fmt != QF_FP8) ||
+    if ((at == dt && strcmp(actn, "dtype")) || (at == KIR_F8E4M3 && (fmt != QF_FP8 || g > 1)) ||
         (at == KIR_I8 && fmt != QF_W8A16))
         return ir_diag_set(d, IR_ERR_INPUT,
                            "qmatmul: act must be dtype, fp8 (wfmt=fp8) or int8 (wfmt=w8a16), "
@@ -399,7 +410,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         acc = kir_mul(&b, acc_t == KIR_F32 ? acc : kir_cast(&b, acc, KIR_F32), rs);
         if (acc2) acc2 = kir_mul(&b, acc_t == KIR_F32 ? acc2 : kir_cast(&b, acc2, KIR_F32), rs);
     }
-    if (per_row_scale(fmt)) {
+    if (per_row_scale(fmt) && g == 1) {
         acc = channel_scale(&b, acc, qw.scales, rn, nmask, tensor);
         if (acc2) acc2 = channel_scale(&b, acc2, qw2.scales, rn, nmask, tensor);
     }

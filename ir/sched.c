@@ -161,11 +161,16 @@ static void arg_buf(Args *x, int buf)
 }
 
 /* A weight operand of a linear layer: the weight, or for w4a16 (gir_dtypes.def) its three planes, words
- * at byte 0, scales after them, zeros after the scales (qmatmul's w, scales[, zeros]). */
+ * at byte 0, scales after them, zeros after the scales (qmatmul's w, scales[, zeros]); for fp8 its two,
+ * codes and scales. */
 static void arg_weight(Args *x, int buf, const GirType *t)
 {
     int zeros = 0, G = gir_dtype_w4(t->dtype, &zeros);
     arg_buf(x, buf);
+    if (gir_dtype_f8(t->dtype)) { /* fp8: codes at byte 0, f32 scales after them (qmatmul's w, scales) */
+        x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_BUF, .buf = buf, .offset = t->dim[0].n * t->dim[1].n};
+        return;
+    }
     if (!G) return;
     int64_t N = t->dim[0].n, K = t->dim[1].n, words = N * K / 2, scales = N * (K / G) * 2;
     x->a[x->n++] = (SchedArg){.kind = SCHED_ARG_BUF, .buf = buf, .offset = words};
@@ -253,6 +258,9 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
             kfam_spec_int(sp, "group", G);
             kfam_spec_int(sp, "zeros", zeros);
             kfam_spec_str(sp, "sdtype", "f16");
+        } else if (gir_dtype_f8(n->in[1]->type.dtype)) { /* fp8: block-scaled e4m3 */
+            kfam_spec_str(sp, "wfmt", "fp8");
+            kfam_spec_int(sp, "group", gir_dtype_f8(n->in[1]->type.dtype));
         } else if (quant) {
             kfam_spec_str(sp, "wfmt", dtype_of(n->in[1]));
         } else if (n->in[1]->type.dtype != n->out[0]->type.dtype) {

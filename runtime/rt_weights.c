@@ -38,8 +38,10 @@ static int read_gptq_v2(const char *path);
 /* ---- formats ------------------------------------------------------------------------------------------ */
 
 /* The formats kiln reads: package dtype text, block (elements) and bytes per block, the GGUF type. The
- * w4a16 ones (ir/gir_dtypes.def: planar words, f16 scales, zeros "z" in groups of 32/64/128) no file
- * stores: the binder repacks them from GPTQ/AWQ tensors (w4_resolve), so their GGUF type is unused. */
+ * w4a16 ones (ir/gir_dtypes.def: planar words, f16 scales, zeros "z" in groups of 32/64/128) and the fp8
+ * ones (planar e4m3 codes, f32 scales per group of 32/64/128) no file stores as such: the binder builds
+ * them from GPTQ/AWQ tensors (w4_resolve) or FP8 tensors and their scales (f8_resolve), so their GGUF
+ * type is unused. */
 enum {
     FMT_F32,
     FMT_F16,
@@ -53,6 +55,9 @@ enum {
     FMT_W4G32Z,
     FMT_W4G64Z,
     FMT_W4G128Z,
+    FMT_F8G32,
+    FMT_F8G64,
+    FMT_F8G128,
     FMT_COUNT,
     FMT_OTHER = -1
 };
@@ -61,12 +66,14 @@ static const struct {
     int block, bytes;
     RtGgufType gguf;
 } fmts[FMT_COUNT] = {
-    {"f32", 1, 4, RT_GGUF_TYPE_F32},       {"f16", 1, 2, RT_GGUF_TYPE_F16},
-    {"bf16", 1, 2, RT_GGUF_TYPE_BF16},     {"q4_0", 32, 18, RT_GGUF_TYPE_Q4_0},
-    {"q4_1", 32, 20, RT_GGUF_TYPE_Q4_1},   {"q8_0", 32, 34, RT_GGUF_TYPE_Q8_0},
-    {"w4g32", 32, 18, RT_GGUF_TYPE_F32},   {"w4g64", 64, 34, RT_GGUF_TYPE_F32},
-    {"w4g128", 128, 66, RT_GGUF_TYPE_F32}, {"w4g32z", 32, 19, RT_GGUF_TYPE_F32},
-    {"w4g64z", 64, 35, RT_GGUF_TYPE_F32},  {"w4g128z", 128, 67, RT_GGUF_TYPE_F32},
+    {"f32", 1, 4, RT_GGUF_TYPE_F32},        {"f16", 1, 2, RT_GGUF_TYPE_F16},
+    {"bf16", 1, 2, RT_GGUF_TYPE_BF16},      {"q4_0", 32, 18, RT_GGUF_TYPE_Q4_0},
+    {"q4_1", 32, 20, RT_GGUF_TYPE_Q4_1},    {"q8_0", 32, 34, RT_GGUF_TYPE_Q8_0},
+    {"w4g32", 32, 18, RT_GGUF_TYPE_F32},    {"w4g64", 64, 34, RT_GGUF_TYPE_F32},
+    {"w4g128", 128, 66, RT_GGUF_TYPE_F32},  {"w4g32z", 32, 19, RT_GGUF_TYPE_F32},
+    {"w4g64z", 64, 35, RT_GGUF_TYPE_F32},   {"w4g128z", 128, 67, RT_GGUF_TYPE_F32},
+    {"f8g32", 32, 36, RT_GGUF_TYPE_F32},    {"f8g64", 64, 68, RT_GGUF_TYPE_F32},
+    {"f8g128", 128, 132, RT_GGUF_TYPE_F32},
 };
 #define FMT_LIST "f32, f16, bf16, q4_0, q4_1, q8_0"
 
@@ -84,7 +91,12 @@ static int fmt_from_name(const char *name)
 
 static int fmt_is_w4(int f)
 {
-    return f >= FMT_W4G32;
+    return f >= FMT_W4G32 && f <= FMT_W4G128Z;
+}
+
+static int fmt_is_f8(int f)
+{
+    return f >= FMT_F8G32;
 }
 
 static int fmt_from_gguf(RtGgufType t)
@@ -500,6 +512,10 @@ typedef struct Src {
     int64_t unit_elems, n_units;
     size_t unit_bytes; /* stored bytes of one unit */
     RtQuantSrc quant;  /* a w4a16 Linear's checkpoint tensors (then only label is set above) */
+    /* an fp8 Linear (f8g<G>): e4m3 codes [N, K] and f32 scales on a rows x cols grid, each scale covering
+     * a bn x bk block (per tensor: 1 x 1; per output channel: N x 1) */
+    const unsigned char *f8_codes, *f8_scales;
+    int64_t f8_N, f8_K, f8_rows, f8_cols, f8_bn, f8_bk;
 } Src;
 
 /* The spec's own consistency: dtype known, nbytes = the dtype's size of the shape. *to: the format. */
@@ -709,6 +725,24 @@ static const RtStTensor *w4_tensor(const RtWeights *w, const char *prefix, const
     return *s == KILN_OK ? t : NULL;
 }
 
+/* A repacked Linear's first checks (w4a16, fp8: `what`): the package's entry is a matrix below 2^31 each
+ * way, and the checkpoint is safetensors (the only files holding such tensors). */
+static KilnStatus linear_check(const RtWeights *w, const RtWeightSpec *spec, const char *what, char *err,
+                               int errlen)
+{
+    if (spec->rank != 2 || spec->shape[0] < 1 || spec->shape[1] < 1 || spec->shape[0] > INT32_MAX ||
+        spec->shape[1] > INT32_MAX)
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "%s: tensor %s: the package's %s entry is not valid", w->path, spec->name,
+                            spec->dtype);
+    if (!w->st)
+        return rt_file_errf(
+            err, errlen, KILN_ERR_UNSUPPORTED,
+            "%s: tensor %s: the package wants %s (%s), which only a safetensors checkpoint holds", w->path,
+            spec->name, spec->dtype, what);
+    return KILN_OK;
+}
+
 /* The checks of a w4a16 spec past check_spec's (format `to`): a matrix, the checkpoint's tensors, format,
  * group and zero points (rt_quant_check / rt_quant_is_symmetric). On KILN_OK, *src describes the Linear. */
 static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int to, RtQuantSrc *src, char *err,
@@ -718,15 +752,8 @@ static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int t
     size_t len = strlen(n);
     int G = fmts[to].block, zeros = to >= FMT_W4G32Z;
     char prefix[512];
-    if (spec->rank != 2 || spec->shape[0] < 1 || spec->shape[1] < 1 || spec->shape[0] > INT32_MAX ||
-        spec->shape[1] > INT32_MAX)
-        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
-                            "%s: tensor %s: the package's %s entry is not valid", w->path, n, spec->dtype);
-    if (!w->st)
-        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
-                            "%s: tensor %s: the package wants %s (GPTQ/AWQ INT4), which only a safetensors "
-                            "checkpoint holds",
-                            w->path, n, spec->dtype);
+    KilnStatus s0 = linear_check(w, spec, "GPTQ/AWQ INT4", err, errlen);
+    if (s0 != KILN_OK) return s0;
     if (len < 8 || strcmp(n + len - 7, ".weight") || len - 7 >= sizeof prefix)
         return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s: %s needs a Linear's .weight",
                             w->path, n, spec->dtype);
@@ -799,6 +826,81 @@ static KilnStatus w4_read(const RtQuantSrc *src, int to, void *dst, char *err, i
     return rt_quant_repack(src, &d, err, errlen);
 }
 
+/* The checks of an f8g<G> spec past check_spec's: a matrix; the checkpoint's NAME (F8_E4M3, the package's
+ * shape) and NAME_scale or NAME_scale_inv (F32: one value, one per output channel as [N] or [N, 1], or a
+ * grid of blocks [ceil(N/bn), ceil(K/bk)] whose bk the group G divides). Fills src's f8 fields. */
+static KilnStatus f8_resolve(const RtWeights *w, const RtWeightSpec *spec, int to, Src *src, char *err,
+                             int errlen)
+{
+    const char *n = spec->name;
+    int G = fmts[to].block;
+    KilnStatus s0 = linear_check(w, spec, "FP8 e4m3", err, errlen);
+    if (s0 != KILN_OK) return s0;
+    int64_t N = spec->shape[0], K = spec->shape[1];
+    const RtStTensor *c = rt_st_find(w->st, n);
+    if (!c)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: missing tensor %s (the package wants it as FP8)",
+                            w->path, n);
+    if (c->dtype != RT_ST_DTYPE_F8_E4M3 || c->n_dims != 2 || c->shape[0] != N || c->shape[1] != K)
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                            "%s: tensor %s is %s [%lld,%lld], the package wants F8_E4M3 [%lld,%lld] (%s)",
+                            w->path, n, rt_st_dtype_name(c->dtype), (long long)c->shape[0],
+                            (long long)(c->n_dims > 1 ? c->shape[1] : 0), (long long)N, (long long)K,
+                            spec->dtype);
+    char name[600];
+    snprintf(name, sizeof name, "%s_scale", n);
+    const RtStTensor *sc = rt_st_find(w->st, name);
+    if (!sc) {
+        snprintf(name, sizeof name, "%s_scale_inv", n);
+        sc = rt_st_find(w->st, name);
+    }
+    if (!sc)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "%s: missing tensor %s_scale (or _scale_inv) of FP8 %s", w->path, n, n);
+    if (sc->dtype != RT_ST_DTYPE_F32)
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: tensor %s is %s, not F32", w->path, name,
+                            rt_st_dtype_name(sc->dtype));
+    int64_t rows, cols;
+    if (sc->n_elements == 1)
+        rows = cols = 1;
+    else if ((sc->n_dims == 1 && sc->shape[0] == N) ||
+             (sc->n_dims == 2 && sc->shape[0] == N && sc->shape[1] == 1))
+        rows = N, cols = 1;
+    else if (sc->n_dims == 2)
+        rows = sc->shape[0], cols = sc->shape[1];
+    else
+        rows = cols = 0;
+    int64_t bn = rows > 0 ? (N + rows - 1) / rows : 0, bk = cols > 0 ? (K + cols - 1) / cols : 0;
+    if (!bn || !bk || (N + bn - 1) / bn != rows || (K + bk - 1) / bk != cols)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "%s: tensor %s: %lld scales are neither one, one per output channel nor a block "
+                            "grid of [%lld,%lld]",
+                            w->path, name, (long long)sc->n_elements, (long long)N, (long long)K);
+    if (bk % G)
+        return rt_file_errf(
+            err, errlen, KILN_ERR_UNSUPPORTED,
+            "%s: tensor %s: the checkpoint's scale blocks are %lld wide along K, the package's "
+            "groups %d (compile with --set weight_dtype=f8g32 or a group dividing %lld)",
+            w->path, name, (long long)bk, G, (long long)bk);
+    src->f8_codes = c->data, src->f8_scales = sc->data;
+    src->f8_N = N, src->f8_K = K, src->f8_rows = rows, src->f8_cols = cols, src->f8_bn = bn, src->f8_bk = bk;
+    return KILN_OK;
+}
+
+/* The f8g<G> weight from the resolved src: the codes as they are, then one f32 scale per (n, G-group). */
+static KilnStatus f8_read(const Src *src, int to, void *dst)
+{
+    int64_t N = src->f8_N, K = src->f8_K, G = fmts[to].block;
+    unsigned char *out = dst, *scales = out + N * K;
+    memcpy(out, src->f8_codes, (size_t)(N * K));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < K / G; g++) {
+            int64_t at = (n / src->f8_bn) * src->f8_cols + (g * G) / src->f8_bk;
+            memcpy(scales + (size_t)(n * (K / G) + g) * 4, src->f8_scales + (size_t)at * 4, 4);
+        }
+    return KILN_OK;
+}
+
 /* Every check of one spec; on KILN_OK, *src and *to describe the read (a w4a16 Linear: src->quant). */
 static KilnStatus resolve(const RtWeights *w, const RtWeightSpec *spec, Src *src, int *to, char *err,
                           int errlen)
@@ -808,6 +910,10 @@ static KilnStatus resolve(const RtWeights *w, const RtWeightSpec *spec, Src *src
     if (s == KILN_OK && fmt_is_w4(*to)) {
         snprintf(src->label, sizeof src->label, "%s", spec->name);
         return w4_resolve(w, spec, *to, &src->quant, err, errlen);
+    }
+    if (s == KILN_OK && fmt_is_f8(*to)) {
+        snprintf(src->label, sizeof src->label, "%s", spec->name);
+        return f8_resolve(w, spec, *to, src, err, errlen);
     }
     if (s == KILN_OK) s = w->gguf ? find_gguf(w, spec, src, err, errlen) : find_st(w, spec, src, err, errlen);
     if (s != KILN_OK) return s;
@@ -850,6 +956,7 @@ KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, ch
     if (!dst && spec->nbytes > 0)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: tensor %s: NULL destination", w->path, src.label);
     if (fmt_is_w4(to)) return w4_read(&src.quant, to, dst, err, errlen);
+    if (fmt_is_f8(to)) return f8_read(&src, to, dst);
     size_t out_unit = (size_t)(src.unit_elems / fmts[to].block * fmts[to].bytes);
     float *row = NULL;
     if (src.fmt != to && src.n_units > 0) {

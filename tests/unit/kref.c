@@ -550,8 +550,9 @@ void kref_qdequant(const char *wfmt, const void *w, const void *scales, const ui
                 *o = (float)(q - z) * (float)kref_get(scales, t, g);
             } else if (!strcmp(wfmt, "w8a16")) {
                 *o = (float)((const int8_t *)w)[(size_t)n * K + k];
-            } else if (!strcmp(wfmt, "fp8")) {
+            } else if (!strcmp(wfmt, "fp8")) { /* group > 1: f32 scales [N, K/group] in f32(q * s) */
                 *o = kref_f8e4m3_to_f32(((const uint8_t *)w)[(size_t)n * K + k]);
+                if (group > 1) *o *= ((const float *)scales)[(size_t)n * (K / group) + k / group];
             } else {
                 int q4_1 = !strcmp(wfmt, "q4_1"), q8 = !strcmp(wfmt, "q8_0");
                 size_t bytes = q8 ? 34 : q4_1 ? 20 : 18;

@@ -6,11 +6,11 @@
  *     dtype(w[n, m]), compared bit for bit, with scales over the whole finite half range (subnormal,
  *     zero, negative, large) and configs whose BK spans several groups and K tails;
  *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, fp8 with
- *     per-channel and per-tensor scales, q4_0, q4_1, q8_0; W8A8: fp8 and int8 activations with row
- *     scales), bf16, f16 and f32, every epilogue, M and N no
- *     tile divides, K a multiple of the group (w8a16, fp8: odd K), configs across tile sizes, warps, stages
- * and split-K (then matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue
- * pair's two outputs also bit for bit equal to two epilogue-none launches of the same config, one per weight;
+ *     per-channel, per-tensor and 32- or 128-wide block scales, q4_0, q4_1, q8_0; W8A8: fp8 and int8
+ * activations with row scales), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple of
+ * the group (w8a16, fp8: odd K), configs across tile sizes, warps, stages and split-K (then
+ * matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue pair's two outputs
+ * also bit for bit equal to two epilogue-none launches of the same config, one per weight;
  *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
  */
 #include <math.h>
@@ -38,7 +38,7 @@ static const Fmt fmts[] = {
     {"w4a16", 128, 1, 0, NULL}, {"w8a16", 0, 0, 0, NULL},  {"fp8", 0, 0, 0, NULL},
     {"fp8", 0, 0, 1, NULL},     {"q4_0", 0, 0, 0, NULL},   {"q4_1", 0, 0, 0, NULL},
     {"q8_0", 0, 0, 0, NULL},    {"fp8", 0, 0, 0, "fp8"},   {"fp8", 0, 0, 1, "fp8"},
-    {"w8a16", 0, 0, 0, "int8"},
+    {"w8a16", 0, 0, 0, "int8"}, {"fp8", 128, 0, 0, NULL},  {"fp8", 32, 0, 0, NULL},
 };
 
 /* The activations' dtype in memory: dt, or W8A8's 8-bit codes. */
@@ -47,10 +47,10 @@ static KirDtype act_dtype(const Fmt *f, KirDtype dt)
     return !f->act ? dt : !strcmp(f->act, "fp8") ? KIR_F8E4M3 : KIR_I8;
 }
 
-/* Formats whose scale multiplies a whole row's sum (any K). */
+/* Formats whose scale multiplies a whole row's sum (any K); fp8 with a group is block-scaled. */
 static int per_row(const Fmt *f)
 {
-    return !strcmp(f->wfmt, "w8a16") || !strcmp(f->wfmt, "fp8");
+    return (!strcmp(f->wfmt, "w8a16") || !strcmp(f->wfmt, "fp8")) && !f->group;
 }
 static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
 static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul", "pair"};
@@ -93,6 +93,26 @@ static uint16_t rand_half(KrefRng *g, double lo, double hi, int wild)
     return kref_f32_to_f16((float)(kref_next(g) & 1 ? -v : v));
 }
 
+/* fp8 weights: nk random e4m3 codes (any byte but the two NaNs) and ns f32 scales (wild: 2^-20 .. 2^5). */
+static void fp8_fill(KrefRng *g, QW *qw, size_t nk, size_t ns, int wild)
+{
+    qw->w = malloc(nk);
+    qw->scales = malloc(sizeof(float) * ns);
+    if (!qw->w || !qw->scales) abort();
+    for (size_t i = 0; i < nk; i++) {
+        uint8_t b;
+        do
+            b = (uint8_t)kref_next(g);
+        while ((b & 0x7f) == 0x7f);
+        ((uint8_t *)qw->w)[i] = b;
+    }
+    for (size_t i = 0; i < ns; i++) {
+        double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % 25) - 20)
+                        : kref_uniform(g, 0.0005, 0.004);
+        ((float *)qw->scales)[i] = (float)(kref_next(g) & 1 ? -s : s);
+    }
+}
+
 /* Fills qw for format f, dtype dt and [N, K] with random quants and scales that keep |w| around 1
  * (wild: scales over the whole finite half range, for the exactness test). */
 static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K, int wild)
@@ -118,26 +138,18 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
             for (size_t i = 0; i < ng; i++)
                 qw->zeros[i] = (uint8_t)(kref_next(g) % 16);
         }
+    } else if (!strcmp(f->wfmt, "fp8") && f->group) { /* block-scaled: f32 scales [N, K/G] in the dequant */
+        size_t ng = (size_t)N * (K / f->group);
+        qw->w_bytes = nk;
+        qw->s_bytes = sizeof(float) * ng;
+        fp8_fill(g, qw, nk, ng, wild);
     } else if (!strcmp(f->wfmt, "fp8")) { /* any byte but the two NaNs; f32 scales */
         int ns = f->tensor ? 1 : N;
         qw->w_bytes = nk;
         qw->s_bytes = sizeof(float) * (size_t)ns;
-        qw->w = malloc(nk);
-        qw->scales = malloc(qw->s_bytes);
+        fp8_fill(g, qw, nk, (size_t)ns, wild);
         qw->chan_f32 = malloc(sizeof(float) * (size_t)N);
-        if (!qw->w || !qw->scales || !qw->chan_f32) abort();
-        for (size_t i = 0; i < nk; i++) {
-            uint8_t b;
-            do
-                b = (uint8_t)kref_next(g);
-            while ((b & 0x7f) == 0x7f);
-            ((uint8_t *)qw->w)[i] = b;
-        }
-        for (int i = 0; i < ns; i++) {
-            double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % 25) - 20)
-                            : kref_uniform(g, 0.0005, 0.004);
-            ((float *)qw->scales)[i] = (float)(kref_next(g) & 1 ? -s : s);
-        }
+        if (!qw->chan_f32) abort();
         for (int i = 0; i < N; i++)
             qw->chan_f32[i] = ((float *)qw->scales)[f->tensor ? 0 : i];
         qw->chan = qw->chan_f32;
@@ -487,9 +499,9 @@ static void sweep(const KRunner *r, KrefRng *g)
         for (int d = 0; d < 2; d++) {
             const Fmt *f = &fmts[fi];
             int G = group_of(f), w8 = per_row(f);
-            /* compiled executors: the variants of a format (per-tensor scale, W8A8) in one dtype (the
-             * host JIT's time is the test's budget) */
-            if (big && (f->tensor || f->act) && d == 1) continue;
+            /* compiled executors: the variants of a format (per-tensor or block scales, W8A8) in one dtype
+             * (the host JIT's time is the test's budget) */
+            if (big && (f->tensor || f->act || (f->group && !strcmp(f->wfmt, "fp8"))) && d == 1) continue;
             for (int i = 0; i < N_EPI; i++, n_case++) {
                 /* every epilogue once per (format, dtype) */
                 const char *epi = epilogues[(i + d * 2 + (int)fi) % N_EPI];

@@ -1,10 +1,14 @@
-/* test_engine_w4.c — w4a16 packages end to end on the host backend: the tiny recipe (intermediate 256, so
- * every K is a multiple of 64 too) compiled with
+/* test_engine_quant.c — w4a16 and fp8 packages end to end on the host backend: the tiny recipe
+ * (intermediate 256, so every K is a multiple of 64 too) compiled with
  * weight_dtype=w4g32z (and w4g32) reads GPTQ (v1, and v2 through config.json) and AWQ INT4 checkpoints
  * whose Linears hold random 4-bit codes, zero points and f16 scales; its logits (kiln_engine_score) must
  * match the bf16 package run on the dense checkpoint holding bf16(f32(q - z) * f32(s)) — the value the
  * qmatmul kernel computes before its dot. Also the binder's refusals: a package without zero points on an
- * asymmetric checkpoint, a group size that differs, a missing qzeros, a GGUF file. */
+ * asymmetric checkpoint, a group size that differs, a missing qzeros, a GGUF file.
+ * fp8 (weight_dtype=f8g32): FP8 checkpoints whose Linears hold random e4m3 codes with F32 scales per
+ * tensor (a scalar), per output channel ([N, 1]) or per 16 x 32 block (`_scale_inv`, DeepSeek-style); the
+ * logits must match the bf16 package on the dense checkpoint holding bf16(f32(q) * s). Refusals: scale
+ * blocks narrower than the package's groups, a missing scale, a bf16 tensor where FP8 is wanted. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <math.h>
 #include <stdio.h>
@@ -228,6 +232,118 @@ static int compile(const char *kiln, const char *src, const char *set, const cha
     return ok;
 }
 
+/* ---- fp8 ---- */
+
+enum { F8_TENSOR, F8_CHANNEL, F8_BLOCK, F8_BN = 16, F8_BK = 32 };
+
+/* The value of e4m3 code c (no NaN among the codes made here). */
+static float e4m3_value(uint8_t c)
+{
+    int e = c >> 3 & 15, m = c & 7;
+    float v = e ? ldexpf((float)(8 + m), e - 10) : ldexpf((float)m, -9);
+    return c >> 7 ? -v : v;
+}
+
+/* An FP8 checkpoint of m's shapes: non-Linears bf16 as in m; each Linear random e4m3 codes (|q| in
+ * [1/8, 15]) with scales of `kind` (F8_BLOCK: F8_BN x F8_BK blocks, as weight_scale_inv); into `dense` the
+ * bf16(f32(q) * s) model. drop_scale: leave the scales out. */
+static void write_fp8(const Model *m, int kind, const char *path, KfStTensor *dense, KrefRng *g,
+                      int drop_scale)
+{
+    KfStTensor t[2 * MAXW] = {{0}};
+    void *owned[2 * MAXW];
+    char *names[MAXW];
+    int n = 0, no = 0, nn = 0;
+    for (int i = 0; i < m->n; i++) {
+        dense[i] = m->dense[i];
+        if (!is_linear(m->dense[i].name, m->dense[i].n_dims)) {
+            t[n++] = m->dense[i];
+            continue;
+        }
+        int64_t N = m->dense[i].shape[0], K = m->dense[i].shape[1];
+        int64_t rows = kind == F8_TENSOR ? 1 : kind == F8_CHANNEL ? N : (N + F8_BN - 1) / F8_BN;
+        int64_t cols = kind == F8_BLOCK ? (K + F8_BK - 1) / F8_BK : 1;
+        uint8_t *q = malloc((size_t)(N * K));
+        float *sc = malloc(sizeof(float) * (size_t)(rows * cols));
+        uint16_t *d = malloc((size_t)(N * K) * 2);
+        for (int64_t j = 0; j < rows * cols; j++)
+            sc[j] = (float)(0.002 + 0.004 * (double)(kref_next(g) % 1000) / 1000.0);
+        for (int64_t r = 0; r < N; r++)
+            for (int64_t k = 0; k < K; k++) {
+                uint8_t c = (uint8_t)((kref_next(g) & 0x80) | (4 + kref_next(g) % 7) << 3 | kref_next(g) % 8);
+                int64_t si = kind == F8_TENSOR ? 0 : kind == F8_CHANNEL ? r : (r / F8_BN) * cols + k / F8_BK;
+                q[r * K + k] = c;
+                d[r * K + k] = bf16_of(e4m3_value(c) * sc[si]);
+            }
+        dense[i].data = d, dense[i].nbytes = (size_t)(N * K) * 2;
+        t[n++] = (KfStTensor){m->dense[i].name, "F8_E4M3", 2, {N, K}, q, (size_t)(N * K)};
+        if (!drop_scale) {
+            char *name = malloc(strlen(m->dense[i].name) + 16);
+            sprintf(name, "%s%s", m->dense[i].name, kind == F8_BLOCK ? "_scale_inv" : "_scale");
+            names[nn++] = name;
+            KfStTensor st = {name,         "F32", kind == F8_TENSOR ? 0 : 2,
+                             {rows, cols}, sc,    sizeof(float) * (size_t)(rows * cols)};
+            t[n++] = st;
+        }
+        owned[no++] = q, owned[no++] = sc;
+    }
+    kf_st_write_tensors(path, t, n);
+    for (int i = 0; i < no; i++)
+        free(owned[i]);
+    for (int i = 0; i < nn; i++)
+        free(names[i]);
+}
+
+static void free_dense_linears(const Model *m, KfStTensor *dense)
+{
+    for (int i = 0; i < m->n; i++)
+        if (dense[i].data != m->dense[i].data) free((void *)dense[i].data);
+}
+
+/* fp8 packages (f8g32; f8g64 for the refusal) against bf16 on the same values, for every scale kind. */
+static void fp8_checks(const char *dense_pkg, const char *f8_pkg, const char *f8g64_pkg, KrefRng *g)
+{
+    Model m;
+    if (!make_model(dense_pkg, g, 1, &m)) return;
+    int32_t tok[T];
+    for (int i = 0; i < T; i++)
+        tok[i] = (int32_t)(kref_next(g) % 256);
+    static const char *const kinds[] = {"per-tensor", "per-channel", "block"};
+    for (int kind = 0; kind < 3; kind++) {
+        KfStTensor dense[MAXW];
+        char ck[64], dn[64];
+        snprintf(ck, sizeof ck, "fp8-%d.safetensors", kind);
+        snprintf(dn, sizeof dn, "fp8-dense-%d.safetensors", kind);
+        char ck_path[512], dense_path[512];
+        snprintf(ck_path, sizeof ck_path, "%s", kf_at(ck));
+        snprintf(dense_path, sizeof dense_path, "%s", kf_at(dn));
+        write_fp8(&m, kind, ck_path, dense, g, 0);
+        kf_st_write_tensors(dense_path, dense, m.n);
+        int V = 0, V2 = 0;
+        float *want = score(dense_pkg, dense_path, tok, &V),
+              *got = want ? score(f8_pkg, ck_path, tok, &V2) : NULL;
+        if (want && got) {
+            double err = V == V2 ? rel_l2(got, want, T * V) : INFINITY;
+            KT_CHECK(err < 1e-2, "fp8 %s scales: logits rel L2 %.3g vs the dense bf16 model", kinds[kind],
+                     err);
+        }
+        free(want);
+        free(got);
+        if (kind == F8_BLOCK) /* 32-wide scale blocks serve 32-wide groups, not 64-wide ones */
+            expect_refusal("fp8 blocks narrower than the groups", f8g64_pkg, ck_path, "blocks are 32 wide");
+        if (kind == F8_CHANNEL) {
+            expect_refusal("a bf16 checkpoint for an fp8 package", f8_pkg, dense_path,
+                           "the package wants F8_E4M3");
+            KfStTensor d2[MAXW];
+            write_fp8(&m, kind, kf_at("fp8-noscale.safetensors"), d2, g, 1);
+            free_dense_linears(&m, d2);
+            expect_refusal("no scales", f8_pkg, kf_at("fp8-noscale.safetensors"), "_scale");
+        }
+        free_dense_linears(&m, dense);
+    }
+    free_model(&m);
+}
+
 int main(void)
 {
     const char *kiln = getenv("KILN_BIN"), *src = getenv("KILN_SOURCE_DIR");
@@ -235,16 +351,20 @@ int main(void)
         printf("SKIP: needs the LLVM host backend and KILN_BIN/KILN_SOURCE_DIR (run through ctest)\n");
         return 77;
     }
-    if (!kf_scratch_open("engine-w4")) return 1;
-    char dense_pkg[512], w4z_pkg[512], w4_pkg[512], w64_pkg[512];
+    if (!kf_scratch_open("engine-quant")) return 1;
+    char dense_pkg[512], w4z_pkg[512], w4_pkg[512], w64_pkg[512], f8_pkg[512], f8g64_pkg[512];
     snprintf(dense_pkg, sizeof dense_pkg, "%s", kf_at("dense.kiln"));
     snprintf(w4z_pkg, sizeof w4z_pkg, "%s", kf_at("w4g32z.kiln"));
     snprintf(w4_pkg, sizeof w4_pkg, "%s", kf_at("w4g32.kiln"));
     snprintf(w64_pkg, sizeof w64_pkg, "%s", kf_at("w4g64z.kiln"));
+    snprintf(f8_pkg, sizeof f8_pkg, "%s", kf_at("f8g32.kiln"));
+    snprintf(f8g64_pkg, sizeof f8g64_pkg, "%s", kf_at("f8g64.kiln"));
     if (!compile(kiln, src, "", dense_pkg) || !compile(kiln, src, "--set weight_dtype=w4g32z", w4z_pkg) ||
         !compile(kiln, src, "--set weight_dtype=w4g32", w4_pkg) ||
-        !compile(kiln, src, "--set weight_dtype=w4g64z", w64_pkg))
-        return kt_done("test_engine_w4");
+        !compile(kiln, src, "--set weight_dtype=w4g64z", w64_pkg) ||
+        !compile(kiln, src, "--set weight_dtype=f8g32", f8_pkg) ||
+        !compile(kiln, src, "--set weight_dtype=f8g64", f8g64_pkg))
+        return kt_done("test_engine_quant");
     uint64_t seed = (uint64_t)time(NULL);
     printf("seed %llu\n", (unsigned long long)seed);
     KrefRng g = kref_rng(seed);
@@ -302,6 +422,7 @@ int main(void)
         free(want);
         free_model(&m);
     }
+    fp8_checks(dense_pkg, f8_pkg, f8g64_pkg, &g);
     /* a GGUF file holds no GPTQ/AWQ weights */
     KfGgKvs kv = {0};
     kf_gg_kv_str(&kv, "general.architecture", "llama");
@@ -311,5 +432,5 @@ int main(void)
     kf_gg_kvs_free(&kv);
     expect_refusal("a GGUF file", w4z_pkg, kf_at("m.gguf"), "");
     kf_scratch_close();
-    return kt_done("test_engine_w4");
+    return kt_done("test_engine_quant");
 }
