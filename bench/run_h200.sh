@@ -5,7 +5,8 @@
 # Build first (here, not on the GPU machine):
 #   cmake -S . -B build-gpu -DKILN_WITH_LLVM=OFF -DCMAKE_BUILD_TYPE=Release
 #   cmake --build build-gpu -j2 --target kbench test_rt_device test_cg_cuda \
-#     test_kfam_attention test_kfam_spec_verify test_kfam_qmatmul test_kfam_kv_write test_kfam_logits
+#     test_kfam_attention test_kfam_spec_verify test_kfam_qmatmul test_kfam_kv_write test_kfam_logits \
+#     test_kfam_quant_rows test_kfam_rope test_kfam_sample
 set -u
 B=${1:-build-gpu}
 OUTDIR=${OUT:-/tmp/kiln-out}
@@ -13,7 +14,7 @@ mkdir -p "$OUTDIR"
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader
 for t in test_rt_device test_cg_cuda test_kfam_attention test_kfam_spec_verify test_kfam_qmatmul test_kfam_kv_write \
-         test_kfam_logits; do
+         test_kfam_logits test_kfam_quant_rows test_kfam_rope test_kfam_sample; do
   [ -x "$B/tests/$t" ] || continue
   KILN_TEST_EXECUTORS=cuda timeout "${TEST_TIMEOUT:-400}" stdbuf -oL "$B/tests/$t" > "$OUTDIR/$t.log" 2>&1
   echo "$t rc=$? $(tail -1 "$OUTDIR/$t.log")"
