@@ -81,14 +81,18 @@ static void check_fused(const Schedule *s, const char *model, int layers, int fu
             /* w4a16 (zeros=1): each weight as its words, scales at N*K/2 bytes, zeros after (Hkv*D = 32,
              * K = 64, G = 32 in tiny: @1024, @1152) */
             int w4 = !strcmp(kfam_spec_s(&k->spec, "wfmt", ""), "w4a16");
+            int f8 = !strcmp(kfam_spec_s(&k->spec, "wfmt", ""), "fp8"); /* codes, then scales at N*K: @2048 */
             pairs++;
             KT_CHECK((w4 ? s->launches[i].n_args == 10 &&
                                strstr(a, ".self_attn.k_proj.weight@1024 weight:model.layers.") &&
                                strstr(a, ".self_attn.k_proj.weight@1152 weight:model.layers.") &&
                                strstr(a, ".self_attn.v_proj.weight@1152 act:%")
-                         : s->launches[i].n_args == 6 &&
-                               strstr(a, ".self_attn.k_proj.weight weight:model.layers.") &&
-                               strstr(a, ".self_attn.v_proj.weight act:%")) &&
+                      : f8 ? s->launches[i].n_args == 8 &&
+                                 strstr(a, ".self_attn.k_proj.weight@2048 weight:model.layers.") &&
+                                 strstr(a, ".self_attn.v_proj.weight@2048 act:%")
+                           : s->launches[i].n_args == 6 &&
+                                 strstr(a, ".self_attn.k_proj.weight weight:model.layers.") &&
+                                 strstr(a, ".self_attn.v_proj.weight act:%")) &&
                          strstr(a, " sym:T"),
                      "%s: pair launch %d: %s", model, i, a);
         }
@@ -143,6 +147,36 @@ static int check_splitk(const Schedule *s, const char *model)
                     s->bufs[ws].last == 1 << 30 && s->bufs[sem].last == 1 << 30),
              "%s: the split-K pair is sized for the widest N and lives the whole step", model);
     return n;
+}
+
+/* fp8 weights: qmatmul wfmt=fp8 group=32 gets each weight's codes at byte 0 and its f32 scales at N*K. */
+static void test_f8_planes(void)
+{
+    GirGraph *g = load("tiny", "weight_dtype=f8g32");
+    if (!g) return;
+    IrArena *a = ir_arena_create();
+    Schedule *s = NULL;
+    IrDiag d = {0};
+    KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "tiny f8g32: %s", d.msg);
+    int seen = 0;
+    for (int i = 0; s && i < s->n_launches; i++) {
+        const SchedKernel *k = &s->kernels[s->launches[i].kernel];
+        if (strcmp(k->spec.family, "qmatmul")) continue;
+        int64_t N = kfam_spec_i(&k->spec, "N", 0), K = kfam_spec_i(&k->spec, "K", 0);
+        KT_CHECK(!strcmp(kfam_spec_s(&k->spec, "wfmt", ""), "fp8") && kfam_spec_i(&k->spec, "group", 0) == 32,
+                 "%s: wfmt fp8 group 32", k->name);
+        IrBuf args = {0};
+        sched_launch_args(s, &s->launches[i], &args);
+        char want[64];
+        snprintf(want, sizeof want, ".weight@%lld ", (long long)(N * K));
+        KT_CHECK(args.s && strstr(args.s, want), "%s: scales plane %s in %s", k->name, want,
+                 args.s ? args.s : "");
+        ir_buf_free(&args);
+        seen++;
+    }
+    KT_CHECK(seen >= 2 * 4, "tiny f8g32: %d qmatmul launches", seen);
+    ir_arena_destroy(a);
+    gir_graph_destroy(g);
 }
 
 static void test_model(const char *model, const char *set, int layers, int fused)
@@ -250,5 +284,7 @@ int main(void)
     test_model("smollm2-135m", "weight_dtype=q4_1", 30, 1); /* GGUF Q4_1 linear layers: qmatmul kernels */
     test_model("tiny", "weight_dtype=q8_0", 2, 1);
     test_model("tiny", "weight_dtype=w4g32z", 2, 1); /* w4a16: each weight as words, scales, zeros planes */
+    test_model("tiny", "weight_dtype=f8g32", 2, 1);  /* fp8: each weight as codes and scales planes */
+    test_f8_planes();
     return kt_done("test_sched");
 }
