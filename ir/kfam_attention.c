@@ -79,7 +79,8 @@ static void attention_defaults(const KfamSpec *s, KirConfig *cfg)
 /* What one part of the key loop needs from the kernel around it. */
 typedef struct KeyLoop {
     KirBuilder *b;
-    KirValue *qt, *kc, *vc, *bt, *bt_row, *kvh, *pos, *ctx, *tm, *dl, *dmask, *zero_t, *qk_scale;
+    KirValue *qt, *kc, *vc, *bt, *bt_row, *kvh, *pos, *ctx, *tm, *dl64, *dmask, *zero_t, *qk_scale;
+    KirValue *page_elems; /* i64: one page of one cache */
     int Hkv, D, S, W, causal, bm, bn, dp, stages;
     KirDtype dt;
 } KeyLoop;
@@ -91,8 +92,7 @@ static KirInst *key_loop(const KeyLoop *c, KirValue *lo, KirValue *hi, int maske
     KirBuilder *b = c->b;
     int bm = c->bm, bn = c->bn, dp = c->dp, shp_mn[2] = {bm, bn};
     KirValue *zero_i = kir_const_i32(b, 0), *f0 = kir_const_f(b, KIR_F32, 0);
-    KirValue *cS = kir_const_i32(b, c->S), *page_elems = kir_const_i64(b, (int64_t)c->S * c->Hkv * c->D);
-    KirValue *dl64 = kir_cast(b, c->dl, KIR_I64);
+    KirValue *cS = kir_const_i32(b, c->S), *dl64 = c->dl64;
     KirBlock *body = kir_for_begin(b, lo, hi, kir_const_i32(b, bn), carry, 3, c->stages > 1 ? c->stages : 0);
     KirValue *kb = body->args[0], *m = body->args[1], *l = body->args[2], *acc = body->args[3];
     KirValue *kpos = kir_add(b, kb, kir_arange(b, bn));
@@ -102,7 +102,7 @@ static KirInst *key_loop(const KeyLoop *c, KirValue *lo, KirValue *hi, int maske
     /* element offset of (page, kpos % S, kvh, 0) in the caches, i64 [BN] */
     KirValue *slot =
         kir_add(b, kir_mul(b, kir_binary(b, KIR_OP_REM, kpos, cS), kir_const_i32(b, c->Hkv)), c->kvh);
-    KirValue *kbase = kir_add(b, kir_mul(b, kir_cast(b, page, KIR_I64), page_elems),
+    KirValue *kbase = kir_add(b, kir_mul(b, kir_cast(b, page, KIR_I64), c->page_elems),
                               kir_cast(b, kir_mul(b, slot, kir_const_i32(b, c->D)), KIR_I64));
     KirValue *kt_mask = kfam_outer_mask(b, c->dmask, kmask, dp, bn);
     KirValue *kt = kir_load(b, c->kc, kfam_outer(b, KIR_OP_ADD, dl64, kbase), kt_mask,
@@ -246,15 +246,16 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
 
     /* key range [lo, hi): lo = the first row's window start rounded down to BLOCK_N, hi = the last row's
      * causal bound (or the sequence's length); a tile past the packed rows runs zero trips */
-    KirValue *hi = slen;
-    if (causal) {
+    KirValue *pos_first = NULL, *pos_last = NULL; /* positions of the tile's first and last real rows */
+    if (causal || W > 0) {
         KirValue *last = kir_sub(&b, kir_binary(&b, KIR_OP_MIN, kir_add(&b, first, cBM), nrows), one);
-        hi = kir_add(&b, kir_add(&b, ctx, group > 1 ? kir_div(&b, last, cG) : last), one);
+        pos_first = kir_add(&b, ctx, group > 1 ? kir_div(&b, first, cG) : first);
+        pos_last = kir_add(&b, ctx, group > 1 ? kir_div(&b, last, cG) : last);
     }
+    KirValue *hi = causal ? kir_add(&b, pos_last, one) : slen;
     KirValue *lo = zero_i;
     if (W > 0) {
-        KirValue *ifirst = group > 1 ? kir_div(&b, first, cG) : first;
-        KirValue *w0 = kir_sub(&b, kir_add(&b, ctx, ifirst), kir_const_i32(&b, W - 1));
+        KirValue *w0 = kir_sub(&b, pos_first, kir_const_i32(&b, W - 1));
         w0 = kir_binary(&b, KIR_OP_MAX, w0, zero_i);
         lo = kir_mul(&b, kir_div(&b, w0, cBN), cBN);
     }
@@ -272,15 +273,11 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
      * below the first row's causal bound (or the sequence's end), past the last row's window and, in a tree,
      * before the step's own tokens. The loop runs in up to three parts, masked [lo, full_lo), unmasked
      * [full_lo, e), masked [e, hi), carrying (m, l, acc) from one to the next. */
-    KirValue *full_end =
-        causal ? kir_add(&b, kir_add(&b, ctx, group > 1 ? kir_div(&b, first, cG) : first), one) : slen;
+    KirValue *full_end = causal ? kir_add(&b, pos_first, one) : slen;
     if (tree) full_end = kir_binary(&b, KIR_OP_MIN, full_end, ctx);
     KirValue *full_lo = lo;
     if (W > 0) { /* keys > pos_last - W: the first block starting at or after pos_last - W + 1 */
-        KirValue *last = kir_sub(&b, kir_binary(&b, KIR_OP_MIN, kir_add(&b, first, cBM), nrows), one);
-        KirValue *w1 =
-            kir_sub(&b, kir_add(&b, ctx, group > 1 ? kir_div(&b, last, cG) : last), kir_const_i32(&b, W - 1));
-        w1 = kir_binary(&b, KIR_OP_MAX, w1, lo);
+        KirValue *w1 = kir_binary(&b, KIR_OP_MAX, kir_sub(&b, pos_last, kir_const_i32(&b, W - 1)), lo);
         full_lo = kir_add(
             &b, lo,
             kir_mul(&b, kir_div(&b, kir_sub(&b, kir_add(&b, kir_sub(&b, w1, lo), cBN), one), cBN), cBN));
@@ -299,7 +296,8 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
                   .pos = pos,
                   .ctx = ctx,
                   .tm = NULL,
-                  .dl = dl,
+                  .dl64 = kir_cast(&b, dl, KIR_I64),
+                  .page_elems = kir_const_i64(&b, S * Hkv * D),
                   .dmask = dmask,
                   .zero_t = zero_t,
                   .Hkv = (int)Hkv,
