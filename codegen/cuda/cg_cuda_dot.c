@@ -294,6 +294,21 @@ static const char *a_reg_name(CgCudaGen *g, const KirValue *x)
     return g->v[x->id].name;
 }
 
+/* Declares `unsigned arr[K/16][4]` and fills it with register A operand x's b16 pairs: k16 slice s is
+ * n8 fragments 2s, 2s + 1 of a layout with one row fragment per warp (mma.sync's and wgmma's A fragment). */
+static void emit_pack_a(CgCudaGen *g, const KirValue *x, const char *arr)
+{
+    int K = x->type.shape[1];
+    const char *r = a_reg_name(g, x), *pk = x->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
+    cg_cuda_line(g, "unsigned %s[%d][4];", arr, K / 16);
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_open(g, "for (int s = 0; s < %d; s++)", K / 16);
+    for (int i = 0; i < 4; i++)
+        cg_cuda_line(g, "%s[s][%d] = %s(%s[s * 8 + %d], %s[s * 8 + %d]);", arr, i, pk, r, 2 * i, r,
+                     2 * i + 1);
+    cg_cuda_close(g);
+}
+
 /* The b16 pairs of a register A operand packed before the current loop ("<name>_pk[k16 slice][4]"), or
  * NULL. */
 static const char *a_packed(CgCudaGen *g, const KirValue *x)
@@ -317,20 +332,7 @@ static void pack_loop_a(CgCudaGen *g, const CgCudaPipe *p)
         if (g->n_apk == 8 || val(g, x)->form != CG_CUDA_REG || val(g, x)->blk == body || a_packed(g, x) ||
             !a_in_regs(g, in) || g->lay[val(g, x)->lay].fm != 1)
             continue;
-        int K = x->type.shape[1];
-        const char *n = val(g, x)->name, *r = a_reg_name(g, x);
-        const char *pk = x->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
-        cg_cuda_line(g, "unsigned %s_pk[%d][4];", n, K / 16);
-        cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_open(g, "for (int s = 0; s < %d; s++)", K / 16);
-        cg_cuda_line(
-            g, "%s_pk[s][0] = %s(%s[s * 8], %s[s * 8 + 1]), %s_pk[s][1] = %s(%s[s * 8 + 2], %s[s * 8 + 3]);",
-            n, pk, r, r, n, pk, r, r);
-        cg_cuda_line(
-            g,
-            "%s_pk[s][2] = %s(%s[s * 8 + 4], %s[s * 8 + 5]), %s_pk[s][3] = %s(%s[s * 8 + 6], %s[s * 8 + 7]);",
-            n, pk, r, r, n, pk, r, r);
-        cg_cuda_close(g);
+        emit_pack_a(g, x, cg_cuda_fmt(g, "%s_pk", val(g, x)->name));
         g->apk_scope[g->n_apk] = g->depth ? g->scope_stack[g->depth - 1] : 0;
         g->apk[g->n_apk++] = x;
     }
@@ -546,18 +548,7 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
                      ja, rd, A->stage_bytes / 2);
     } else if (!a_packed(g, in->ops[0])) { /* packed before the fence: registers written between wgmmas
                                             * make ptxas serialize them */
-        const char *r = a_reg_name(g, in->ops[0]),
-                   *pk = in->ops[0]->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
-        cg_cuda_line(g, "unsigned af[%d][4];", K / 16);
-        cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_open(g, "for (int s = 0; s < %d; s++)", K / 16);
-        cg_cuda_line(g,
-                     "af[s][0] = %s(%s[s * 8], %s[s * 8 + 1]), af[s][1] = %s(%s[s * 8 + 2], %s[s * 8 + 3]);",
-                     pk, r, r, pk, r, r);
-        cg_cuda_line(
-            g, "af[s][2] = %s(%s[s * 8 + 4], %s[s * 8 + 5]), af[s][3] = %s(%s[s * 8 + 6], %s[s * 8 + 7]);",
-            pk, r, r, pk, r, r);
-        cg_cuda_close(g);
+        emit_pack_a(g, in->ops[0], "af");
     }
     cg_cuda_line(g, "const kd_%s *const tb = kp%d + %s * %d;", kind, jb, rd, B->stage_bytes / 2);
     cg_cuda_line(g, "#pragma unroll");
