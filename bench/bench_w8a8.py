@@ -64,12 +64,7 @@ peer_ms = kb.median_ms(lambda i: torch._scaled_mm(xq, wq.t(), scale_a=xs[:, None
 rows = []
 spec = f"N={N} K={K} dtype=bf16 wfmt=fp8 act=fp8 epilogue=none"
 out = torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16)
-for cfg in [""] + args.config:
-    try:
-        k = kb.Kernel("qmatmul", spec, cfg, quiet=True)
-    except RuntimeError as e:
-        print(f"  [{cfg}] {str(e)[:160]}")
-        continue
+for k in kb.kernels("qmatmul", spec, [""] + args.config):
     out.fill_(float("nan"))
     k(xq.view(torch.uint8), xs, wq.view(torch.uint8), ws, out, M)
     torch.cuda.synchronize()

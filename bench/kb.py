@@ -61,6 +61,16 @@ class Kernel:
             raise RuntimeError("kb_launch: " + e.value.decode())
 
 
+
+def kernels(family, spec, configs):
+    """The kernels of family/spec built at each config ("" = the family's default); a config the family or
+    the GPU refuses prints its one-line reason and is skipped."""
+    for cfg in configs:
+        try:
+            yield Kernel(family, spec, cfg, quiet=True)
+        except RuntimeError as e:
+            print(f"  [{cfg}] {str(e)[:160]}")
+
 def rel_l2(out, ref):
     out, ref = out.double(), ref.double()
     if not torch.isfinite(out).all():
