@@ -63,17 +63,25 @@ static int mode_ok(const char *m)
     return !strcmp(m, "mixed") || !strcmp(m, "prefill") || !strcmp(m, "decode") || !strcmp(m, "verify");
 }
 
-/* Decode steps have one query per sequence: a 16-row tile (the smallest tensor-core M) wastes least.
- * Otherwise 64x64 tiles; at D > 128, 32x32 to bound shared memory and the [BLOCK_M, D] f32 accumulator's
- * registers. 4 warps (1 warp makes the CUDA backend keep whole tiles per thread: 5x the code). */
+/* 64x64 tiles of 4 warps, 16 rows per warp; at D > 128, 32x32 to bound shared memory and the
+ * [BLOCK_M, D] f32 accumulator's registers (decode: 16 rows). A decode step (G rows per kv head) uses 64
+ * rows too: a 16-row tile gives every warp the same 16 rows (the CUDA backend splits softmax rows over
+ * warps only), so each warp would repeat the whole tile's math, while 64 rows cost each warp the same
+ * and run on wgmma on sm_90a (H200, B1 x 32k: 54.8 -> 44.1 us). Prefill and mixed steps ask the
+ * backend for 3 programs per SM (MIN_BLOCKS: 216 -> 168 registers, ~140 bytes of spills), which hides
+ * one program's prologue (Q, block table, first K/V) behind the others' trips: S = 1k, 296 -> 329
+ * TFLOP/s; decode and verify run few trips per program and lose from the spills. 4 warps (1 warp makes
+ * the CUDA backend keep whole tiles per thread: 5x the code). */
 static void attention_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t D = kfam_spec_i(s, "D", 128);
-    int decode = !strcmp(kfam_spec_s(s, "mode", "mixed"), "decode");
-    kir_config_set(cfg, "BLOCK_M", decode ? 16 : D > 128 ? 32 : 64);
+    const char *mode = kfam_spec_s(s, "mode", "mixed");
+    int decode = !strcmp(mode, "decode"), verify = !strcmp(mode, "verify");
+    kir_config_set(cfg, "BLOCK_M", D > 128 ? (decode ? 16 : 32) : 64);
     kir_config_set(cfg, "BLOCK_N", D > 128 ? 32 : 64);
     kir_config_set(cfg, "WARPS", 4);
     kir_config_set(cfg, "STAGES", 2);
+    if (D <= 128 && !decode && !verify) kir_config_set(cfg, "MIN_BLOCKS", 3);
 }
 
 /* What one part of the key loop needs from the kernel around it. */
@@ -349,11 +357,12 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
 
 const KfamFamily kfam_attention = {
     .name = "attention",
-    .n_space = 4,
+    .n_space = 5,
     .space = {{"BLOCK_M", 5, {16, 32, 64, 128, 256}},
               {"BLOCK_N", 5, {16, 32, 64, 128, 256}},
               {"WARPS", 4, {1, 2, 4, 8}},
-              {"STAGES", 3, {1, 2, 3}}},
+              {"STAGES", 3, {1, 2, 3}},
+              {"MIN_BLOCKS", 3, {0, 2, 3}}},
     .defaults = attention_defaults,
     .build = attention_build,
 };

@@ -172,6 +172,7 @@ KirKernel *kir_kernel_create(IrArena *a, const char *name, const char *family, c
     if (!k->name || !k->family || !k->body) return NULL;
     if (cfg) k->cfg = *cfg;
     k->warps = (int)kir_config_get(&k->cfg, "WARPS", 4);
+    k->min_blocks = (int)kir_config_get(&k->cfg, "MIN_BLOCKS", 0);
     for (int i = 0; i < 3; i++)
         k->grid[i] = (KirGridDim){.param = -1, .mul = 1, .div = 1, .c = 1};
     return k;

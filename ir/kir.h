@@ -127,7 +127,9 @@ typedef struct KirKernel {
     const char *name;   /* unique per specialization, e.g. "rmsnorm_bf16_c4096" */
     const char *family; /* "rmsnorm" */
     KirConfig cfg;
-    int warps; /* threads per program = 32 * warps (backends may ignore: host) */
+    int warps;      /* threads per program = 32 * warps (backends may ignore: host) */
+    int min_blocks; /* config MIN_BLOCKS: programs an SM should hold at once (0: no hint); the GPU backends
+                     * cap registers at what that many programs leave each thread */
     int n_params;
     KirParam params[KIR_MAX_PARAMS];
     KirGridDim grid[3];

@@ -342,6 +342,9 @@ IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
             return ir_diag_set(d, IR_ERR_INTERNAL, "verify: kernel %s: bad grid axis %d", k->name, i);
     }
     if (k->warps < 1) return ir_diag_set(d, IR_ERR_INTERNAL, "verify: kernel %s: warps < 1", k->name);
+    if (k->min_blocks < 0 || k->min_blocks > 32)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: MIN_BLOCKS=%d is outside [0, 32]", k->name,
+                           k->min_blocks);
     if (!lim) return IR_OK;
     int threads = 32 * k->warps;
     if (threads > lim->max_threads)

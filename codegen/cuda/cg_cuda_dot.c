@@ -294,19 +294,23 @@ static const char *a_reg_name(CgCudaGen *g, const KirValue *x)
     return g->v[x->id].name;
 }
 
-/* Declares `unsigned arr[K/16][4]` and fills it with register A operand x's b16 pairs: k16 slice s is
- * n8 fragments 2s, 2s + 1 of a layout with one row fragment per warp (mma.sync's and wgmma's A fragment). */
-static void emit_pack_a(CgCudaGen *g, const KirValue *x, const char *arr)
+/* Fills `unsigned arr[K/16][4]` with register A operand x's b16 pairs: k16 slice s is n8 fragments 2s,
+ * 2s + 1 of a layout with one row fragment per warp (mma.sync's and wgmma's A fragment). */
+static void fill_pack_a(CgCudaGen *g, const KirValue *x, const char *arr)
 {
-    int K = x->type.shape[1];
     const char *r = a_reg_name(g, x), *pk = x->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
-    cg_cuda_line(g, "unsigned %s[%d][4];", arr, K / 16);
     cg_cuda_line(g, "#pragma unroll");
-    cg_cuda_open(g, "for (int s = 0; s < %d; s++)", K / 16);
+    cg_cuda_open(g, "for (int s = 0; s < %d; s++)", x->type.shape[1] / 16);
     for (int i = 0; i < 4; i++)
         cg_cuda_line(g, "%s[s][%d] = %s(%s[s * 8 + %d], %s[s * 8 + %d]);", arr, i, pk, r, 2 * i, r,
                      2 * i + 1);
     cg_cuda_close(g);
+}
+
+static void emit_pack_a(CgCudaGen *g, const KirValue *x, const char *arr)
+{
+    cg_cuda_line(g, "unsigned %s[%d][4];", arr, x->type.shape[1] / 16);
+    fill_pack_a(g, x, arr);
 }
 
 /* The b16 pairs of a register A operand packed before the current loop ("<name>_pk[k16 slice][4]"), or
@@ -318,12 +322,15 @@ static const char *a_packed(CgCudaGen *g, const KirValue *x)
     return NULL;
 }
 
-/* Packs, before a pipelined loop, the register A operands its dots read that are defined before it (Q in
- * attention): once, not every trip (the compiler does not hoist the packing asm), and in the enclosing
- * scope, so later loops there reuse the pairs and the f32 registers die. Layouts of one row fragment per
- * warp only (the k16 slice s is then n8 fragments 2s, 2s + 1). */
-static void pack_loop_a(CgCudaGen *g, const CgCudaPipe *p)
+/* Declares, before a pipelined loop, the b16 pairs of the register A operands its dots read that are
+ * defined before it (Q in attention), in the enclosing scope, so later loops there reuse them; they are
+ * packed once (fill_pack_a after the loop's first copies are issued: the copies' address loads and the
+ * operand's own loads are then in flight together), not every trip (the compiler does not hoist the
+ * packing asm), and the f32 registers die. Layouts of one row fragment per warp only (the k16 slice s is
+ * then n8 fragments 2s, 2s + 1). Returns the index of the first operand it added to g->apk. */
+static int declare_loop_a(CgCudaGen *g, const CgCudaPipe *p)
 {
+    int first = g->n_apk;
     const KirBlock *body = p->loop->body;
     for (int i = 0; i < body->n_insts; i++) {
         const KirInst *in = body->insts[i];
@@ -332,10 +339,11 @@ static void pack_loop_a(CgCudaGen *g, const CgCudaPipe *p)
         if (g->n_apk == 8 || val(g, x)->form != CG_CUDA_REG || val(g, x)->blk == body || a_packed(g, x) ||
             !a_in_regs(g, in) || g->lay[val(g, x)->lay].fm != 1)
             continue;
-        emit_pack_a(g, x, cg_cuda_fmt(g, "%s_pk", val(g, x)->name));
+        cg_cuda_line(g, "unsigned %s_pk[%d][4];", val(g, x)->name, x->type.shape[1] / 16);
         g->apk_scope[g->n_apk] = g->depth ? g->scope_stack[g->depth - 1] : 0;
         g->apk[g->n_apk++] = x;
     }
+    return first;
 }
 
 static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const Opnd *A, const Opnd *B, int K)
@@ -693,7 +701,7 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
                  S > 1 ? "s" : "",
                  p->wgmma ? "wgmma m64nNk16 from 128-byte-swizzled tiles" : "mma.sync m16n8k16");
-    pack_loop_a(g, p);
+    int packs = declare_loop_a(g, p);
     cg_cuda_begin(g);
     if (p->wgmma)
         cg_cuda_line(g,
@@ -727,6 +735,8 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
         cg_cuda_line(g, "int rd = 0, wr = %d;", S - 1);
     }
     g->subst_body = NULL;
+    for (int i = packs; i < g->n_apk; i++)
+        fill_pack_a(g, g->apk[i], cg_cuda_fmt(g, "%s_pk", val(g, g->apk[i])->name));
     cg_cuda_open(g, "for (int %s = %s; %s < %s; %s += %s)", iv, lo, iv, hi, iv, step);
     g->subst_body = body;
     if (S > 1) {

@@ -833,7 +833,11 @@ IrStatus cg_cuda_emit_kernel(CgCudaGen *g, IrBuf *out, CgCudaLaunch *launch)
     for (int i = 0; i < g->n_lay; i++)
         print_layout(g, out, i);
     int nc_ok = g->nc_ok;
-    ir_buf_printf(out, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", g->threads, entry);
+    if (k->min_blocks > 0) /* ptxas caps registers so that many programs fit an SM (spilling if it must) */
+        ir_buf_printf(out, "\nextern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", g->threads,
+                      k->min_blocks, entry);
+    else
+        ir_buf_printf(out, "\nextern \"C\" __global__ void __launch_bounds__(%d) %s(", g->threads, entry);
     print_params(g, out, nc_ok);
     ir_buf_printf(out, ")\n{\n");
     ir_buf_printf(out, "    extern __shared__ __align__(128) unsigned char kd_smem[];\n");
