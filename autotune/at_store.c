@@ -1,5 +1,5 @@
 /* at_store.c — the tuning store's write side (at_store.h): devices, results by the put and merge rules,
- * pins, prune, export to a new file and import from one.
+ * tuned binaries, pins, prune, export to a new file and import from one (rows bring their binaries).
  *
  * Every public call is one BEGIN IMMEDIATE ... COMMIT on the store's connection (WAL, busy timeout:
  * rt_tunedb.c), and any failure rolls the whole call back. Rows are decided by reading the existing row
@@ -248,6 +248,94 @@ KilnStatus at_store_put(RtTdb *db, const AtResult *r, AtPutOutcome *out, char *e
     return at_end(db, at_write(db, r, 0, out, err, errlen), err, errlen);
 }
 
+/* ---- binaries ---- */
+
+KilnStatus at_binary_check(const AtBinary *b, char *err, int errlen)
+{
+    if (!b) return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary: missing");
+    const char *cfg = b->config && *b->config ? b->config : "(no config)";
+    if (!at_is_fp(b->device))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: device is not a fingerprint", cfg);
+    if (!at_text_ok(b->ir_hash, RT_TDB_MAX_NAME) || !at_text_ok(b->config, RT_TDB_MAX_CONFIG) ||
+        !at_text_ok(b->target, RT_TDB_MAX_NAME) || !at_text_ok(b->format, RT_TDB_MAX_FORMAT) ||
+        !at_text_ok(b->entry, RT_TDB_MAX_NAME) || !at_text_ok(b->grid, RT_TDB_MAX_TEXT) || !b->params ||
+        strlen(b->params) >= RT_TDB_MAX_TEXT)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "binary %.80s: ir_hash, target, format, entry, params or grid missing or too long",
+                            cfg);
+    if (b->block < 1 || b->block > 1024 || b->smem < 0 || b->smem > 1 << 20)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: block %d or smem %d out of range", cfg,
+                            b->block, b->smem);
+    if (!b->data || b->size < 1 || b->size > RT_TDB_MAX_BINARY)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: %zu bytes of data (1 .. %d)", cfg,
+                            b->size, RT_TDB_MAX_BINARY);
+    if (!(b->compile_ms < 0 || isfinite(b->compile_ms)) || (b->kiln_version && !at_text_ok(b->kiln_version, 32)) ||
+        (b->added && !at_text_ok(b->added, 32)))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: bad compile_ms, kiln_version or added",
+                            cfg);
+    return KILN_OK;
+}
+
+/* Writes b inside the caller's transaction: replacing the row for its key, or keeping it (replace 0).
+ * *written (may be NULL) is 1 when a row was written. */
+static KilnStatus at_binary_write(RtTdb *db, const AtBinary *b, int replace, int *written, char *err,
+                                  int errlen)
+{
+    if (written) *written = 0;
+    KilnStatus s = at_binary_check(b, err, errlen);
+    if (s) return s;
+    sqlite3_stmt *st = NULL;
+    if ((s = at_prepare(db, &st, "SELECT count(*) FROM devices WHERE fingerprint = ?1", err, errlen))) return s;
+    sqlite3_bind_text(st, 1, b->device, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st), known = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != SQLITE_ROW) return at_sql_fail(db, rc, "cannot read devices", err, errlen);
+    if (!known)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: device %s is not registered", rt_tdb_path(db),
+                            b->device);
+    char hash[RT_TDB_FP_LEN], now[32];
+    rt_tdb_binary_hash(b->data, b->size, hash);
+    rt_tdb_now(now);
+    if ((s = at_prepare(db, &st,
+                        replace ? "INSERT OR REPLACE INTO binaries(device, ir_hash, config, target, format, entry,"
+                                  " params, grid, block, smem, data, hash, compile_ms, kiln_version, added)"
+                                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+                                : "INSERT OR IGNORE INTO binaries(device, ir_hash, config, target, format, entry,"
+                                  " params, grid, block, smem, data, hash, compile_ms, kiln_version, added)"
+                                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                        err, errlen)))
+        return s;
+    const char *text[] = {b->device, b->ir_hash, b->config, b->target, b->format, b->entry, b->params, b->grid};
+    for (int i = 0; i < 8; i++)
+        sqlite3_bind_text(st, 1 + i, text[i], -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int(st, 9, b->block);
+    sqlite3_bind_int(st, 10, b->smem);
+    sqlite3_bind_blob(st, 11, b->data, (int)b->size, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, hash, -1, SQLITE_TRANSIENT);
+    if (b->compile_ms >= 0)
+        sqlite3_bind_double(st, 13, b->compile_ms);
+    else
+        sqlite3_bind_null(st, 13);
+    sqlite3_bind_text(st, 14, b->kiln_version ? b->kiln_version : KILN_VERSION_STRING, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 15, b->added ? b->added : now, -1, SQLITE_TRANSIENT);
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE)
+        s = at_sql_fail(db, rc, "cannot write binary", err, errlen);
+    else if (written)
+        *written = sqlite3_changes(rt_tdb_sqlite(db)) > 0;
+    sqlite3_finalize(st);
+    return s;
+}
+
+KilnStatus at_store_put_binary(RtTdb *db, const AtBinary *b, char *err, int errlen)
+{
+    if (!db) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_put_binary: no store");
+    KilnStatus s = at_binary_check(b, err, errlen);
+    if (s || (s = at_begin(db, err, errlen))) return s;
+    return at_end(db, at_binary_write(db, b, 1, NULL, err, errlen), err, errlen);
+}
+
 /* ---- pins and prune ---- */
 
 KilnStatus at_store_pin(RtTdb *db, const RtTdbFilter *f, int pin, int64_t *changed, char *err, int errlen)
@@ -302,6 +390,11 @@ KilnStatus at_store_prune(RtTdb *db, const RtTdbFilter *f, int64_t *removed, cha
     }
     sqlite3_finalize(st);
     st = NULL;
+    if (!s)
+        s = at_exec(db,
+                    "DELETE FROM binaries WHERE NOT EXISTS (SELECT 1 FROM results r WHERE r.device ="
+                    " binaries.device AND r.ir_hash = binaries.ir_hash AND r.config = binaries.config)",
+                    "cannot prune binaries", err, errlen);
     if (!s && f->device &&
         !(s = at_prepare(db, &st,
                          "DELETE FROM devices WHERE instr(fingerprint, ?1) = 1"
@@ -325,7 +418,7 @@ typedef struct AtDev {
 } AtDev;
 
 typedef struct AtCopy {
-    RtTdb *dst;
+    RtTdb *src, *dst;
     AtDev *devs;
     int n_devs, cap_devs;
     AtMergeStats *st; /* import */
@@ -365,6 +458,66 @@ static AtDev *at_find_dev(AtCopy *c, const char *fp)
     return NULL;
 }
 
+/* Copies src's binaries of (device, ir_hash, config), every target, into dst (keeping any dst has). A
+ * damaged binary is counted and left behind: the row is still a valid measurement. Returns 0, or 1 after
+ * a failure of dst (c->status). */
+static int at_copy_binaries(AtCopy *c, const RtTdbRow *row)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(rt_tdb_sqlite(c->src),
+                                "SELECT DISTINCT target FROM binaries WHERE device = ?1 AND ir_hash = ?2 AND"
+                                " config = ?3 ORDER BY target",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        c->status = at_sql_fail(c->src, rc, "cannot list binaries", c->err, c->errlen);
+        return 1;
+    }
+    const char *key[] = {row->device, row->ir_hash, row->config};
+    for (int i = 0; i < 3; i++)
+        sqlite3_bind_text(st, i + 1, key[i], -1, SQLITE_TRANSIENT);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        char target[RT_TDB_MAX_NAME];
+        const unsigned char *t = sqlite3_column_text(st, 0);
+        RtTdbBinary bin;
+        int found = 0, fits = t && sqlite3_column_bytes(st, 0) < (int)sizeof target;
+        if (fits) snprintf(target, sizeof target, "%s", (const char *)t);
+        if (!fits ||
+            rt_tdb_binary_get(c->src, row->device, row->ir_hash, row->config, target, &bin, &found, NULL, 0) ||
+            !found) {
+            if (c->st) c->st->bad_binary++;
+            continue;
+        }
+        AtBinary b = {.device = row->device,
+                      .ir_hash = row->ir_hash,
+                      .config = row->config,
+                      .target = target,
+                      .format = bin.format,
+                      .entry = bin.entry,
+                      .params = bin.params,
+                      .grid = bin.grid,
+                      .block = bin.block,
+                      .smem = bin.smem,
+                      .data = bin.data,
+                      .size = bin.size,
+                      .compile_ms = bin.compile_ms,
+                      .kiln_version = bin.kiln_version,
+                      .added = bin.added};
+        int written = 0;
+        if (at_binary_check(&b, NULL, 0)) {
+            if (c->st) c->st->bad_binary++;
+        } else if ((c->status = at_binary_write(c->dst, &b, 0, &written, c->err, c->errlen))) {
+            rt_tdb_binary_free(&bin);
+            break;
+        }
+        if (written && c->st) c->st->binaries++;
+        rt_tdb_binary_free(&bin);
+    }
+    if (!c->status && rc != SQLITE_DONE)
+        c->status = at_sql_fail(c->src, rc, "cannot list binaries", c->err, c->errlen);
+    sqlite3_finalize(st);
+    return c->status != KILN_OK;
+}
+
 static int at_copy_row(void *ctx, const RtTdbRow *row)
 {
     AtCopy *c = ctx;
@@ -398,6 +551,7 @@ static int at_copy_row(void *ctx, const RtTdbRow *row)
     }
     AtPutOutcome what;
     if ((c->status = at_write(c->dst, &r, 1, &what, c->err, c->errlen))) return 1;
+    if ((what == AT_PUT_INSERTED || what == AT_PUT_REPLACED) && at_copy_binaries(c, row)) return 1;
     c->rows++;
     if (c->st) {
         int64_t *count[] = {&c->st->inserted, &c->st->replaced, &c->st->kept_pinned, &c->st->kept_better};
@@ -427,7 +581,7 @@ KilnStatus at_store_import(RtTdb *db, const char *src, AtMergeStats *stats, char
     RtTdb *in = NULL;
     KilnStatus s = rt_tdb_open(src, RT_TDB_READ, &in, err, errlen);
     if (s) return s;
-    AtCopy c = {.dst = db, .st = stats, .err = err, .errlen = errlen};
+    AtCopy c = {.src = in, .dst = db, .st = stats, .err = err, .errlen = errlen};
     s = at_copy(in, NULL, &c);
     free(c.devs);
     rt_tdb_close(in);
@@ -461,7 +615,7 @@ KilnStatus at_store_export(RtTdb *db, const RtTdbFilter *f, const char *path, in
     close(fd);
 
     RtTdb *out = NULL;
-    AtCopy c = {.err = err, .errlen = errlen};
+    AtCopy c = {.src = db, .err = err, .errlen = errlen};
     KilnStatus s = rt_tdb_open(tmp, RT_TDB_WRITE_ROLLBACK, &out, err, errlen);
     if (!s) {
         c.dst = out;

@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
@@ -35,7 +37,8 @@
 
 enum { RT_TDB_BUSY_MS = 30000 };
 
-/* Schema v1. A new step is appended for every change (never edit a shipped one): docs/AUTOTUNE.md. */
+/* The schema, as its steps. A new step is appended for every change (never edit a shipped one):
+ * docs/AUTOTUNE.md. */
 const RtTdbStep rt_tdb_steps[RT_TDB_SCHEMA_VERSION] = {
     {1, "v1: meta, devices, results",
      "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
@@ -58,13 +61,23 @@ const RtTdbStep rt_tdb_steps[RT_TDB_SCHEMA_VERSION] = {
      "                     UNIQUE(device, ir_hash, bucket));\n"
      "INSERT INTO meta(key, value) VALUES ('created', strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),\n"
      "                                    ('created_by', 'kiln " RT_VERSION_STRING "');\n"},
+    {2, "v2: binaries",
+     "CREATE TABLE binaries(device TEXT NOT NULL REFERENCES devices(fingerprint),\n"
+     "                      ir_hash TEXT NOT NULL, config TEXT NOT NULL, target TEXT NOT NULL,\n"
+     "                      format TEXT NOT NULL, entry TEXT NOT NULL, params TEXT NOT NULL,\n"
+     "                      grid TEXT NOT NULL,\n"
+     "                      block INTEGER NOT NULL CHECK (block BETWEEN 1 AND 1024),\n"
+     "                      smem INTEGER NOT NULL CHECK (smem BETWEEN 0 AND 1048576),\n"
+     "                      data BLOB NOT NULL, hash TEXT NOT NULL, compile_ms REAL,\n"
+     "                      kiln_version TEXT NOT NULL, added TEXT NOT NULL,\n"
+     "                      PRIMARY KEY(device, ir_hash, config, target));\n"},
 };
 
 struct RtTdb {
     sqlite3 *db;
     char *path;
     RtTdbMode mode;
-    sqlite3_stmt *exact, *near;
+    sqlite3_stmt *exact, *near, *binary;
 };
 
 /* ---- small helpers ---------------------------------------------------------------------------------- */
@@ -130,6 +143,35 @@ void rt_tdb_fingerprint(const RtTdbDevice *d, char out[RT_TDB_FP_LEN])
     if (n < 0) n = 0;
     if (n >= (int)sizeof text) n = (int)sizeof text - 1;
     snprintf(out, RT_TDB_FP_LEN, "%016llx", (unsigned long long)rt_pkg_fnv1a64(text, (size_t)n));
+}
+
+void rt_tdb_device_host(RtTdbDevice *d)
+{
+    memset(d, 0, sizeof *d);
+    struct utsname u;
+    const char *machine = uname(&u) == 0 ? u.machine : "unknown";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+    while (f && !d->name[0] && fgets(line, sizeof line, f)) {
+        /* x86: "model name"; some other machines: "Hardware" or "cpu model" */
+        char *colon = strchr(line, ':');
+        if (!colon || (strncmp(line, "model name", 10) && strncmp(line, "Hardware", 8) &&
+                       strncmp(line, "cpu model", 9)))
+            continue;
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        v[strcspn(v, "\n")] = 0;
+        snprintf(d->name, sizeof d->name, "%s", v);
+    }
+    if (f) fclose(f);
+    if (!d->name[0]) snprintf(d->name, sizeof d->name, "%s CPU", machine);
+    snprintf(d->arch, sizeof d->arch, "host");
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    d->sm_count = cpus > 0 ? (int)cpus : 1;
+    d->mem_bytes = pages > 0 && psize > 0 ? (int64_t)pages * psize : 0;
+    snprintf(d->driver, sizeof d->driver, "%s", machine);
+    snprintf(d->cuda, sizeof d->cuda, "none");
 }
 
 /* ---- buckets ---------------------------------------------------------------------------------------- */
@@ -557,6 +599,7 @@ void rt_tdb_close(RtTdb *db)
     if (!db) return;
     sqlite3_finalize(db->exact);
     sqlite3_finalize(db->near);
+    sqlite3_finalize(db->binary);
     sqlite3_close(db->db);
     free(db->path);
     free(db);
@@ -683,6 +726,89 @@ KilnStatus rt_tdb_lookup(RtTdb *t, const char *device, const char *ir_hash, cons
         memset(hit, 0, sizeof *hit);
         return rt_tdb_fail(t->db, t->path, rc, "lookup", err, errlen);
     }
+    return KILN_OK;
+}
+
+/* ---- tuned binaries ---------------------------------------------------------------------------------- */
+
+void rt_tdb_binary_hash(const void *data, size_t size, char out[RT_TDB_FP_LEN])
+{
+    snprintf(out, RT_TDB_FP_LEN, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
+}
+
+void rt_tdb_binary_free(RtTdbBinary *b)
+{
+    if (!b) return;
+    free(b->data);
+    b->data = NULL, b->size = 0;
+}
+
+KilnStatus rt_tdb_binary_get(RtTdb *t, const char *device, const char *ir_hash, const char *config,
+                             const char *target, RtTdbBinary *b, int *found, char *err, int errlen)
+{
+    if (found) *found = 0;
+    if (!b || !found) return rt_pkg_errf(err, errlen, KILN_ERR_ARG, "rt_tdb_binary_get: missing argument");
+    memset(b, 0, sizeof *b);
+    if (!t || !device || !ir_hash || !config || !target)
+        return rt_pkg_errf(err, errlen, KILN_ERR_ARG, "rt_tdb_binary_get: missing argument");
+    KilnStatus s = rt_tdb_prepare(t, &t->binary,
+                                  "SELECT format, entry, params, grid, block, smem, data, hash, compile_ms,"
+                                  " kiln_version, added FROM binaries"
+                                  " WHERE device = ?1 AND ir_hash = ?2 AND config = ?3 AND target = ?4",
+                                  err, errlen);
+    if (s) return s;
+    sqlite3_stmt *st = t->binary;
+    const char *key[] = {device, ir_hash, config, target};
+    for (int i = 0; i < 4; i++)
+        sqlite3_bind_text(st, i + 1, key[i], -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) {
+        sqlite3_reset(st);
+        return KILN_OK;
+    }
+    if (rc != SQLITE_ROW) {
+        sqlite3_reset(st);
+        return rt_tdb_fail(t->db, t->path, rc, "cannot read binaries", err, errlen);
+    }
+    const char *why = NULL;
+    char hash[RT_TDB_FP_LEN], stored[RT_TDB_FP_LEN], what[96];
+    if (!rt_col_cut(st, 0, b->format, sizeof b->format) || !rt_col_cut(st, 1, b->entry, sizeof b->entry) ||
+        !rt_col_cut(st, 2, b->params, sizeof b->params) || !rt_col_cut(st, 3, b->grid, sizeof b->grid) ||
+        !rt_col_cut(st, 9, b->kiln_version, sizeof b->kiln_version) ||
+        !rt_col_cut(st, 10, b->added, sizeof b->added) || !b->format[0] || !b->entry[0])
+        why = "a text field is missing, not text or too long";
+    else if (sqlite3_column_type(st, 4) != SQLITE_INTEGER || sqlite3_column_type(st, 5) != SQLITE_INTEGER ||
+             (b->block = sqlite3_column_int(st, 4)) < 1 || b->block > 1024 ||
+             (b->smem = sqlite3_column_int(st, 5)) < 0 || b->smem > 1 << 20)
+        why = "block or smem out of range";
+    else if (sqlite3_column_type(st, 6) != SQLITE_BLOB || sqlite3_column_bytes(st, 6) < 1 ||
+             sqlite3_column_bytes(st, 6) > RT_TDB_MAX_BINARY)
+        why = "data is not a blob of 1 byte .. 256 MiB";
+    if (!why) {
+        const void *data = sqlite3_column_blob(st, 6);
+        b->size = (size_t)sqlite3_column_bytes(st, 6);
+        rt_tdb_binary_hash(data, b->size, hash);
+        if (!data || !rt_col_cut(st, 7, stored, sizeof stored) || strcmp(hash, stored)) {
+            if (sqlite3_column_type(st, 7) != SQLITE_TEXT) snprintf(stored, sizeof stored, "none");
+            snprintf(what, sizeof what, "binary damaged (hash %s, stored %s)", hash, stored);
+            why = what;
+        } else if (!(b->data = malloc(b->size))) {
+            sqlite3_reset(st);
+            memset(b, 0, sizeof *b);
+            return rt_pkg_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", t->path);
+        } else {
+            memcpy(b->data, data, b->size);
+        }
+    }
+    b->compile_ms = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 8);
+    sqlite3_reset(st);
+    if (why) {
+        rt_tdb_binary_free(b);
+        memset(b, 0, sizeof *b);
+        return rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT, "%s: corrupt tuning DB (%s binary of %.40s %.80s: %s)",
+                           t->path, target, ir_hash, config, why);
+    }
+    *found = 1;
     return KILN_OK;
 }
 

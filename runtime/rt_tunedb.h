@@ -27,7 +27,7 @@
 #include "kiln.h"
 
 #define RT_TDB_APPLICATION_ID 0x4b54554e /* 'KTUN', PRAGMA application_id */
-#define RT_TDB_SCHEMA_VERSION 1          /* PRAGMA user_version and meta.schema_version */
+#define RT_TDB_SCHEMA_VERSION 2          /* PRAGMA user_version and meta.schema_version */
 
 enum {
     RT_TDB_FP_LEN = 17,        /* a device fingerprint: 16 hex digits + NUL */
@@ -36,7 +36,9 @@ enum {
     RT_TDB_MAX_BUCKET = 160,   /* bytes of a bucket's text, with the NUL */
     RT_TDB_MAX_CONFIG = 512,   /* bytes of a config's text, with the NUL */
     RT_TDB_MAX_NAME = 256,     /* bytes of a kernel name, device name, ir hash, version or date */
-    RT_TDB_MAX_VALUE = 1 << 30 /* largest bucket value */
+    RT_TDB_MAX_VALUE = 1 << 30, /* largest bucket value */
+    RT_TDB_MAX_TEXT = 1024,     /* bytes of a binary's params or grid text, with the NUL */
+    RT_TDB_MAX_FORMAT = 16      /* bytes of a binary's format ("cubin", "host-so"), with the NUL */
 };
 
 typedef struct RtTdb RtTdb;
@@ -70,9 +72,14 @@ typedef struct RtTdbDevice {
     char arch[32];                /* the kiln target: "sm_90a" */
     int sm_count;                 /* multiprocessors */
     int64_t mem_bytes;            /* total device memory */
-    char driver[RT_TDB_MAX_NAME]; /* driver version as the tuner read it: "580.159" or "13000" */
-    char cuda[32];                /* the CUDA (NVRTC) version candidates were compiled with: "13.0" */
+    char driver[RT_TDB_MAX_NAME]; /* the driver version: the runtime writes cuDriverGetVersion's "13000" */
+    char cuda[32];                /* the CUDA version: the runtime writes the driver's, "13.0" */
 } RtTdbDevice;
+
+/* The host CPU as a tuning device: name the CPU model (/proc/cpuinfo "model name", else the machine),
+ * arch "host", sm_count the online CPUs, mem_bytes the physical memory, driver the machine ("x86_64"),
+ * cuda "none". Host code is built for the compiling CPU's features, so the model is the key field. */
+void rt_tdb_device_host(RtTdbDevice *d);
 
 /* The device's fingerprint: FNV-1a 64 of "kiln-device-v1\n" + the six fields, one per line (integers in
  * decimal), as 16 lowercase hex digits. Stable across builds and machines. */
@@ -167,6 +174,36 @@ KilnStatus rt_tdb_devices(RtTdb *db,
                           int (*fn)(void *ctx, const char *fp, const RtTdbDevice *d, int64_t results),
                           void *ctx, char *err, int errlen);
 
+/* ---- tuned binaries (schema v2) ----
+ * The compiled code of a tuned config, keyed by (device, ir_hash, config, target): what the runtime
+ * loads for a result row, since it cannot compile. Fields as a package's binaries table has them. */
+
+typedef struct RtTdbBinary {
+    char format[RT_TDB_MAX_FORMAT]; /* "cubin", "ptx", "host-so" */
+    char entry[RT_TDB_MAX_NAME];    /* the symbol */
+    char params[RT_TDB_MAX_TEXT];   /* "x:ptr<bf16> n_rows:i32": must equal the package kernel's */
+    char grid[RT_TDB_MAX_TEXT];     /* "cdiv(M*1,16) 2 1", as packages write it */
+    int block, smem;                /* threads per block (1..1024), dynamic shared memory bytes */
+    void *data;                     /* malloc'd, hash verified; rt_tdb_binary_free */
+    size_t size;
+    double compile_ms; /* < 0: unknown */
+    char kiln_version[32];
+    char added[32];
+} RtTdbBinary;
+
+enum { RT_TDB_MAX_BINARY = 256 << 20 }; /* bytes of one binary */
+
+/* Reads the binary for (device, ir_hash, config, target) into *b (*found 0 when there is none; then b
+ * holds nothing to free). Every field is checked: text fields text and short enough, block and smem in
+ * range, data a non-empty blob of at most RT_TDB_MAX_BINARY bytes whose FNV-1a 64 equals the stored
+ * hash. A row failing a check is KILN_ERR_CORRUPT with one line naming the store, the ir_hash and the
+ * config ("... binary damaged (hash 0123..., stored 4567...)"); SQLite failures as rt_tdb_lookup's. */
+KilnStatus rt_tdb_binary_get(RtTdb *db, const char *device, const char *ir_hash, const char *config,
+                             const char *target, RtTdbBinary *b, int *found, char *err, int errlen);
+void rt_tdb_binary_free(RtTdbBinary *b); /* frees b->data; NULL is fine */
+/* The hash the binaries table stores: FNV-1a 64 of data as 16 lowercase hex digits (as packages). */
+void rt_tdb_binary_hash(const void *data, size_t size, char out[RT_TDB_FP_LEN]);
+
 /* ---- internal: shared with autotune/at_store.c (the write side) and tests; not for the runtime's users ----
  */
 
@@ -184,8 +221,8 @@ typedef struct RtTdbStep {
     const char *sql;
 } RtTdbStep;
 
-/* The shipped steps, in order (steps[i].to == i + 1), and the v1 schema text they produce (the
- * reference the reader checks tables and columns against). */
+/* The shipped steps, in order (steps[i].to == i + 1): the schema the reader checks tables and columns
+ * against is what they produce. */
 extern const RtTdbStep rt_tdb_steps[RT_TDB_SCHEMA_VERSION];
 
 /* Runs steps[from .. to-1] in order on db, inside the caller's transaction, setting user_version and

@@ -21,6 +21,9 @@
 #include "runtime/rt_package.h"
 #include "runtime/rt_tunedb.h"
 
+#define KT_STR_(x) #x
+#define KT_STR(x)  KT_STR_(x)
+
 static const char *scratch; /* kf_scratch_open's directory */
 
 /* Runs sql on the file at path with a plain SQLite connection (test setup, bypassing kiln). */
@@ -340,7 +343,7 @@ static void test_hostile(void)
     rt_tdb_close(db);
     raw(kf_at("newer.db"), "PRAGMA journal_mode=DELETE; PRAGMA user_version=9;");
     expect_refused(kf_at("newer.db"), RT_TDB_READ, KILN_ERR_FORMAT,
-                   "schema 9 is newer than this build reads (1)");
+                   "schema 9 is newer than this build reads (" KT_STR(RT_TDB_SCHEMA_VERSION) ")");
     expect_refused(kf_at("newer.db"), RT_TDB_WRITE, KILN_ERR_FORMAT, "upgrade kiln");
 
     /* a table or a column missing, meta disagreeing */
@@ -776,6 +779,240 @@ static void test_export_import(void)
     rt_tdb_close(b);
 }
 
+/* ---- tuned binaries (schema v2) ---- */
+
+static AtBinary binary(const char *fp, const char *ir_hash, const char *config, const char *target,
+                       const void *data, size_t size)
+{
+    return (AtBinary){.device = fp,
+                      .ir_hash = ir_hash,
+                      .config = config,
+                      .target = target,
+                      .format = "host-so",
+                      .entry = "rmsnorm_4096_bf16",
+                      .params = "x:ptr<bf16> n_rows:i32",
+                      .grid = "cdiv(n_rows*1,1) 1 1",
+                      .block = 1,
+                      .data = data,
+                      .size = size,
+                      .compile_ms = 12.5};
+}
+
+/* The binary for the key, expected to be there; its status and (on failure) message. */
+static KilnStatus get_bin(RtTdb *db, const char *fp, const char *ir_hash, const char *config, const char *target,
+                          RtTdbBinary *b, int *found, char *err)
+{
+    return rt_tdb_binary_get(db, fp, ir_hash, config, target, b, found, err, 512);
+}
+
+static void test_migrate_v1(void)
+{
+    /* a store as a v1 build wrote it: step 1 only, with a device and a result */
+    char path[512];
+    snprintf(path, sizeof path, "%s", kf_at("v1.db"));
+    sqlite3 *m = NULL;
+    char err[512], sql[1024];
+    sqlite3_open(path, &m);
+    snprintf(sql, sizeof sql, "PRAGMA application_id=%d", RT_TDB_APPLICATION_ID);
+    sqlite3_exec(m, sql, NULL, NULL, NULL);
+    sqlite3_exec(m, "BEGIN", NULL, NULL, NULL);
+    KT_CHECK(rt_tdb_migrate(m, path, rt_tdb_steps, 1, 0, err, sizeof err) == KILN_OK, "v1: %s", err);
+    sqlite3_exec(m, "COMMIT", NULL, NULL, NULL);
+    sqlite3_close(m);
+    RtTdbDevice d = h200();
+    char fp[RT_TDB_FP_LEN];
+    rt_tdb_fingerprint(&d, fp);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO devices VALUES ('%s', 'NVIDIA H200', 'sm_90a', 132, 150754820096, '580.159', '13.0',"
+             " 'x'); INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us,"
+             " samples, kiln_version, tuned_at) VALUES ('%s', 'k', 'h1', 'T=1', 'A', 2, 1, 3, 20, '0.1.0', 'x')",
+             fp, fp);
+    raw(path, sql);
+    KT_CHECK(raw_int(path, "PRAGMA user_version") == 1, "a v1 store");
+    long n0, n1;
+    char *before = kf_slurp(path, &n0);
+    RtTdb *db = NULL;
+    KilnStatus s = rt_tdb_open(path, RT_TDB_READ, &db, err, sizeof err);
+    KT_CHECK(s == KILN_ERR_FORMAT && strstr(err, "schema 1 is older") && strstr(err, "kiln db upgrade"),
+             "v1 read: %s", err);
+    char *after = kf_slurp(path, &n1);
+    KT_CHECK(before && after && n0 == n1 && !memcmp(before, after, (size_t)n0), "v1 modified by a read");
+    free(before), free(after);
+    db = open_w(path);
+    rt_tdb_close(db);
+    KT_CHECK(raw_int(path, "PRAGMA user_version") == 2 &&
+                 raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == 2,
+             "v1 upgraded to v2");
+    KT_CHECK(raw_int(path, "SELECT count(*) FROM pragma_table_info('binaries')") == 15 &&
+                 raw_int(path, "SELECT count(*) FROM results WHERE config = 'A'") == 1,
+             "v2: the binaries table, the v1 rows kept");
+    KT_CHECK(rt_tdb_open(path, RT_TDB_READ, &db, err, sizeof err) == KILN_OK, "v2 reads: %s", err);
+    RtTdbHit hit;
+    KT_CHECK(db && rt_tdb_lookup(db, fp, "h1", "T=1", &hit, err, sizeof err) == KILN_OK &&
+                 hit.match == RT_TDB_EXACT,
+             "the v1 result is found after the upgrade");
+    rt_tdb_close(db);
+    /* a v2 store whose binaries table lacks a column is corrupt */
+    raw(kf_at("v2-nocol.db"), "");
+    db = open_w(kf_at("v2-nocol.db"));
+    rt_tdb_close(db);
+    raw(kf_at("v2-nocol.db"), "ALTER TABLE binaries DROP COLUMN compile_ms");
+    expect_refused(kf_at("v2-nocol.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "missing column binaries.compile_ms");
+}
+
+static void test_binaries(void)
+{
+    char path[512]; /* kf_at's buffer is reused */
+    snprintf(path, sizeof path, "%s", kf_at("bin.db"));
+    RtTdb *db = open_w(path);
+    if (!db) return;
+    RtTdbDevice d = h200();
+    char fp[RT_TDB_FP_LEN], err[512], other[RT_TDB_FP_LEN] = "0123456789abcdef";
+    at_store_device(db, &d, fp, err, sizeof err);
+    unsigned char code[3000];
+    for (int i = 0; i < (int)sizeof code; i++)
+        code[i] = (unsigned char)(i * 7 + 1);
+    AtBinary b = binary(fp, "h1", "BLOCK=64", "host", code, sizeof code);
+    KT_CHECK(at_store_put_binary(db, &b, err, sizeof err) == KILN_OK, "put binary: %s", err);
+    RtTdbBinary got;
+    int found = 0;
+    KT_CHECK(get_bin(db, fp, "h1", "BLOCK=64", "host", &got, &found, err) == KILN_OK && found, "get: %s", err);
+    KT_CHECK(got.size == sizeof code && !memcmp(got.data, code, sizeof code) && !strcmp(got.format, "host-so") &&
+                 !strcmp(got.entry, b.entry) && !strcmp(got.params, b.params) && !strcmp(got.grid, b.grid) &&
+                 got.block == 1 && got.smem == 0 && got.compile_ms == 12.5 && got.kiln_version[0] && got.added[0],
+             "the binary read back is the one written");
+    rt_tdb_binary_free(&got);
+    /* a new compile of the same key replaces it; other targets and configs are other rows */
+    code[0] ^= 0xff;
+    KT_CHECK(at_store_put_binary(db, &b, err, sizeof err) == KILN_OK, "replace: %s", err);
+    get_bin(db, fp, "h1", "BLOCK=64", "host", &got, &found, err);
+    KT_CHECK(found && got.data && ((unsigned char *)got.data)[0] == code[0], "the newest compile is kept");
+    rt_tdb_binary_free(&got);
+    KT_CHECK(raw_int(path, "SELECT count(*) FROM binaries") == 1, "one row per key");
+    KT_CHECK(get_bin(db, fp, "h1", "BLOCK=64", "sm_90a", &got, &found, err) == KILN_OK && !found &&
+                 get_bin(db, fp, "h1", "BLOCK=128", "host", &got, &found, err) == KILN_OK && !found &&
+                 get_bin(db, other, "h1", "BLOCK=64", "host", &got, &found, err) == KILN_OK && !found,
+             "other target, config or device: not found");
+    /* bad binaries are refused by the writer */
+    AtBinary bad = b;
+    bad.device = other;
+    KT_CHECK(at_store_put_binary(db, &bad, err, sizeof err) == KILN_ERR_ARG && strstr(err, "not registered"),
+             "unregistered device: %s", err);
+    bad = b, bad.block = 0;
+    KT_CHECK(at_store_put_binary(db, &bad, err, sizeof err) == KILN_ERR_ARG, "block 0");
+    bad = b, bad.size = 0;
+    KT_CHECK(at_store_put_binary(db, &bad, err, sizeof err) == KILN_ERR_ARG, "no data");
+    bad = b, bad.format = "a-very-long-format-name";
+    KT_CHECK(at_store_put_binary(db, &bad, err, sizeof err) == KILN_ERR_ARG, "long format");
+    bad = b, bad.grid = "";
+    KT_CHECK(at_store_put_binary(db, &bad, err, sizeof err) == KILN_ERR_ARG, "no grid");
+    rt_tdb_close(db);
+
+    /* hostile rows, written behind kiln's back: each is CORRUPT with one line naming the store */
+    static const char *const damage[][2] = {
+        {"UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB)", "binary damaged (hash"},
+        {"UPDATE binaries SET hash = 'nothex'", "binary damaged"},
+        {"UPDATE binaries SET hash = 123", "binary damaged"},
+        {"UPDATE binaries SET data = 'text, not a blob'", "not a blob"},
+        {"UPDATE binaries SET data = x''", "not a blob"},
+        {"UPDATE binaries SET entry = x'00ff'", "text field"},
+        {"UPDATE binaries SET format = 'host-so-but-longer-than-fits'", "text field"},
+        {"UPDATE binaries SET params = printf('%.2000c', 'x')", "text field"},
+        {"UPDATE binaries SET entry = ''", "text field"},
+        {"PRAGMA ignore_check_constraints=ON; UPDATE binaries SET block = 5000", "block or smem"},
+        {"PRAGMA ignore_check_constraints=ON; UPDATE binaries SET smem = -1", "block or smem"},
+        {"UPDATE binaries SET block = 64.5", "block or smem"},
+    };
+    for (unsigned i = 0; i < sizeof damage / sizeof damage[0]; i++) {
+        char copy[64];
+        snprintf(copy, sizeof copy, "bin-damaged-%u.db", i);
+        long n;
+        char *bytes = kf_slurp(path, &n);
+        kf_spit(kf_at(copy), bytes, (size_t)n);
+        free(bytes);
+        raw(kf_at(copy), damage[i][0]);
+        RtTdb *r = NULL;
+        KT_CHECK(rt_tdb_open(kf_at(copy), RT_TDB_READ, &r, err, sizeof err) == KILN_OK, "open %s: %s", copy, err);
+        if (!r) continue;
+        KilnStatus s = get_bin(r, fp, "h1", "BLOCK=64", "host", &got, &found, err);
+
+        KT_CHECK(s == KILN_ERR_CORRUPT && !found && !got.data && kf_starts_with(err, kf_at(copy)) &&
+                     !strchr(err, '\n') && strstr(err, damage[i][1]),
+                 "%s: status %s, message '%s' (want %s)", damage[i][0], kiln_status_name(s), err, damage[i][1]);
+        rt_tdb_close(r);
+    }
+}
+
+/* Export, import and prune carry binaries with the results that name them. */
+static void test_binaries_copy(void)
+{
+    RtTdb *a = open_w(kf_at("ba.db"));
+    if (!a) return;
+    RtTdbDevice d = h200();
+    char fp[RT_TDB_FP_LEN], err[512];
+    at_store_device(a, &d, fp, err, sizeof err);
+    unsigned char code[64];
+    memset(code, 0x5a, sizeof code);
+    AtBinary b;
+    AtResult r;
+    /* k1: config A with binaries for two targets, at two buckets; k2: config B, no binary; Z: no result */
+    b = binary(fp, "k1", "A", "host", code, sizeof code), at_store_put_binary(a, &b, err, sizeof err);
+    b = binary(fp, "k1", "A", "sm_90a", code, sizeof code), at_store_put_binary(a, &b, err, sizeof err);
+    b = binary(fp, "k1", "Z", "host", code, sizeof code), at_store_put_binary(a, &b, err, sizeof err);
+    r = result(fp, "k1", "T=1", "A", 10), put(a, &r, NULL);
+    r = result(fp, "k1", "T=16", "A", 10), put(a, &r, NULL);
+    r = result(fp, "k2", "T=1", "B", 10), put(a, &r, NULL);
+    int64_t rows = 0;
+    KT_CHECK(at_store_export(a, NULL, kf_at("ba-export.db"), &rows, err, sizeof err) == KILN_OK && rows == 3,
+             "export: %s", err);
+    KT_CHECK(raw_int(kf_at("ba-export.db"), "SELECT count(*) FROM binaries") == 2 &&
+                 raw_int(kf_at("ba-export.db"), "SELECT count(*) FROM binaries WHERE config = 'Z'") == 0,
+             "the export has the binaries its results name (both targets), not the orphan");
+    /* a second machine (a fresh store) gets the rows and their binaries */
+    RtTdb *c = open_w(kf_at("bc.db"));
+    AtMergeStats st;
+    KT_CHECK(c && at_store_import(c, kf_at("ba-export.db"), &st, err, sizeof err) == KILN_OK && st.inserted == 3 &&
+                 st.binaries == 2 && st.bad_binary == 0,
+             "import: %s (%lld binaries)", err, (long long)st.binaries);
+    RtTdbBinary got;
+    int found = 0;
+    KT_CHECK(c && get_bin(c, fp, "k1", "A", "host", &got, &found, err) == KILN_OK && found &&
+                 got.size == sizeof code && !memcmp(got.data, code, sizeof code),
+             "imported binary: %s", err);
+    rt_tdb_binary_free(&got);
+    rt_tdb_close(c);
+    /* a row kept there (pinned) brings no binary; a damaged binary is left behind, its row still comes */
+    RtTdb *e = open_w(kf_at("be.db"));
+    at_store_device(e, &d, fp, err, sizeof err);
+    r = result(fp, "k1", "T=1", "P", 10), put(e, &r, NULL);
+    RtTdbFilter pin = {.ir_hash = "k1"};
+    at_store_pin(e, &pin, 1, NULL, err, sizeof err);
+    raw(kf_at("ba-export.db"),
+        "UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB) WHERE target = 'sm_90a'");
+    KT_CHECK(at_store_import(e, kf_at("ba-export.db"), &st, err, sizeof err) == KILN_OK && st.kept_pinned == 1 &&
+                 st.inserted == 2 && st.binaries == 1 && st.bad_binary == 1,
+             "import with a pinned row and a damaged binary: %lld binaries, %lld bad", (long long)st.binaries,
+             (long long)st.bad_binary);
+    KT_CHECK(raw_int(kf_at("be.db"), "SELECT count(*) FROM binaries WHERE target = 'host'") == 1 &&
+                 raw_int(kf_at("be.db"), "SELECT count(*) FROM binaries WHERE target = 'sm_90a'") == 0,
+             "only the good binary came");
+    rt_tdb_close(e);
+    /* prune: binaries no result names go (the orphan Z now; A once both its rows are gone) */
+    int64_t removed = 0;
+    RtTdbFilter f = {.ir_hash = "k2"};
+    KT_CHECK(at_store_prune(a, &f, &removed, err, sizeof err) == KILN_OK && removed == 1, "prune k2: %s", err);
+    KT_CHECK(raw_int(kf_at("ba.db"), "SELECT count(*) FROM binaries") == 2, "the orphan Z is pruned");
+    RtTdbFilter b1 = {.ir_hash = "k1", .bucket = "T=1"};
+    at_store_prune(a, &b1, &removed, err, sizeof err);
+    KT_CHECK(raw_int(kf_at("ba.db"), "SELECT count(*) FROM binaries") == 2, "A is still named by T=16");
+    RtTdbFilter dev = {.device = fp};
+    KT_CHECK(at_store_prune(a, &dev, &removed, err, sizeof err) == KILN_OK && removed == 1 &&
+                 raw_int(kf_at("ba.db"), "SELECT count(*) FROM binaries") == 0 &&
+                 raw_int(kf_at("ba.db"), "SELECT count(*) FROM devices") == 0,
+             "pruning the device removes its binaries and the device: %s", err);
+    rt_tdb_close(a);
+}
+
 /* ---- processes ---- */
 
 /* A child: opens the store itself and writes n rows "<tag><i>" one transaction each; exits 0 on success. */
@@ -942,6 +1179,9 @@ int main(void)
     test_put_pin();
     test_prune();
     test_export_import();
+    test_migrate_v1();
+    test_binaries();
+    test_binaries_copy();
     test_concurrent_writers();
     test_killed_writer();
     kf_scratch_close();
