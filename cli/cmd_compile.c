@@ -194,27 +194,6 @@ static void write_plan_rows(RtPkgWriter *w, const Schedule *s)
     }
 }
 
-static void kernel_params_text(const KirKernel *k, IrBuf *b)
-{
-    for (int i = 0; i < k->n_params; i++) {
-        ir_buf_printf(b, "%s%s:", i ? " " : "", k->params[i].name);
-        kir_type_print(&k->params[i].type, b);
-    }
-}
-
-static void kernel_grid_text(const KirKernel *k, IrBuf *b)
-{
-    for (int i = 0; i < 3; i++) {
-        const KirGridDim *g = &k->grid[i];
-        if (i) ir_buf_put(b, " ", 1);
-        if (g->param < 0)
-            ir_buf_printf(b, "%lld", (long long)g->c);
-        else
-            ir_buf_printf(b, "cdiv(%s*%lld,%lld)", k->params[g->param].name, (long long)g->mul,
-                          (long long)g->div);
-    }
-}
-
 /* The compiler build's identity for the kernel cache: size and mtime of the running executable. */
 static void build_salt(char *out, size_t n)
 {
@@ -382,8 +361,8 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
         char hash[17];
         kfam_spec_print(&sk->spec, &spec);
         kir_config_print(&cfg, &conf);
-        kernel_params_text(kk[i], &params);
-        kernel_grid_text(kk[i], &grid);
+        kir_params_print(kk[i], &params);
+        kir_grid_print(kk[i], &grid);
         kir_print(kk[i], &text);
         ir_hash64_hex(ir_hash64(text.s, text.len, IR_HASH_SEED), hash);
         RtPkgKernel row = {i, sk->name, sk->spec.family, spec.s, conf.s, params.s, grid.s, hash, text.s};
@@ -444,7 +423,7 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
         launch_geometry(job, &block, &smem);
         IrBuf conf = {0}, grid = {0};
         kir_config_print(&job->k->cfg, &conf);
-        kernel_grid_text(job->k, &grid);
+        kir_grid_print(job->k, &grid);
         rt_pkgw_binary(w, kid, job->target->name, conf.oom ? "" : conf.s, grid.oom ? "" : grid.s,
                        job->bin.format, job->bin.entry ? job->bin.entry : job->k->name, block, smem,
                        job->bin.data, job->bin.size, job->bin.compile_ms);

@@ -14,6 +14,7 @@
 #include "at_store.h"
 #include "cli.h"
 #include "rt_device.h"
+#include "rt_exec.h"
 
 static const char db_usage[] =
     "usage: kiln db <command> [--db FILE] [options]\n"
@@ -27,6 +28,7 @@ static const char db_usage[] =
     "  import IN.db...      merge stores from other machines: pinned rows stay, else the faster wins\n"
     "  prune CRITERIA       delete results: --older-than DAYS, --kiln-version V, --device FP, ...\n"
     "  upgrade              bring an older store to this build's schema\n"
+    "  device [host|N]      this machine's device as the store names it (default: GPU 0, else the host)\n"
     "\n"
     "options:\n"
     "  --db FILE            the store (default $KILN_TUNE_DB, else $XDG_CACHE_HOME/kiln/tune.db,\n"
@@ -362,9 +364,11 @@ static int db_import(const DbArgs *a)
         printf("%s: %lld inserted, %lld replaced, %lld kept (pinned), %lld kept (not beaten)", a->args[i],
                (long long)st.inserted, (long long)st.replaced, (long long)st.kept_pinned,
                (long long)st.kept_better);
+        printf(", %lld binar%s", (long long)st.binaries, st.binaries == 1 ? "y" : "ies");
         if (st.bad_device || st.bad_row)
             printf(", %lld skipped (device fields do not match its fingerprint), %lld skipped (damaged)",
                    (long long)st.bad_device, (long long)st.bad_row);
+        if (st.bad_binary) printf(", %lld damaged binaries left behind", (long long)st.bad_binary);
         putchar('\n');
     }
     rt_tdb_close(db);
@@ -405,6 +409,32 @@ static int db_upgrade(const DbArgs *a)
     return 0;
 }
 
+/* The device the runtime would run on here, as the store names it (what `kiln run --db` looks up). */
+static int db_device(const DbArgs *a)
+{
+    if (a->n_args > 1) return db_usage_error("unexpected argument", a->args[1]);
+    const char *which = a->n_args ? a->args[0] : "auto";
+    char *end = NULL;
+    long n = strtol(which, &end, 10);
+    int device = !strcmp(which, "host") ? -2 : !strcmp(which, "auto") ? -1 : (int)n;
+    if (device >= 0 && (*end || end == which || n > 1024)) return db_usage_error("device: host, auto or a GPU number, got", which);
+    RtExec *x = NULL;
+    char err[512], fp[RT_TDB_FP_LEN];
+    if (rt_exec_open(device, 1, &x, err, sizeof err)) {
+        cli_error("%s", err);
+        return 1;
+    }
+    RtTdbDevice d;
+    rt_exec_tune_device(x, &d);
+    rt_exec_close(x);
+    rt_tdb_fingerprint(&d, fp);
+    char mem[32];
+    fmt_bytes(mem, sizeof mem, (double)d.mem_bytes);
+    printf("device  %s  %s, %s, %d %s, %s, driver %s, CUDA %s\n", fp, d.name, d.arch, d.sm_count,
+           strcmp(d.arch, "host") ? "SMs" : "CPUs", mem, d.driver, d.cuda);
+    return 0;
+}
+
 int cli_db(int argc, char **argv)
 {
     if (argc < 1 || !strcmp(argv[0], "help") || !strcmp(argv[0], "--help") || !strcmp(argv[0], "-h")) {
@@ -425,6 +455,7 @@ int cli_db(int argc, char **argv)
     if (!strcmp(a.cmd, "import")) return db_import(&a);
     if (!strcmp(a.cmd, "prune")) return db_prune(&a);
     if (!strcmp(a.cmd, "upgrade")) return db_upgrade(&a);
+    if (!strcmp(a.cmd, "device")) return db_device(&a);
     return db_usage_error("unknown command", a.cmd);
 }
 

@@ -1,10 +1,11 @@
 /* cmd_run.c — `kiln run PACKAGE --weights PATH --prompt TEXT ...`: generate text with the engine of kiln.h,
  * streaming it to stdout as the tokens come. Uses only the public API (it is the example embedders
- * can read). */
+ * can read), and the CLI's rule for the tuning store's path (cli_tune_db_path). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "cli.h"
@@ -27,6 +28,9 @@ static const char run_usage[] =
     "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
     "  --profile           time every kernel (GPU events; graphs off) and print a table (with -v)\n"
     "  --no-cuda-graphs    launch decode steps kernel by kernel\n"
+    "  --db FILE           the tuning store (default $KILN_TUNE_DB, else ~/.cache/kiln/tune.db when it\n"
+    "                      exists); its tuned binaries for this device replace default configs\n"
+    "  --no-db             use no tuning store\n"
     "  -v                  say what the engine does, and timings\n";
 
 typedef struct RunState {
@@ -145,9 +149,9 @@ static void print_ids(const int32_t *ids, int n)
 
 int cli_run(int argc, char **argv)
 {
-    const char *pkg = NULL, *weights = NULL, *device = "auto";
+    const char *pkg = NULL, *weights = NULL, *device = "auto", *db = NULL;
     const char *prompts[MAX_PROMPTS];
-    int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0;
+    int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0, no_db = 0;
     KilnSampling s;
     kiln_sampling_init(&s);
     s.max_tokens = 128;
@@ -158,7 +162,7 @@ int cli_run(int argc, char **argv)
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
                     !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                     !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
-                    !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads");
+                    !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") || !strcmp(a, "--db");
         if (takes && !v) {
             fprintf(stderr, "kiln run: %s wants a value\n%s", a, run_usage);
             return 2;
@@ -181,6 +185,10 @@ int cli_run(int argc, char **argv)
             o.profile = 1;
         else if (!strcmp(a, "--no-cuda-graphs"))
             o.no_cuda_graphs = 1;
+        else if (!strcmp(a, "--no-db"))
+            no_db = 1;
+        else if (!strcmp(a, "--db"))
+            db = v;
         else if (!strcmp(a, "--weights"))
             weights = v;
         else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
@@ -221,6 +229,12 @@ int cli_run(int argc, char **argv)
     else if (strcmp(device, "auto"))
         o.device = atoi(device);
     if (verbose) o.log = on_log;
+    /* the store: given (--db, $KILN_TUNE_DB) must open; the default path is used when it exists */
+    char db_buf[1024];
+    int is_default = 0;
+    struct stat st_db;
+    o.tune_db = no_db ? NULL : cli_tune_db_path(db, db_buf, sizeof db_buf, &is_default);
+    if (o.tune_db && is_default && stat(o.tune_db, &st_db) != 0) o.tune_db = NULL;
 
     RunState r[MAX_PROMPTS] = {{0}};
     double t0 = now_s();

@@ -138,6 +138,27 @@ int64_t kir_config_get(const KirConfig *c, const char *key, int64_t dflt)
     return dflt;
 }
 
+void kir_params_print(const KirKernel *k, IrBuf *b)
+{
+    for (int i = 0; i < k->n_params; i++) {
+        ir_buf_printf(b, "%s%s:", i ? " " : "", k->params[i].name);
+        kir_type_print(&k->params[i].type, b);
+    }
+}
+
+void kir_grid_print(const KirKernel *k, IrBuf *b)
+{
+    for (int i = 0; i < 3; i++) {
+        const KirGridDim *g = &k->grid[i];
+        if (i) ir_buf_put(b, " ", 1);
+        if (g->param < 0)
+            ir_buf_printf(b, "%lld", (long long)g->c);
+        else
+            ir_buf_printf(b, "cdiv(%s*%lld,%lld)", k->params[g->param].name, (long long)g->mul,
+                          (long long)g->div);
+    }
+}
+
 void kir_config_print(const KirConfig *c, IrBuf *b)
 {
     for (int i = 0; i < c->n; i++)

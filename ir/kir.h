@@ -169,6 +169,10 @@ int64_t kir_config_get(const KirConfig *c, const char *key, int64_t dflt);
 void kir_config_print(const KirConfig *c, IrBuf *b); /* "BLOCK=1024 WARPS=4" */
 
 /* ---- kernels and the builder ---- */
+/* The params and grid as packages and the tuning store keep them: "x:ptr<bf16> n_rows:i32" and three
+ * axes, each a constant or "cdiv(param*mul,div)": "cdiv(M*1,64) 4 1". */
+void kir_params_print(const KirKernel *k, IrBuf *b);
+void kir_grid_print(const KirKernel *k, IrBuf *b);
 /* Creates an empty kernel in `a` (NULL on allocation failure). */
 KirKernel *kir_kernel_create(IrArena *a, const char *name, const char *family, const KirConfig *cfg);
 

@@ -117,6 +117,11 @@ typedef struct KilnEngineOptions {
     int host_threads;      /* threads that run each host launch's programs (0: every online CPU) */
     void (*log)(void *user, const char *line); /* what the engine chose and did (verbose); NULL: quiet */
     void *log_user;
+    /* The tuning store (tune.db, docs/AUTOTUNE.md); NULL or "": none, every kernel runs the package's
+     * default configs. Read-only; a missing or broken store fails the open (one line); a damaged or
+     * unfit tuned binary in it only leaves its kernel on the default (a log line says why). The engine
+     * loads the tuned binaries the store holds for this device: it compiles nothing. */
+    const char *tune_db;
 } KilnEngineOptions;
 
 /* Sets the defaults above. */
@@ -183,6 +188,9 @@ typedef struct KilnEngineStats {
     int32_t kv_pages, kv_pages_free, page_size;
     int max_seqs, max_step_tokens;
     int64_t recomputed_tokens; /* tokens computed again after a preemption (prompt and generated) */
+    /* kernels by what the tuning store gave them: every bucket an exact match; some bucket from the
+     * store (a nearest bucket, or exact for some only); nothing (the package's default configs) */
+    int kernels_tuned, kernels_nearest, kernels_default;
 } KilnEngineStats;
 /* Writes min(size, sizeof(KilnEngineStats)) bytes of the stats to st (pass sizeof *st: a caller built
  * against an older, shorter struct gets its fields). */

@@ -26,6 +26,7 @@
 #include "rt_package.h"
 #include "rt_plan.h"
 #include "rt_tokenizer.h"
+#include "rt_tune.h"
 #include "rt_weights.h"
 
 enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
@@ -97,6 +98,7 @@ struct KilnEngine {
     int n_cache;
     uint64_t clock;
     int n_graphs, use_graphs, profile, share_prefixes;
+    int tuning; /* a tuning store was given */
     const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
     int in_callback;      /* > 0 while a request callback runs: step and score are refused */
     double *prof_s;       /* per kernel: seconds (profile) */
@@ -208,19 +210,50 @@ static int64_t config_i(KilnPackage *pkg, const char *key, int64_t dflt)
 
 /* ---- open ---- */
 
+static void tune_log(void *user, const char *line)
+{
+    KilnEngine *e = user;
+    if (e->log) e->log(e->log_user, line);
+}
+
+/* The tuned binaries of the store at path for this device (rt_tune.h): routed into the plan before the
+ * kernels load. The store must open; what is inside it only ever falls back to the defaults. */
+static KilnStatus apply_tuning(KilnEngine *e, const char *path)
+{
+    RtTdb *db = NULL;
+    KilnStatus s = rt_tdb_open(path, RT_TDB_READ, &db, e->err, sizeof e->err);
+    if (s == KILN_OK)
+        s = rt_tune_apply(e->plan, e->x, db, e->max_step_tokens, tune_log, e, e->err, sizeof e->err);
+    rt_tdb_close(db);
+    return s;
+}
+
 static KilnStatus load_kernels(KilnEngine *e)
 {
     RtPlan *p = e->plan;
-    if (!(e->kernels = calloc((size_t)p->n_kernels * RT_PLAN_MAX_VARIANTS + 1, sizeof *e->kernels)))
+    if (!(e->kernels = calloc((size_t)p->n_kernels * RT_PLAN_MAX_BINS + 1, sizeof *e->kernels)))
         return efail(e, KILN_ERR_NOMEM, "out of memory");
-    int n = 0;
+    int n = 0, tuned = 0;
     for (int i = 0; i < p->n_kernels; i++)
-        for (int b = 0; b < p->kernels[i].n_bins; b++, n++) { /* none: not launched (rt_plan_load checked) */
-            KilnStatus s = rt_exec_load(e->x, p->kernels[i].name, &p->kernels[i].bins[b],
-                                        &e->kernels[i * RT_PLAN_MAX_VARIANTS + b], e->err, sizeof e->err);
-            if (s != KILN_OK) return s;
+        for (int b = 0; b < p->kernels[i].n_bins; b++) { /* none: not launched (rt_plan_load checked) */
+            RtPlanKernel *k = &p->kernels[i];
+            char why[512];
+            KilnStatus s =
+                rt_exec_load(e->x, k->name, &k->bins[b], &e->kernels[i * RT_PLAN_MAX_BINS + b], why, sizeof why);
+            if (s != KILN_OK && !k->bins[b].tuned) return efail(e, s, "%s", why);
+            if (s != KILN_OK) { /* a tuned binary that does not load: its buckets keep the defaults */
+                elog(e, "tuning: %s: ignored %s: %s", k->name, k->bins[b].config, why);
+                rt_tune_drop(k, b);
+                continue;
+            }
+            n++;
+            tuned += k->bins[b].tuned;
         }
-    elog(e, "kernels: %d binaries for %d kernels", n, p->n_kernels);
+    elog(e, "kernels: %d binaries for %d kernels (%d tuned, loaded from the store)", n, p->n_kernels, tuned);
+    RtTuneCounts c;
+    rt_tune_report(p, e->tuning ? tune_log : NULL, e, &c);
+    if (!e->tuning) elog(e, "tuning: no store: every kernel runs the package's default configs");
+    e->stats.kernels_tuned = c.tuned, e->stats.kernels_nearest = c.nearest, e->stats.kernels_default = c.dflt;
     return KILN_OK;
 }
 
@@ -457,6 +490,8 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
         elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
              p->target, p->n_launches, (double)p->act_bytes / 1e6);
     }
+    e->tuning = opt->tune_db && *opt->tune_db;
+    if (s == KILN_OK && e->tuning) s = apply_tuning(e, opt->tune_db);
     if (s == KILN_OK) s = load_kernels(e);
     if (s == KILN_OK) s = load_weights(e, weights);
     if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
@@ -524,7 +559,7 @@ void kiln_engine_close(KilnEngine *e)
         free(e->reqs[i].tokens), free(e->reqs[i].stop);
     free(e->reqs);
     if (e->x) {
-        for (int i = 0; e->plan && e->kernels && i < e->plan->n_kernels * RT_PLAN_MAX_VARIANTS; i++)
+        for (int i = 0; e->plan && e->kernels && i < e->plan->n_kernels * RT_PLAN_MAX_BINS; i++)
             rt_exec_unload(e->x, e->kernels[i]);
         for (int i = 0; e->plan && e->weights && i < e->plan->n_weights; i++)
             rt_exec_free(e->x, e->weights[i]);
@@ -937,7 +972,7 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
         KilnStatus s = KILN_OK;
         if (e->profile && i < RT_EXEC_MAX_MARKS - 1) s = rt_exec_mark(e->x, i, e->err, sizeof e->err);
         if (s == KILN_OK)
-            s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_VARIANTS + b], args, grid, e->err,
+            s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_BINS + b], args, grid, e->err,
                                sizeof e->err);
         if (s == KILN_OK && e->dump_dir) s = dump_launch(e, i, sym);
         if (s != KILN_OK) return s;

@@ -220,6 +220,39 @@ int rt_exec_sm_count(const RtExec *x)
     return x->dev ? rt_dev_info(x->dev)->sm_count : 1;
 }
 
+void rt_exec_tune_device(const RtExec *x, RtTdbDevice *d)
+{
+    if (!x->dev) {
+        rt_tdb_device_host(d);
+        return;
+    }
+    const RtDevInfo *i = rt_dev_info(x->dev);
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s", i->name);
+    snprintf(d->arch, sizeof d->arch, "%s", rt_dev_target(x->dev) ? rt_dev_target(x->dev) : "none");
+    d->sm_count = i->sm_count;
+    d->mem_bytes = (int64_t)i->mem_total;
+    snprintf(d->driver, sizeof d->driver, "%d", i->driver_version);
+    snprintf(d->cuda, sizeof d->cuda, "%d.%d", i->driver_version / 1000, i->driver_version % 1000 / 10);
+}
+
+int rt_exec_binary_fits(const RtExec *x, const char *format, int block, int smem, char *why, int n)
+{
+    const char *where = x->dev ? "GPU" : "host";
+    int ok = x->dev ? !strcmp(format, "cubin") || !strcmp(format, "ptx") : !strcmp(format, "host-so");
+    if (!ok) {
+        snprintf(why, (size_t)n, "a %s binary cannot run on the %s", format, where);
+        return 0;
+    }
+    int limit = x->dev ? rt_dev_info(x->dev)->smem_optin : 0;
+    if (x->dev && (block < 1 || block > 1024 || smem < 0 || (smem > 48 * 1024 && smem > limit))) {
+        snprintf(why, (size_t)n, "block %d, smem %d bytes: over the GPU's limits (1024 threads, %d bytes)", block,
+                 smem, limit);
+        return 0;
+    }
+    return 1;
+}
+
 size_t rt_exec_mem_free(RtExec *x)
 {
     size_t f = 0, t = 0;

@@ -21,6 +21,7 @@
 
 #include "kiln.h"
 #include "rt_plan.h"
+#include "rt_tunedb.h"
 
 typedef struct RtExec RtExec;
 typedef struct RtExecKernel RtExecKernel;
@@ -35,6 +36,12 @@ const char *rt_exec_target(const RtExec *x);
 /* A one-line description: "host (x86_64, 16 threads)" / "NVIDIA H200 (sm_90a, 132 SMs, 139.8 GB)". */
 const char *rt_exec_describe(const RtExec *x);
 int rt_exec_sm_count(const RtExec *x); /* multiprocessors; 1 on the host */
+/* The executor's device as the tuning store names it (rt_tunedb.h): a GPU's name, kiln target, SMs,
+ * memory and driver version ("13000", and as CUDA "13.0"); the host's from rt_tdb_device_host. */
+void rt_exec_tune_device(const RtExec *x, RtTdbDevice *d);
+/* 1 when a binary of this format and launch geometry can run here (host: "host-so"; GPU: "cubin" or
+ * "ptx", block 1..1024, smem within the device's opt-in limit); else 0 with the reason in why. */
+int rt_exec_binary_fits(const RtExec *x, const char *format, int block, int smem, char *why, int n);
 /* Free device memory in bytes (host: available physical memory). */
 size_t rt_exec_mem_free(RtExec *x);
 

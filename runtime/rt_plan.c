@@ -205,7 +205,7 @@ static void load_kernels(Loader *L)
         return;
     }
     /* kernel ids are 0..n-1 (the writer numbers them in schedule order) */
-    sqlite3_stmt *st = query(L, "SELECT id, name, family, spec, params FROM kernels ORDER BY id");
+    sqlite3_stmt *st = query(L, "SELECT id, name, family, spec, params, ir_hash FROM kernels ORDER BY id");
     for (int i = 0; st && !L->s && sqlite3_step(st) == SQLITE_ROW; i++) {
         RtPlanKernel *k = &p->kernels[i];
         if (i >= p->n_kernels || sqlite3_column_int64(st, 0) != i) {
@@ -213,6 +213,7 @@ static void load_kernels(Loader *L)
             break;
         }
         k->name = dup_col(L, st, 1), k->family = dup_col(L, st, 2), k->spec = dup_col(L, st, 3);
+        k->ir_hash = dup_col(L, st, 5), k->params = dup_col(L, st, 4);
         const char *params = (const char *)sqlite3_column_text(st, 4);
         if (!params) fail(L, KILN_ERR_CORRUPT, "kernel %s: no params", k->name);
         if (!L->s) parse_params(L, k, params);
@@ -248,6 +249,7 @@ static void load_kernels(Loader *L)
             break;
         }
         RtPlanBinary *b = &k->bins[k->n_bins++];
+        k->n_pkg = k->n_bins;
         b->config = dup_col(L, st, 1), b->format = dup_col(L, st, 3), b->entry = dup_col(L, st, 4);
         b->block = sqlite3_column_int(st, 5), b->smem = sqlite3_column_int(st, 6);
         b->bm = rt_plan_config_i(b->config, "BM", 0);
@@ -392,7 +394,7 @@ void rt_plan_free(RtPlan *p)
     if (!p) return;
     for (int i = 0; p->kernels && i < p->n_kernels; i++) {
         RtPlanKernel *k = &p->kernels[i];
-        free(k->name), free(k->family), free(k->spec);
+        free(k->name), free(k->family), free(k->spec), free(k->ir_hash), free(k->params);
         for (int b = 0; b < k->n_bins; b++)
             free(k->bins[b].config), free(k->bins[b].format), free(k->bins[b].entry), free(k->bins[b].data);
         for (int j = 0; j < k->n_params; j++)
@@ -420,18 +422,60 @@ int rt_plan_output(const RtPlan *p, const char *output)
     return -1;
 }
 
+int rt_plan_bucket(const RtPlanKernel *k, const int64_t *vals)
+{
+    if (k->m_param < 0 || k->n_buckets < 2) return 0;
+    int64_t m = vals[k->m_param];
+    int b = 0;
+    while (b < k->n_buckets - 1 && ((int64_t)1 << b) < m)
+        b++;
+    return b;
+}
+
 int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals)
 {
-    if (k->n_bins < 2 || k->m_param < 0) return 0;
+    if (k->n_buckets > 0) {
+        int r = k->route[rt_plan_bucket(k, vals)];
+        if (r >= 0) return r;
+    }
+    if (k->n_pkg < 2 || k->m_param < 0) return 0;
     int64_t m = vals[k->m_param];
     int best = -1, largest = -1;
-    for (int i = 0; i < k->n_bins; i++) {
+    for (int i = 0; i < k->n_pkg; i++) {
         int64_t bm = k->bins[i].bm;
         /* a binary that splits K inside the launch serves at most its BM rows: never the fallback */
         if (k->bins[i].split <= 1 && (largest < 0 || bm > k->bins[largest].bm)) largest = i;
         if (bm >= m && (best < 0 || bm < k->bins[best].bm)) best = i;
     }
     return best >= 0 ? best : largest >= 0 ? largest : 0;
+}
+
+int rt_plan_binary_add(RtPlanKernel *k, const char *config, const char *format, const char *entry,
+                       const char *grid, int block, int smem, const void *data, size_t size, char *err,
+                       int errlen)
+{
+    Loader L = {.path = "tuning DB", .err = err, .errlen = errlen};
+    if (k->n_bins == RT_PLAN_MAX_BINS) {
+        fail(&L, KILN_ERR_UNSUPPORTED, "kernel %s: more than %d binaries", k->name, RT_PLAN_MAX_BINS);
+        return -1;
+    }
+    RtPlanBinary *b = &k->bins[k->n_bins];
+    memset(b, 0, sizeof *b);
+    b->tuned = 1, b->block = block, b->smem = smem, b->size = size;
+    if (!(b->config = strdup(config)) || !(b->format = strdup(format)) || !(b->entry = strdup(entry)) ||
+        !(b->data = malloc(size ? size : 1)))
+        fail(&L, KILN_ERR_NOMEM, "out of memory");
+    if (!L.s) {
+        memcpy(b->data, data, size);
+        b->bm = rt_plan_config_i(config, "BM", 0), b->split = rt_plan_config_i(config, "SPLIT_K", 1);
+        parse_grid(&L, k, b, grid);
+    }
+    if (L.s) {
+        free(b->config), free(b->format), free(b->entry), free(b->data);
+        memset(b, 0, sizeof *b);
+        return -1;
+    }
+    return k->n_bins++;
 }
 
 int rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3])

@@ -46,10 +46,15 @@ typedef struct RtGridAxis {
     int64_t c, mul, div;
 } RtGridAxis;
 
-enum { RT_PLAN_MAX_VARIANTS = 4 };
+enum {
+    RT_PLAN_MAX_VARIANTS = 4, /* a package's binaries of one kernel for one target */
+    RT_PLAN_MAX_BUCKETS = 21, /* tuning buckets of a kernel: T=1, 2, 4, ..., 2^20 (rt_plan_bucket) */
+    RT_PLAN_MAX_BINS = RT_PLAN_MAX_VARIANTS + RT_PLAN_MAX_BUCKETS /* with the tuned ones */
+};
 
 /* One compiled binary of a kernel for the plan's target, at one config. */
 typedef struct RtPlanBinary {
+    int tuned;            /* 0: the package's; 1: from the tuning store (rt_tune.h) */
     char *config;         /* "BM=16 BN=32 ..." */
     char *format, *entry; /* "cubin", "ptx", "host-so"; the symbol */
     RtGridAxis grid[3];
@@ -62,14 +67,24 @@ typedef struct RtPlanBinary {
 
 typedef struct RtPlanKernel {
     char *name, *family, *spec;
+    char *ir_hash; /* the kernel IR's hash: the tuning store's key */
+    char *params;  /* the params text, "x:ptr<bf16> n_rows:i32" */
     int n_params;
     char *param_names[RT_PLAN_MAX_ARGS];
     int param_is_ptr[RT_PLAN_MAX_ARGS]; /* else an i32 scalar (the only scalar type a plan passes) */
     int m_param;                        /* the i32 param "M" (rows of a linear layer), or -1 */
-    /* the target's binaries, by config; several when the compiler added small-M variants of a linear
-     * layer (rt_plan_pick chooses per launch) */
-    int n_bins;
-    RtPlanBinary bins[RT_PLAN_MAX_VARIANTS];
+    /* the target's binaries, by config: first the package's (n_pkg; several when the compiler added
+     * small-M variants of a linear layer), then tuned ones (rt_plan_binary_add); rt_plan_pick chooses
+     * per launch */
+    int n_bins, n_pkg;
+    RtPlanBinary bins[RT_PLAN_MAX_BINS];
+    /* tuning, per bucket (rt_plan_bucket; n_buckets 0 until rt_tune_apply): the tuned binary a launch
+     * runs (-1: pick among the package's), how it matched (an RtTdbMatch: 0 default, 1 nearest, 2
+     * exact) and the T of the bucket it was tuned for (0: the bucket "") */
+    int n_buckets;
+    signed char route[RT_PLAN_MAX_BUCKETS];
+    unsigned char match[RT_PLAN_MAX_BUCKETS];
+    int64_t from[RT_PLAN_MAX_BUCKETS];
 } RtPlanKernel;
 
 typedef struct RtPlanLaunch {
@@ -111,9 +126,20 @@ void rt_plan_free(RtPlan *p); /* NULL is fine */
 int rt_plan_buf(const RtPlan *p, const char *name);
 /* The buffer that holds graph output `output`, or -1. */
 int rt_plan_output(const RtPlan *p, const char *output);
-/* The binary of kernel k a launch with i32 param values vals[n_params] runs: with one binary, it; else,
- * by M (the "M" param), the smallest BM >= M, else the largest BM (ties: the first). */
+/* The binary of kernel k a launch with i32 param values vals[n_params] runs: the tuned binary routed for
+ * the launch's bucket when there is one; else among the package's: with one binary, it; else, by M (the
+ * "M" param), the smallest BM >= M, else the largest BM (ties: the first). */
 int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals); /* never a SPLIT_K > 1 binary for M > BM */
+/* The tuning bucket of a launch (docs/AUTOTUNE.md): for a kernel with the i32 param M, index
+ * ceil(log2 M) (the bucket "T=2^index"), clamped to 0 .. n_buckets - 1; for any other kernel 0 (the
+ * bucket ""). */
+int rt_plan_bucket(const RtPlanKernel *k, const int64_t *vals);
+/* Appends a tuned binary to kernel k: config, format, entry and data (size bytes) are copied; grid is
+ * checked against k's params as the package's grids are. Returns its index in k->bins, or -1 with one
+ * line in err (no room, a bad grid, out of memory). */
+int rt_plan_binary_add(RtPlanKernel *k, const char *config, const char *format, const char *entry,
+                       const char *grid, int block, int smem, const void *data, size_t size, char *err,
+                       int errlen);
 /* Evaluates a binary's grid for i32 param values vals[n_params] (pointer params ignored; negative values
  * count as 0). Returns 0, or -1 when an axis exceeds INT32_MAX (y and z: 65535, CUDA's limit) or all
  * three together INT32_MAX programs. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tuning DB through the CLI: kiln db list/show/pin/unpin/export/import/prune/upgrade, the default
 # path ($KILN_TUNE_DB, $XDG_CACHE_HOME, ~/.cache), hostile files (one line, exit 1, file unchanged),
-# usage errors (exit 2), and kiln tune without a GPU.
+# usage errors (exit 2), kiln tune without a GPU, and kiln run -v --db: tuned / nearest / default per
+# kernel from a store holding binaries (copied from a host package, standing in for tuned ones).
 set -u
 kiln=$1 src=$2 d=$3
 rm -rf "$d"; mkdir -p "$d"
@@ -86,6 +87,63 @@ HOME="$home" KILN_TUNE_DB="$db" "$kiln" db list | grep -q "^tuning DB $db" && ok
 "$kiln" help | grep -q "db list|show|pin" && ok "help mentions db" || bad "help"
 "$kiln" tune "$d/tiny.kiln" > /dev/null 2> "$d/err"; rc=$?
 [ $rc = 1 ] && grep -Eq "needs a GPU|not built yet" "$d/err" && ok "kiln tune says what it needs" || { bad "tune"; cat "$d/err"; }
+
+# kiln run --db on the host: random bf16 weights for the tiny model, a store with the package's own binaries
+if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host -o "$d/host.kiln" 2> /dev/null; then
+  python3 - "$d/host.kiln" "$d/w.safetensors" << 'EOF'
+import json, random, sqlite3, struct, sys
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT name, shape FROM weights ORDER BY name").fetchall()
+random.seed(7); header = {}; blob = b""
+for name, shape in rows:
+    dims = [int(x) for x in shape.strip("[]").split(",")]; n = 1
+    for x in dims: n *= x
+    vals = [(1.0 if "norm" in name else 0.0) + random.gauss(0, 0.08) for _ in range(n)]
+    data = b"".join(struct.pack("<f", v)[2:] for v in vals)
+    header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [len(blob), len(blob) + len(data)]}; blob += data
+h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob)
+EOF
+  fp=$("$kiln" db device host | awk '{print $2}')
+  store="$d/run.db"
+  "$kiln" db upgrade --db "$store" > /dev/null
+  # kernel $1's package binary stored for bucket $2, as a tuner would store a tuned one
+  put() { sqlite3 "$store" "ATTACH '$d/host.kiln' AS p;
+    INSERT OR IGNORE INTO devices VALUES ('$fp', 'cpu', 'host', 1, 1, 'x', 'none', 'now');
+    INSERT OR IGNORE INTO binaries SELECT '$fp', k.ir_hash, b.config, 'host', b.format, b.entry, k.params, b.grid,
+      b.block, b.smem, b.data, b.hash, b.compile_ms, '0.1.0', 'now'
+      FROM p.binaries b JOIN p.kernels k ON k.id = b.kernel_id WHERE k.name = '$1';
+    INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us, samples, kiln_version,
+      tuned_at) SELECT '$fp', k.name, k.ir_hash, '$2', b.config, 2, 1, 3, 20, '0.1.0', 'now'
+      FROM p.binaries b JOIN p.kernels k ON k.id = b.kernel_id WHERE k.name = '$1';"; }
+  put rmsnorm_64_1e_05_bf16_0 ""
+  put matmul_64_64_bf16_none "T=16"
+  run=("$kiln" run "$d/host.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3 4 5" --max-tokens 6 --print-ids
+       --device host)
+  "${run[@]}" --no-db > "$d/ids0" 2> /dev/null
+  "${run[@]}" -v --db "$store" > "$d/ids1" 2> "$d/log" &&
+    grep -q "tuning: rmsnorm_64_1e_05_bf16_0: tuned$" "$d/log" && grep -q "tuning: embedding_64_256_bf16: default$" "$d/log" &&
+    grep -q "tuning: matmul_64_64_bf16_none: T=1..8 nearest T=16, T=16 tuned, T=32..2048 nearest T=16$" "$d/log" &&
+    grep -q "(2 tuned, loaded from the store)" "$d/log" && cmp -s "$d/ids0" "$d/ids1" && [ -s "$d/ids0" ] &&
+    ok "run -v --db: tuned, nearest and default per kernel, same tokens" || { bad "run --db"; cat "$d/log"; }
+  cp "$store" "$d/damaged.db"
+  sqlite3 "$d/damaged.db" "UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB) WHERE entry LIKE 'rmsnorm%'"
+  "${run[@]}" -v --db "$d/damaged.db" > "$d/ids2" 2> "$d/log" && grep -q "binary damaged (hash" "$d/log" &&
+    grep -q "tuning: rmsnorm_64_1e_05_bf16_0: default$" "$d/log" && cmp -s "$d/ids0" "$d/ids2" &&
+    ok "run --db: a damaged binary is ignored with a note" || { bad "run damaged"; cat "$d/log"; }
+  "${run[@]}" --db "$d/text.db" > /dev/null 2> "$d/err"; rc=$?
+  [ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && grep -q "not an SQLite file" "$d/err" &&
+    ok "run --db with a broken store: one line, exit 1" || { bad "run broken store"; cat "$d/err"; }
+  "${run[@]}" --db "$d/none.db" > /dev/null 2> "$d/err"; [ $? = 1 ] && grep -q "does not exist" "$d/err" &&
+    ok "run --db with a missing store: exit 1" || bad "run missing store"
+  empty="$d/emptyhome"; mkdir -p "$empty"
+  HOME="$empty" XDG_CACHE_HOME= KILN_TUNE_DB= "${run[@]}" -v > /dev/null 2> "$d/log" &&
+    grep -q "tuning: no store" "$d/log" && ok "run without a default store: defaults, silently" || { bad "run no default"; cat "$d/log"; }
+  mkdir -p "$empty/.cache/kiln"; cp "$store" "$empty/.cache/kiln/tune.db"
+  HOME="$empty" XDG_CACHE_HOME= KILN_TUNE_DB= "${run[@]}" -v > /dev/null 2> "$d/log" &&
+    grep -q "tuning: rmsnorm_64_1e_05_bf16_0: tuned$" "$d/log" && ok "run uses the default store" || { bad "run default store"; cat "$d/log"; }
+else
+  bad "compile for the host"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]

@@ -11,22 +11,33 @@
  *   - sampling: the same seed gives the same tokens, batched or alone; another seed other tokens;
  *   - stop tokens, max_tokens (finish reasons), abort from the callback and by id;
  *   - kiln_engine_score's last row argmax is the first greedy token;
- *   - bad requests: empty prompt, a token outside the vocabulary.
+ *   - bad requests: empty prompt, a token outside the vocabulary;
+ *   - the tuning store (docs/AUTOTUNE.md): a store holding a host-so binary of one linear layer at
+ *     another config (BM=16, compiled here as a tuner would) makes the log say tuned for it and default
+ *     for the rest, with the same tokens and logits as untuned; nearest buckets; a copied store (export
+ *     and import: another machine); damaged, unfit and foreign binaries ignored with a note; a broken
+ *     store refused with one line.
  * Needs the kiln CLI (KILN_BIN, to compile the package) and the LLVM host backend; skips without them.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "autotune/at_store.h"
+#include "codegen/cg_driver.h"
 #include "codegen/llvm/cg_host.h"
+#include "ir/kfam.h"
 #include "kfile.h"
 #include "kiln.h"
 #include "kref.h"
 #include "kt.h"
+#include "runtime/rt_exec.h"
 #include "runtime/rt_package.h"
+#include "runtime/rt_tunedb.h"
 
 #include <sqlite3.h>
 
@@ -165,6 +176,288 @@ static void random_prompt(KrefRng *g, int32_t *p, int n, int vocab)
 {
     for (int i = 0; i < n; i++)
         p[i] = (int32_t)(kref_next(g) % (uint64_t)vocab);
+}
+
+/* ---- the tuning store ---- */
+
+static char tlog[32768]; /* the engine's log lines, one per line */
+
+static void on_log(void *user, const char *line)
+{
+    (void)user;
+    size_t n = strlen(tlog);
+    snprintf(tlog + n, sizeof tlog - n, "%s\n", line);
+}
+
+static int has_line(const char *text)
+{
+    char want[512];
+    snprintf(want, sizeof want, "%s\n", text);
+    return strstr(tlog, want) != NULL;
+}
+
+/* Opens an engine on the host with the store at db (NULL: none), logging into tlog. */
+static KilnEngine *open_tuned(const char *db, KilnStatus *status, char *err)
+{
+    KilnEngineOptions o;
+    kiln_engine_options_init(&o);
+    o.device = -2;
+    o.tune_db = db;
+    o.log = on_log;
+    tlog[0] = 0;
+    KilnEngine *e = NULL;
+    *status = kiln_engine_open(pkg_path, weights_path, &o, &e, err, 512);
+    return e;
+}
+
+typedef struct Run {
+    Out out;
+    float *logits; /* kiln_engine_score of the prompt */
+    KilnEngineStats st;
+} Run;
+
+/* Greedy tokens of p (a prefill of n tokens, then decode steps) and the scored logits. */
+static int tuned_run(const char *db, const int32_t *p, int n, int V, Run *r)
+{
+    KilnStatus s;
+    char err[512];
+    memset(r, 0, sizeof *r);
+    KilnEngine *e = open_tuned(db, &s, err);
+    KT_CHECK(e, "open with store %s: %s", db ? db : "(none)", err);
+    if (!e) return 0;
+    KilnSampling g;
+    kiln_sampling_init(&g);
+    g.max_tokens = 12;
+    kiln_engine_submit(e, p, n, &g, on_token, &r->out, NULL);
+    drain(e);
+    r->logits = malloc((size_t)n * (size_t)V * sizeof *r->logits);
+    KT_CHECK(r->logits && kiln_engine_score(e, p, n, r->logits) == KILN_OK, "score: %s", kiln_engine_errmsg(e));
+    kiln_engine_stats(e, &r->st, sizeof r->st);
+    kiln_engine_close(e);
+    return 1;
+}
+
+/* Relative L2 distance of two runs' logits. */
+static double logits_rel(const Run *a, const Run *b, size_t n)
+{
+    double d = 0, s = 0;
+    for (size_t i = 0; a->logits && b->logits && i < n; i++) {
+        double x = a->logits[i], y = b->logits[i];
+        if (x != x || y != y) return 1e30;
+        d += (x - y) * (x - y), s += x * x;
+    }
+    return s > 0 ? sqrt(d / s) : 1e30;
+}
+
+/* The package kernel `name`'s IR hash and params. */
+static int kernel_row(const char *name, char *ir_hash, char *params, size_t n)
+{
+    KilnPackage *pkg;
+    char err[512];
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (kiln_package_open(pkg_path, &pkg, err, sizeof err) != KILN_OK) return 0;
+    sqlite3_prepare_v2(rt_pkg_db(pkg), "SELECT ir_hash, params FROM kernels WHERE name = ?1", -1, &st, NULL);
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        snprintf(ir_hash, n, "%s", (const char *)sqlite3_column_text(st, 0));
+        snprintf(params, n, "%s", (const char *)sqlite3_column_text(st, 1));
+        ok = 1;
+    }
+    sqlite3_finalize(st);
+    kiln_package_close(pkg);
+    return ok;
+}
+
+/* Compiles matmul N=64 K=64 (the tiny model's o_proj) for the host at BM=16, as a tuner would, and
+ * stores it with results for `buckets`. The kernel's IR at the default config must hash to the package's
+ * ir_hash (the store's key). Returns 0 on failure. */
+static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *dev, const char *const *buckets,
+                       int n_buckets, const char *format)
+{
+    const char *name = "matmul_64_64_bf16_none";
+    char ir_hash[64], params[512], hash[17], err[512];
+    if (!kernel_row(name, ir_hash, params, sizeof params)) {
+        KT_CHECK(0, "no kernel %s in the package", name);
+        return 0;
+    }
+    const KfamFamily *f = kfam_find("matmul");
+    KfamSpec spec = kfam_spec("matmul");
+    kfam_spec_int(&spec, "N", 64), kfam_spec_int(&spec, "K", 64);
+    kfam_spec_str(&spec, "dtype", "bf16"), kfam_spec_str(&spec, "epilogue", "none");
+    IrArena *arena = ir_arena_create();
+    KirConfig dflt = {0}, cfg;
+    KirKernel *k0 = NULL, *k = NULL;
+    IrDiag d = {0};
+    f->defaults(&spec, &dflt);
+    cfg = dflt;
+    kir_config_set(&cfg, "BM", 16);
+    IrBuf text = {0}, conf = {0}, grid = {0}, par = {0};
+    int ok = f->build(arena, &spec, &dflt, &k0, &d) == IR_OK && f->build(arena, &spec, &cfg, &k, &d) == IR_OK;
+    if (ok) {
+        kir_print(k0, &text);
+        ir_hash64_hex(ir_hash64(text.s, text.len, IR_HASH_SEED), hash);
+        kir_config_print(&k->cfg, &conf), kir_grid_print(k, &grid), kir_params_print(k, &par);
+        ok = !strcmp(hash, ir_hash) && !strcmp(par.s, params);
+        KT_CHECK(ok, "rebuilt %s: IR hash %s (package %s), params %s", name, hash, ir_hash, par.s);
+    }
+    CgJob job = {.k = k, .target = cg_target_find("host")};
+    CgDriverOptions o = {.threads = 1};
+    if (ok) cg_compile_jobs(&job, 1, &o);
+    ok = ok && job.status == IR_OK;
+    KT_CHECK(ok, "host compile of %s at BM=16: %s", name, job.msg);
+    RtTdb *db = NULL;
+    if (ok && rt_tdb_open(db_path, RT_TDB_WRITE, &db, err, sizeof err) != KILN_OK) ok = 0;
+    char got_fp[RT_TDB_FP_LEN];
+    if (ok) ok = at_store_device(db, dev, got_fp, err, sizeof err) == KILN_OK && !strcmp(got_fp, fp);
+    AtBinary b = {.device = fp,
+                  .ir_hash = ir_hash,
+                  .config = conf.s,
+                  .target = "host",
+                  .format = format,
+                  .entry = job.bin.entry ? job.bin.entry : name,
+                  .params = par.s,
+                  .grid = grid.s,
+                  .block = 1,
+                  .data = job.bin.data,
+                  .size = job.bin.size,
+                  .compile_ms = job.bin.compile_ms};
+    if (ok) ok = at_store_put_binary(db, &b, err, sizeof err) == KILN_OK;
+    for (int i = 0; ok && i < n_buckets; i++) {
+        AtResult r = {.device = fp, .kernel = name, .ir_hash = ir_hash, .bucket = buckets[i], .config = conf.s,
+                      .median_us = 2, .p20_us = 1.9, .p80_us = 2.1, .samples = 20, .default_us = 3};
+        ok = at_store_put(db, &r, NULL, err, sizeof err) == KILN_OK;
+    }
+    KT_CHECK(ok, "storing the tuned binary: %s", err);
+    rt_tdb_close(db);
+    cg_binary_free(&job.bin);
+    ir_buf_free(&text), ir_buf_free(&conf), ir_buf_free(&grid), ir_buf_free(&par);
+    ir_arena_destroy(arena);
+    return ok;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    long n = 0;
+    char *bytes = kf_slurp(from, &n);
+    if (bytes) kf_spit(to, bytes, (size_t)n);
+    free(bytes);
+}
+
+static void test_tuning(const int32_t *prompt, int n, int V)
+{
+    char db_all[512], db_16[512], path[512], err[512], fp[RT_TDB_FP_LEN];
+    RtExec *x = NULL;
+    RtTdbDevice dev;
+    if (rt_exec_open(-2, 1, &x, err, sizeof err) != KILN_OK) {
+        KT_CHECK(0, "host executor: %s", err);
+        return;
+    }
+    rt_exec_tune_device(x, &dev);
+    rt_exec_close(x);
+    rt_tdb_fingerprint(&dev, fp);
+    Run ref, run;
+    if (!tuned_run(NULL, prompt, n, V, &ref)) return;
+    KT_CHECK(has_line("tuning: no store: every kernel runs the package's default configs") &&
+                 ref.st.kernels_tuned == 0 && ref.st.kernels_nearest == 0 && ref.st.kernels_default > 0,
+             "no store: %d/%d/%d\n%s", ref.st.kernels_tuned, ref.st.kernels_nearest, ref.st.kernels_default, tlog);
+    int n_kernels = ref.st.kernels_default;
+    size_t n_logits = (size_t)n * (size_t)V;
+
+    /* (a, b) tuned at every bucket the runtime meets (max_step_tokens of the tiny plan, up to T=2^k) */
+    static const char *const all[] = {"T=1",   "T=2",   "T=4",   "T=8",    "T=16",   "T=32",  "T=64",
+                                      "T=128", "T=256", "T=512", "T=1024", "T=2048", "T=4096"};
+    int n_all = 1;
+    while (n_all < 13 && (1 << (n_all - 1)) < ref.st.max_step_tokens)
+        n_all++;
+    snprintf(db_all, sizeof db_all, "%s", kf_at("tuned-all.db"));
+    if (!store_tuned(db_all, fp, &dev, all, n_all, "host-so")) return;
+    tuned_run(db_all, prompt, n, V, &run);
+    KT_CHECK(has_line("tuning: matmul_64_64_bf16_none: tuned") && has_line("tuning: rmsnorm_64_1e_05_bf16_0: default") &&
+                 strstr(tlog, "binaries for 12 kernels (1 tuned, loaded from the store)"),
+             "log of a tuned run:\n%s", tlog);
+    KT_CHECK(run.st.kernels_tuned == 1 && run.st.kernels_nearest == 0 && run.st.kernels_default == n_kernels - 1,
+             "stats: %d tuned, %d nearest, %d default", run.st.kernels_tuned, run.st.kernels_nearest,
+             run.st.kernels_default);
+    double rel = logits_rel(&ref, &run, n_logits);
+    KT_CHECK(same(&ref.out, &run.out) && rel < 1e-3, "tuned run: tokens %s, logits rel %.3g",
+             same(&ref.out, &run.out) ? "same" : "differ", rel);
+    free(run.logits);
+
+    /* (d) only T=16 tuned: the other buckets take the nearest */
+    snprintf(db_16, sizeof db_16, "%s", kf_at("tuned-16.db"));
+    static const char *const b16[] = {"T=16"};
+    store_tuned(db_16, fp, &dev, b16, 1, "host-so");
+    tuned_run(db_16, prompt, n, V, &run);
+    char want[256], top[32] = "";
+    if (n_all > 6) snprintf(top, sizeof top, "..%d", 1 << (n_all - 1));
+    snprintf(want, sizeof want,
+             "tuning: matmul_64_64_bf16_none: T=1..8 nearest T=16, T=16 tuned, T=32%s nearest T=16", top);
+    KT_CHECK(has_line(want) && run.st.kernels_nearest == 1 && run.st.kernels_tuned == 0,
+             "nearest buckets: want '%s'\n%s", want, tlog);
+    KT_CHECK(same(&ref.out, &run.out) && logits_rel(&ref, &run, n_logits) < 1e-3, "nearest run differs");
+    free(run.logits);
+
+    /* another machine: the store exported and imported into a fresh one; still no compile at open */
+    RtTdb *db = NULL;
+    int64_t rows = 0;
+    AtMergeStats ms;
+    snprintf(path, sizeof path, "%s", kf_at("second.db"));
+    KT_CHECK(rt_tdb_open(db_all, RT_TDB_READ, &db, err, sizeof err) == KILN_OK &&
+                 at_store_export(db, NULL, kf_at("export.db"), &rows, err, sizeof err) == KILN_OK,
+             "export: %s", err);
+    rt_tdb_close(db);
+    db = NULL;
+    KT_CHECK(rt_tdb_open(path, RT_TDB_WRITE, &db, err, sizeof err) == KILN_OK &&
+                 at_store_import(db, kf_at("export.db"), &ms, err, sizeof err) == KILN_OK && ms.binaries == 1,
+             "import: %s", err);
+    rt_tdb_close(db);
+    tuned_run(path, prompt, n, V, &run);
+    KT_CHECK(run.st.kernels_tuned == 1 && same(&ref.out, &run.out), "a copied store: %d tuned\n%s",
+             run.st.kernels_tuned, tlog);
+    free(run.logits);
+
+    /* (c) a damaged blob: ignored with a note, the kernel runs its default */
+    snprintf(path, sizeof path, "%s", kf_at("damaged.db"));
+    copy_file(db_all, path);
+    sqlite3 *raw = NULL;
+    sqlite3_open(path, &raw);
+    sqlite3_exec(raw, "UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB)", NULL, NULL, NULL);
+    sqlite3_close(raw);
+    tuned_run(path, prompt, n, V, &run);
+    KT_CHECK(strstr(tlog, "tuning: matmul_64_64_bf16_none: ignored: ") && strstr(tlog, "binary damaged (hash") &&
+                 has_line("tuning: matmul_64_64_bf16_none: default") && run.st.kernels_tuned == 0 &&
+                 same(&ref.out, &run.out),
+             "damaged binary:\n%s", tlog);
+    free(run.logits);
+
+    /* unfit: a binary whose format the host cannot run; rows of another device */
+    snprintf(path, sizeof path, "%s", kf_at("unfit.db"));
+    store_tuned(path, fp, &dev, all, 1, "cubin");
+    tuned_run(path, prompt, n, V, &run);
+    KT_CHECK(strstr(tlog, "a cubin binary cannot run on the host") && run.st.kernels_tuned == 0 &&
+                 run.st.kernels_nearest == 0,
+             "unfit binary:\n%s", tlog);
+    free(run.logits);
+    RtTdbDevice other = dev;
+    char ofp[RT_TDB_FP_LEN];
+    other.sm_count += 1;
+    rt_tdb_fingerprint(&other, ofp);
+    snprintf(path, sizeof path, "%s", kf_at("other.db"));
+    store_tuned(path, ofp, &other, all, n_all, "host-so");
+    tuned_run(path, prompt, n, V, &run);
+    KT_CHECK(run.st.kernels_default == n_kernels, "another device's rows are not used:\n%s", tlog);
+    free(run.logits);
+
+    /* a broken or missing store is refused with one line */
+    KilnStatus s;
+    kf_spit(kf_at("text.db"), "not a database, just text long enough to look like a header.........", 68);
+    KilnEngine *e = open_tuned(kf_at("text.db"), &s, err);
+    KT_CHECK(!e && s == KILN_ERR_FORMAT && strstr(err, "not an SQLite file") && !strchr(err, '\n'),
+             "text file as store: %s", err);
+    e = open_tuned(kf_at("missing.db"), &s, err);
+    KT_CHECK(!e && s == KILN_ERR_IO && strstr(err, "does not exist"), "missing store: %s", err);
+    free(ref.logits);
 }
 
 int main(void)
@@ -414,6 +707,7 @@ int main(void)
                  o.n, o.finish);
         kiln_engine_close(e);
     }
+    test_tuning(prompts[4], lens[4], V);
     kf_scratch_close();
     return kt_done("test_engine");
 }

@@ -402,10 +402,11 @@ static void test_hostile(void)
 }
 
 /* rt_plan_pick: the smallest BM >= M, else the largest BM, but a binary that splits K inside the launch
- * (matmul ws=1) only when its BM covers M, even when a retried default has the same BM. */
+ * (matmul ws=1) only when its BM covers M, even when a retried default has the same BM; a bucket routed
+ * to a tuned binary (rt_tune.h) runs it. */
 static void test_pick(void)
 {
-    static RtPlanKernel k = {.n_bins = 3, .m_param = 0};
+    static RtPlanKernel k = {.n_bins = 3, .n_pkg = 3, .m_param = 0};
     RtPlanBinary *bins = k.bins;
     bins[0] = (RtPlanBinary){.bm = 64, .split = 4}, bins[1] = (RtPlanBinary){.bm = 64, .split = 1};
     bins[2] = (RtPlanBinary){.bm = 16, .split = 1};
@@ -421,6 +422,19 @@ static void test_pick(void)
     bins[1].bm = 32; /* no bin covers M = 100 but the split one's 64: fall back to the largest unsplit */
     int64_t m = 100;
     KT_CHECK(rt_plan_pick(&k, &m) == 1, "pick M=100 falls back to an unsplit binary");
+    /* buckets T=1..128: a launch of M rows meets T = 2^ceil(log2 M), clamped to the last */
+    k.n_buckets = 8, k.n_bins = 5;
+    memset(k.route, -1, sizeof k.route);
+    k.route[0] = 3, k.route[7] = 4;
+    static const struct {
+        int64_t m;
+        int bucket, pick;
+    } tuned[] = {{0, 0, 3}, {1, 0, 3}, {2, 1, 2}, {3, 2, 2}, {64, 6, 0}, {65, 7, 4}, {100, 7, 4}, {5000, 7, 4}};
+    for (unsigned i = 0; i < sizeof tuned / sizeof tuned[0]; i++) {
+        int b = rt_plan_bucket(&k, &tuned[i].m), got = rt_plan_pick(&k, &tuned[i].m);
+        KT_CHECK(b == tuned[i].bucket && got == tuned[i].pick, "M=%lld: bucket %d (want %d), bin %d (want %d)",
+                 (long long)tuned[i].m, b, tuned[i].bucket, got, tuned[i].pick);
+    }
 }
 
 int main(void)
