@@ -260,17 +260,17 @@ KilnStatus at_binary_check(const AtBinary *b, char *err, int errlen)
         !at_text_ok(b->target, RT_TDB_MAX_NAME) || !at_text_ok(b->format, RT_TDB_MAX_FORMAT) ||
         !at_text_ok(b->entry, RT_TDB_MAX_NAME) || !at_text_ok(b->grid, RT_TDB_MAX_TEXT) || !b->params ||
         strlen(b->params) >= RT_TDB_MAX_TEXT)
-        return rt_file_errf(err, errlen, KILN_ERR_ARG,
-                            "binary %.80s: ir_hash, target, format, entry, params or grid missing or too long",
-                            cfg);
+        return rt_file_errf(
+            err, errlen, KILN_ERR_ARG,
+            "binary %.80s: ir_hash, target, format, entry, params or grid missing or too long", cfg);
     if (b->block < 1 || b->block > 1024 || b->smem < 0 || b->smem > 1 << 20)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: block %d or smem %d out of range", cfg,
                             b->block, b->smem);
     if (!b->data || b->size < 1 || b->size > RT_TDB_MAX_BINARY)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: %zu bytes of data (1 .. %d)", cfg,
                             b->size, RT_TDB_MAX_BINARY);
-    if (!(b->compile_ms < 0 || isfinite(b->compile_ms)) || (b->kiln_version && !at_text_ok(b->kiln_version, 32)) ||
-        (b->added && !at_text_ok(b->added, 32)))
+    if (!(b->compile_ms < 0 || isfinite(b->compile_ms)) ||
+        (b->kiln_version && !at_text_ok(b->kiln_version, 32)) || (b->added && !at_text_ok(b->added, 32)))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "binary %.80s: bad compile_ms, kiln_version or added",
                             cfg);
     return KILN_OK;
@@ -285,7 +285,8 @@ static KilnStatus at_binary_write(RtTdb *db, const AtBinary *b, int replace, int
     KilnStatus s = at_binary_check(b, err, errlen);
     if (s) return s;
     sqlite3_stmt *st = NULL;
-    if ((s = at_prepare(db, &st, "SELECT count(*) FROM devices WHERE fingerprint = ?1", err, errlen))) return s;
+    if ((s = at_prepare(db, &st, "SELECT count(*) FROM devices WHERE fingerprint = ?1", err, errlen)))
+        return s;
     sqlite3_bind_text(st, 1, b->device, -1, SQLITE_TRANSIENT);
     int rc = sqlite3_step(st), known = rc == SQLITE_ROW && sqlite3_column_int(st, 0) > 0;
     sqlite3_finalize(st);
@@ -297,16 +298,18 @@ static KilnStatus at_binary_write(RtTdb *db, const AtBinary *b, int replace, int
     char hash[RT_TDB_FP_LEN], now[32];
     rt_tdb_binary_hash(b->data, b->size, hash);
     rt_tdb_now(now);
-    if ((s = at_prepare(db, &st,
-                        replace ? "INSERT OR REPLACE INTO binaries(device, ir_hash, config, target, format, entry,"
-                                  " params, grid, block, smem, data, hash, compile_ms, kiln_version, added)"
-                                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
-                                : "INSERT OR IGNORE INTO binaries(device, ir_hash, config, target, format, entry,"
-                                  " params, grid, block, smem, data, hash, compile_ms, kiln_version, added)"
-                                  " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
-                        err, errlen)))
+    if ((s = at_prepare(
+             db, &st,
+             replace ? "INSERT OR REPLACE INTO binaries(device, ir_hash, config, target, format, entry,"
+                       " params, grid, block, smem, data, hash, compile_ms, kiln_version, added)"
+                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)"
+                     : "INSERT OR IGNORE INTO binaries(device, ir_hash, config, target, format, entry,"
+                       " params, grid, block, smem, data, hash, compile_ms, kiln_version, added)"
+                       " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+             err, errlen)))
         return s;
-    const char *text[] = {b->device, b->ir_hash, b->config, b->target, b->format, b->entry, b->params, b->grid};
+    const char *text[] = {b->device, b->ir_hash, b->config, b->target,
+                          b->format, b->entry,   b->params, b->grid};
     for (int i = 0; i < 8; i++)
         sqlite3_bind_text(st, 1 + i, text[i], -1, SQLITE_TRANSIENT);
     sqlite3_bind_int(st, 9, b->block);
@@ -482,7 +485,8 @@ static int at_copy_binaries(AtCopy *c, const RtTdbRow *row)
         int found = 0, fits = t && sqlite3_column_bytes(st, 0) < (int)sizeof target;
         if (fits) snprintf(target, sizeof target, "%s", (const char *)t);
         if (!fits ||
-            rt_tdb_binary_get(c->src, row->device, row->ir_hash, row->config, target, &bin, &found, NULL, 0) ||
+            rt_tdb_binary_get(c->src, row->device, row->ir_hash, row->config, target, &bin, &found, NULL,
+                              0) ||
             !found) {
             if (c->st) c->st->bad_binary++;
             continue;

@@ -80,8 +80,8 @@ typedef struct AtBinary {
     const char *grid;    /* "cdiv(n_rows*1,1) 1 1", as packages write it */
     int block, smem;     /* 1..1024 threads, 0..1 MiB of dynamic shared memory */
     const void *data;
-    size_t size;       /* 1 .. RT_TDB_MAX_BINARY bytes */
-    double compile_ms; /* < 0: unknown */
+    size_t size;              /* 1 .. RT_TDB_MAX_BINARY bytes */
+    double compile_ms;        /* < 0: unknown */
     const char *kiln_version; /* NULL: this build's */
     const char *added;        /* NULL: now */
 } AtBinary;
@@ -116,9 +116,9 @@ typedef struct AtMergeStats {
  * target) along; a binary db already has for that key stays. */
 KilnStatus at_store_import(RtTdb *db, const char *src, AtMergeStats *stats, char *err, int errlen);
 
-/* Writes the rows f selects (NULL: all), their binaries and their devices to a new store at path, a self-contained
- * rollback-journal file that import reads. path must not exist; it appears whole or not at all (built
- * in "<path>.tmp.<pid>.<n>", fsynced and linked into place). *rows gets the number of rows written. */
+/* Writes the rows f selects (NULL: all), their binaries and their devices to a new store at path, a
+ * self-contained rollback-journal file that import reads. path must not exist; it appears whole or not at all
+ * (built in "<path>.tmp.<pid>.<n>", fsynced and linked into place). *rows gets the number of rows written. */
 KilnStatus at_store_export(RtTdb *db, const RtTdbFilter *f, const char *path, int64_t *rows, char *err,
                            int errlen);
 

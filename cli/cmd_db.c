@@ -417,7 +417,8 @@ static int db_device(const DbArgs *a)
     char *end = NULL;
     long n = strtol(which, &end, 10);
     int device = !strcmp(which, "host") ? -2 : !strcmp(which, "auto") ? -1 : (int)n;
-    if (device >= 0 && (*end || end == which || n > 1024)) return db_usage_error("device: host, auto or a GPU number, got", which);
+    if (device >= 0 && (*end || end == which || n > 1024))
+        return db_usage_error("device: host, auto or a GPU number, got", which);
     RtExec *x = NULL;
     char err[512], fp[RT_TDB_FP_LEN];
     if (rt_exec_open(device, 1, &x, err, sizeof err)) {

@@ -98,7 +98,7 @@ struct KilnEngine {
     int n_cache;
     uint64_t clock;
     int n_graphs, use_graphs, profile, share_prefixes;
-    int tuning; /* a tuning store was given */
+    int tuning;           /* a tuning store was given */
     const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
     int in_callback;      /* > 0 while a request callback runs: step and score are refused */
     double *prof_s;       /* per kernel: seconds (profile) */
@@ -238,8 +238,8 @@ static KilnStatus load_kernels(KilnEngine *e)
         for (int b = 0; b < p->kernels[i].n_bins; b++) { /* none: not launched (rt_plan_load checked) */
             RtPlanKernel *k = &p->kernels[i];
             char why[512];
-            KilnStatus s =
-                rt_exec_load(e->x, k->name, &k->bins[b], &e->kernels[i * RT_PLAN_MAX_BINS + b], why, sizeof why);
+            KilnStatus s = rt_exec_load(e->x, k->name, &k->bins[b], &e->kernels[i * RT_PLAN_MAX_BINS + b],
+                                        why, sizeof why);
             if (s != KILN_OK && !k->bins[b].tuned) return efail(e, s, "%s", why);
             if (s != KILN_OK) { /* a tuned binary that does not load: its buckets keep the defaults */
                 elog(e, "tuning: %s: ignored %s: %s", k->name, k->bins[b].config, why);

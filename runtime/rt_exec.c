@@ -246,8 +246,8 @@ int rt_exec_binary_fits(const RtExec *x, const char *format, int block, int smem
     }
     int limit = x->dev ? rt_dev_info(x->dev)->smem_optin : 0;
     if (x->dev && (block < 1 || block > 1024 || smem < 0 || (smem > 48 * 1024 && smem > limit))) {
-        snprintf(why, (size_t)n, "block %d, smem %d bytes: over the GPU's limits (1024 threads, %d bytes)", block,
-                 smem, limit);
+        snprintf(why, (size_t)n, "block %d, smem %d bytes: over the GPU's limits (1024 threads, %d bytes)",
+                 block, smem, limit);
         return 0;
     }
     return 1;

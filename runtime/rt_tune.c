@@ -125,7 +125,8 @@ static KilnStatus tune_kernel(const Ctx *c, RtPlanKernel *k, int n_buckets, char
         RtTdbBucket from;
         k->route[b] = (signed char)bin;
         k->match[b] = (unsigned char)hit.match;
-        k->from[b] = rt_tdb_bucket_parse(hit.bucket, &from, NULL, 0) == KILN_OK && from.n == 1 ? from.val[0] : 0;
+        k->from[b] =
+            rt_tdb_bucket_parse(hit.bucket, &from, NULL, 0) == KILN_OK && from.n == 1 ? from.val[0] : 0;
     }
     return KILN_OK;
 }

@@ -805,8 +805,9 @@ KilnStatus rt_tdb_binary_get(RtTdb *t, const char *device, const char *ir_hash, 
     if (why) {
         rt_tdb_binary_free(b);
         memset(b, 0, sizeof *b);
-        return rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT, "%s: corrupt tuning DB (%s binary of %.40s %.80s: %s)",
-                           t->path, target, ir_hash, config, why);
+        return rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT,
+                           "%s: corrupt tuning DB (%s binary of %.40s %.80s: %s)", t->path, target, ir_hash,
+                           config, why);
     }
     *found = 1;
     return KILN_OK;

@@ -30,12 +30,12 @@
 #define RT_TDB_SCHEMA_VERSION 2          /* PRAGMA user_version and meta.schema_version */
 
 enum {
-    RT_TDB_FP_LEN = 17,        /* a device fingerprint: 16 hex digits + NUL */
-    RT_TDB_MAX_KEYS = 8,       /* keys in one bucket */
-    RT_TDB_MAX_KEY = 16,       /* bytes of a bucket key, with the NUL */
-    RT_TDB_MAX_BUCKET = 160,   /* bytes of a bucket's text, with the NUL */
-    RT_TDB_MAX_CONFIG = 512,   /* bytes of a config's text, with the NUL */
-    RT_TDB_MAX_NAME = 256,     /* bytes of a kernel name, device name, ir hash, version or date */
+    RT_TDB_FP_LEN = 17,         /* a device fingerprint: 16 hex digits + NUL */
+    RT_TDB_MAX_KEYS = 8,        /* keys in one bucket */
+    RT_TDB_MAX_KEY = 16,        /* bytes of a bucket key, with the NUL */
+    RT_TDB_MAX_BUCKET = 160,    /* bytes of a bucket's text, with the NUL */
+    RT_TDB_MAX_CONFIG = 512,    /* bytes of a config's text, with the NUL */
+    RT_TDB_MAX_NAME = 256,      /* bytes of a kernel name, device name, ir hash, version or date */
     RT_TDB_MAX_VALUE = 1 << 30, /* largest bucket value */
     RT_TDB_MAX_TEXT = 1024,     /* bytes of a binary's params or grid text, with the NUL */
     RT_TDB_MAX_FORMAT = 16      /* bytes of a binary's format ("cubin", "host-so"), with the NUL */

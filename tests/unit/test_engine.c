@@ -231,7 +231,8 @@ static int tuned_run(const char *db, const int32_t *p, int n, int V, Run *r)
     kiln_engine_submit(e, p, n, &g, on_token, &r->out, NULL);
     drain(e);
     r->logits = malloc((size_t)n * (size_t)V * sizeof *r->logits);
-    KT_CHECK(r->logits && kiln_engine_score(e, p, n, r->logits) == KILN_OK, "score: %s", kiln_engine_errmsg(e));
+    KT_CHECK(r->logits && kiln_engine_score(e, p, n, r->logits) == KILN_OK, "score: %s",
+             kiln_engine_errmsg(e));
     kiln_engine_stats(e, &r->st, sizeof r->st);
     kiln_engine_close(e);
     return 1;
@@ -272,8 +273,8 @@ static int kernel_row(const char *name, char *ir_hash, char *params, size_t n)
 /* Compiles matmul N=64 K=64 (the tiny model's o_proj) for the host at BM=16, as a tuner would, and
  * stores it with results for `buckets`. The kernel's IR at the default config must hash to the package's
  * ir_hash (the store's key). Returns 0 on failure. */
-static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *dev, const char *const *buckets,
-                       int n_buckets, const char *format)
+static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *dev,
+                       const char *const *buckets, int n_buckets, const char *format)
 {
     const char *name = "matmul_64_64_bf16_none";
     char ir_hash[64], params[512], hash[17], err[512];
@@ -324,8 +325,16 @@ static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *d
                   .compile_ms = job.bin.compile_ms};
     if (ok) ok = at_store_put_binary(db, &b, err, sizeof err) == KILN_OK;
     for (int i = 0; ok && i < n_buckets; i++) {
-        AtResult r = {.device = fp, .kernel = name, .ir_hash = ir_hash, .bucket = buckets[i], .config = conf.s,
-                      .median_us = 2, .p20_us = 1.9, .p80_us = 2.1, .samples = 20, .default_us = 3};
+        AtResult r = {.device = fp,
+                      .kernel = name,
+                      .ir_hash = ir_hash,
+                      .bucket = buckets[i],
+                      .config = conf.s,
+                      .median_us = 2,
+                      .p20_us = 1.9,
+                      .p80_us = 2.1,
+                      .samples = 20,
+                      .default_us = 3};
         ok = at_store_put(db, &r, NULL, err, sizeof err) == KILN_OK;
     }
     KT_CHECK(ok, "storing the tuned binary: %s", err);
@@ -360,7 +369,8 @@ static void test_tuning(const int32_t *prompt, int n, int V)
     if (!tuned_run(NULL, prompt, n, V, &ref)) return;
     KT_CHECK(has_line("tuning: no store: every kernel runs the package's default configs") &&
                  ref.st.kernels_tuned == 0 && ref.st.kernels_nearest == 0 && ref.st.kernels_default > 0,
-             "no store: %d/%d/%d\n%s", ref.st.kernels_tuned, ref.st.kernels_nearest, ref.st.kernels_default, tlog);
+             "no store: %d/%d/%d\n%s", ref.st.kernels_tuned, ref.st.kernels_nearest, ref.st.kernels_default,
+             tlog);
     int n_kernels = ref.st.kernels_default;
     size_t n_logits = (size_t)n * (size_t)V;
 
@@ -373,10 +383,12 @@ static void test_tuning(const int32_t *prompt, int n, int V)
     snprintf(db_all, sizeof db_all, "%s", kf_at("tuned-all.db"));
     if (!store_tuned(db_all, fp, &dev, all, n_all, "host-so")) return;
     tuned_run(db_all, prompt, n, V, &run);
-    KT_CHECK(has_line("tuning: matmul_64_64_bf16_none: tuned") && has_line("tuning: rmsnorm_64_1e_05_bf16_0: default") &&
+    KT_CHECK(has_line("tuning: matmul_64_64_bf16_none: tuned") &&
+                 has_line("tuning: rmsnorm_64_1e_05_bf16_0: default") &&
                  strstr(tlog, "binaries for 12 kernels (1 tuned, loaded from the store)"),
              "log of a tuned run:\n%s", tlog);
-    KT_CHECK(run.st.kernels_tuned == 1 && run.st.kernels_nearest == 0 && run.st.kernels_default == n_kernels - 1,
+    KT_CHECK(run.st.kernels_tuned == 1 && run.st.kernels_nearest == 0 &&
+                 run.st.kernels_default == n_kernels - 1,
              "stats: %d tuned, %d nearest, %d default", run.st.kernels_tuned, run.st.kernels_nearest,
              run.st.kernels_default);
     double rel = logits_rel(&ref, &run, n_logits);
@@ -425,7 +437,8 @@ static void test_tuning(const int32_t *prompt, int n, int V)
     sqlite3_exec(raw, "UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB)", NULL, NULL, NULL);
     sqlite3_close(raw);
     tuned_run(path, prompt, n, V, &run);
-    KT_CHECK(strstr(tlog, "tuning: matmul_64_64_bf16_none: ignored: ") && strstr(tlog, "binary damaged (hash") &&
+    KT_CHECK(strstr(tlog, "tuning: matmul_64_64_bf16_none: ignored: ") &&
+                 strstr(tlog, "binary damaged (hash") &&
                  has_line("tuning: matmul_64_64_bf16_none: default") && run.st.kernels_tuned == 0 &&
                  same(&ref.out, &run.out),
              "damaged binary:\n%s", tlog);

@@ -429,11 +429,13 @@ static void test_pick(void)
     static const struct {
         int64_t m;
         int bucket, pick;
-    } tuned[] = {{0, 0, 3}, {1, 0, 3}, {2, 1, 2}, {3, 2, 2}, {64, 6, 0}, {65, 7, 4}, {100, 7, 4}, {5000, 7, 4}};
+    } tuned[] = {{0, 0, 3},  {1, 0, 3},  {2, 1, 2},   {3, 2, 2},
+                 {64, 6, 0}, {65, 7, 4}, {100, 7, 4}, {5000, 7, 4}};
     for (unsigned i = 0; i < sizeof tuned / sizeof tuned[0]; i++) {
         int b = rt_plan_bucket(&k, &tuned[i].m), got = rt_plan_pick(&k, &tuned[i].m);
-        KT_CHECK(b == tuned[i].bucket && got == tuned[i].pick, "M=%lld: bucket %d (want %d), bin %d (want %d)",
-                 (long long)tuned[i].m, b, tuned[i].bucket, got, tuned[i].pick);
+        KT_CHECK(b == tuned[i].bucket && got == tuned[i].pick,
+                 "M=%lld: bucket %d (want %d), bin %d (want %d)", (long long)tuned[i].m, b, tuned[i].bucket,
+                 got, tuned[i].pick);
     }
 }
 

@@ -799,8 +799,8 @@ static AtBinary binary(const char *fp, const char *ir_hash, const char *config, 
 }
 
 /* The binary for the key, expected to be there; its status and (on failure) message. */
-static KilnStatus get_bin(RtTdb *db, const char *fp, const char *ir_hash, const char *config, const char *target,
-                          RtTdbBinary *b, int *found, char *err)
+static KilnStatus get_bin(RtTdb *db, const char *fp, const char *ir_hash, const char *config,
+                          const char *target, RtTdbBinary *b, int *found, char *err)
 {
     return rt_tdb_binary_get(db, fp, ir_hash, config, target, b, found, err, 512);
 }
@@ -822,11 +822,12 @@ static void test_migrate_v1(void)
     RtTdbDevice d = h200();
     char fp[RT_TDB_FP_LEN];
     rt_tdb_fingerprint(&d, fp);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO devices VALUES ('%s', 'NVIDIA H200', 'sm_90a', 132, 150754820096, '580.159', '13.0',"
-             " 'x'); INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us,"
-             " samples, kiln_version, tuned_at) VALUES ('%s', 'k', 'h1', 'T=1', 'A', 2, 1, 3, 20, '0.1.0', 'x')",
-             fp, fp);
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO devices VALUES ('%s', 'NVIDIA H200', 'sm_90a', 132, 150754820096, '580.159', '13.0',"
+        " 'x'); INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us,"
+        " samples, kiln_version, tuned_at) VALUES ('%s', 'k', 'h1', 'T=1', 'A', 2, 1, 3, 20, '0.1.0', 'x')",
+        fp, fp);
     raw(path, sql);
     KT_CHECK(raw_int(path, "PRAGMA user_version") == 1, "a v1 store");
     long n0, n1;
@@ -876,10 +877,12 @@ static void test_binaries(void)
     KT_CHECK(at_store_put_binary(db, &b, err, sizeof err) == KILN_OK, "put binary: %s", err);
     RtTdbBinary got;
     int found = 0;
-    KT_CHECK(get_bin(db, fp, "h1", "BLOCK=64", "host", &got, &found, err) == KILN_OK && found, "get: %s", err);
-    KT_CHECK(got.size == sizeof code && !memcmp(got.data, code, sizeof code) && !strcmp(got.format, "host-so") &&
-                 !strcmp(got.entry, b.entry) && !strcmp(got.params, b.params) && !strcmp(got.grid, b.grid) &&
-                 got.block == 1 && got.smem == 0 && got.compile_ms == 12.5 && got.kiln_version[0] && got.added[0],
+    KT_CHECK(get_bin(db, fp, "h1", "BLOCK=64", "host", &got, &found, err) == KILN_OK && found, "get: %s",
+             err);
+    KT_CHECK(got.size == sizeof code && !memcmp(got.data, code, sizeof code) &&
+                 !strcmp(got.format, "host-so") && !strcmp(got.entry, b.entry) &&
+                 !strcmp(got.params, b.params) && !strcmp(got.grid, b.grid) && got.block == 1 &&
+                 got.smem == 0 && got.compile_ms == 12.5 && got.kiln_version[0] && got.added[0],
              "the binary read back is the one written");
     rt_tdb_binary_free(&got);
     /* a new compile of the same key replaces it; other targets and configs are other rows */
@@ -932,13 +935,15 @@ static void test_binaries(void)
         free(bytes);
         raw(kf_at(copy), damage[i][0]);
         RtTdb *r = NULL;
-        KT_CHECK(rt_tdb_open(kf_at(copy), RT_TDB_READ, &r, err, sizeof err) == KILN_OK, "open %s: %s", copy, err);
+        KT_CHECK(rt_tdb_open(kf_at(copy), RT_TDB_READ, &r, err, sizeof err) == KILN_OK, "open %s: %s", copy,
+                 err);
         if (!r) continue;
         KilnStatus s = get_bin(r, fp, "h1", "BLOCK=64", "host", &got, &found, err);
 
         KT_CHECK(s == KILN_ERR_CORRUPT && !found && !got.data && kf_starts_with(err, kf_at(copy)) &&
                      !strchr(err, '\n') && strstr(err, damage[i][1]),
-                 "%s: status %s, message '%s' (want %s)", damage[i][0], kiln_status_name(s), err, damage[i][1]);
+                 "%s: status %s, message '%s' (want %s)", damage[i][0], kiln_status_name(s), err,
+                 damage[i][1]);
         rt_tdb_close(r);
     }
 }
@@ -971,8 +976,8 @@ static void test_binaries_copy(void)
     /* a second machine (a fresh store) gets the rows and their binaries */
     RtTdb *c = open_w(kf_at("bc.db"));
     AtMergeStats st;
-    KT_CHECK(c && at_store_import(c, kf_at("ba-export.db"), &st, err, sizeof err) == KILN_OK && st.inserted == 3 &&
-                 st.binaries == 2 && st.bad_binary == 0,
+    KT_CHECK(c && at_store_import(c, kf_at("ba-export.db"), &st, err, sizeof err) == KILN_OK &&
+                 st.inserted == 3 && st.binaries == 2 && st.bad_binary == 0,
              "import: %s (%lld binaries)", err, (long long)st.binaries);
     RtTdbBinary got;
     int found = 0;
@@ -989,8 +994,8 @@ static void test_binaries_copy(void)
     at_store_pin(e, &pin, 1, NULL, err, sizeof err);
     raw(kf_at("ba-export.db"),
         "UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB) WHERE target = 'sm_90a'");
-    KT_CHECK(at_store_import(e, kf_at("ba-export.db"), &st, err, sizeof err) == KILN_OK && st.kept_pinned == 1 &&
-                 st.inserted == 2 && st.binaries == 1 && st.bad_binary == 1,
+    KT_CHECK(at_store_import(e, kf_at("ba-export.db"), &st, err, sizeof err) == KILN_OK &&
+                 st.kept_pinned == 1 && st.inserted == 2 && st.binaries == 1 && st.bad_binary == 1,
              "import with a pinned row and a damaged binary: %lld binaries, %lld bad", (long long)st.binaries,
              (long long)st.bad_binary);
     KT_CHECK(raw_int(kf_at("be.db"), "SELECT count(*) FROM binaries WHERE target = 'host'") == 1 &&
@@ -1000,7 +1005,8 @@ static void test_binaries_copy(void)
     /* prune: binaries no result names go (the orphan Z now; A once both its rows are gone) */
     int64_t removed = 0;
     RtTdbFilter f = {.ir_hash = "k2"};
-    KT_CHECK(at_store_prune(a, &f, &removed, err, sizeof err) == KILN_OK && removed == 1, "prune k2: %s", err);
+    KT_CHECK(at_store_prune(a, &f, &removed, err, sizeof err) == KILN_OK && removed == 1, "prune k2: %s",
+             err);
     KT_CHECK(raw_int(kf_at("ba.db"), "SELECT count(*) FROM binaries") == 2, "the orphan Z is pruned");
     RtTdbFilter b1 = {.ir_hash = "k1", .bucket = "T=1"};
     at_store_prune(a, &b1, &removed, err, sizeof err);
