@@ -120,7 +120,8 @@ static int64_t group_of(const KfamSpec *s, int fmt)
 }
 
 /* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
- * enough for about one program per SM and 128-long K steps (a few groups or blocks per trip: more bytes in
+ * enough for about one program per SM (and BK x BN <= 128 x 64: Llama-3-8B's 28672 x 4096 at 128 x 128
+ * needed ~272 registers per thread) and 128-long K steps (a few groups or blocks per trip: more bytes in
  * flight), 4 warps, 4 stages. Large or unknown M: 128x128 tiles (64 wide for the two accumulators and
  * dequantized tiles of silu_mul and pair), 8 warps, 3 stages. BK is at least the group and at most pow2(K);
  * stages drop until the dot operands' pipeline fits 200 KiB of shared memory. */
@@ -136,6 +137,8 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
         bn /= 2; /* decode streams weights: fill ~132 SMs */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m ? 128 : 64);
     if (bk < g) bk = kfam_pow2_ceil(g);
+    while (small_m && bn > 32 && bk * bn > 128 * 64)
+        bn /= 2; /* the dequantized [BK, BN] tile and its offset tiles stay within the registers */
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);

@@ -119,6 +119,8 @@ static const struct {
     {"spec_verify", "V=32000 k=8 mode=greedy"},
     {"spec_verify", "V=7 k=1 mode=sample"},
     {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=w4a16 group=128 epilogue=none m_hint=1"},
+    {"qmatmul", "N=28672 K=4096 dtype=bf16 wfmt=w4a16 group=128 zeros=1 sdtype=f16 epilogue=none m_hint=1"},
+    {"qmatmul", "N=28672 K=4096 dtype=bf16 wfmt=q4_1 epilogue=none m_hint=16"},
     {"qmatmul", "N=4096 K=4096 dtype=bf16 wfmt=fp8 epilogue=none m_hint=1"},
     {"quant_rows", "C=4096 dtype=bf16 fmt=fp8"},
     {"quant_rows", "C=14336 dtype=bf16 fmt=int8"},
