@@ -67,21 +67,17 @@ static int mode_ok(const char *m)
  * [BLOCK_M, D] f32 accumulator's registers (decode: 16 rows). A decode step (G rows per kv head) uses 64
  * rows too: a 16-row tile gives every warp the same 16 rows (the CUDA backend splits softmax rows over
  * warps only), so each warp would repeat the whole tile's math, while 64 rows cost each warp the same
- * and run on wgmma on sm_90a (H200, B1 x 32k: 54.8 -> 44.1 us). Prefill and mixed steps ask the
- * backend for 3 programs per SM (MIN_BLOCKS: 216 -> 168 registers, ~140 bytes of spills), which hides
- * one program's prologue (Q, block table, first K/V) behind the others' trips: S = 1k, 296 -> 329
- * TFLOP/s; decode and verify run few trips per program and lose from the spills. 4 warps (1 warp makes
- * the CUDA backend keep whole tiles per thread: 5x the code). */
+ * and run on wgmma on sm_90a (H200, B1 x 32k: 54.8 -> 44.1 us). The sm_90a prefill kernel needs 168
+ * registers, so 3 programs share an SM without a MIN_BLOCKS hint (with it: no faster, and 8% slower at
+ * S = 4k). 4 warps (1 warp makes the CUDA backend keep whole tiles per thread: 5x the code). */
 static void attention_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t D = kfam_spec_i(s, "D", 128);
-    const char *mode = kfam_spec_s(s, "mode", "mixed");
-    int decode = !strcmp(mode, "decode"), verify = !strcmp(mode, "verify");
+    int decode = !strcmp(kfam_spec_s(s, "mode", "mixed"), "decode");
     kir_config_set(cfg, "BLOCK_M", D > 128 ? (decode ? 16 : 32) : 64);
     kir_config_set(cfg, "BLOCK_N", D > 128 ? 32 : 64);
     kir_config_set(cfg, "WARPS", 4);
     kir_config_set(cfg, "STAGES", 2);
-    if (D <= 128 && !decode && !verify) kir_config_set(cfg, "MIN_BLOCKS", 3);
 }
 
 /* What one part of the key loop needs from the kernel around it. */

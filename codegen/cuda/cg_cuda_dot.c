@@ -666,18 +666,34 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         cg_cuda_shape(&ld->res[0]->type, &m, &n);
         int per_line = pl->len / pl->vw, chunks = pl->lines * per_line, T = g->threads;
         int trips = (chunks + T - 1) / T, lay = cg_cuda_layout_blocked(g, m, n, NULL);
-        cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_open(g, "for (int i = 0; i < %d; i++)", trips);
-        cg_cuda_line(g, "const int q = (int)threadIdx.x + i * %d;", T);
-        if (chunks % T) cg_cuda_line(g, "if (q >= %d) break;", chunks);
-        if (pl->cdim)
-            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per_line, per_line, pl->vw);
-        else
-            cg_cuda_line(g, "const int c = q / %d, r = (q %% %d) * %d;", per_line, per_line, pl->vw);
+        const char *line = pl->cdim ? "r" : "c", *pos = pl->cdim ? "c" : "r";
+        /* A gathered tile (rows found through a table: attention's pages) whose lines are longer than
+         * 8 copies: each thread takes per_line / 8 copies of each of its lines (8 threads cover 128
+         * contiguous bytes per instruction), and what a line shares (the table read, the row's address)
+         * is computed once per line instead of once per copy. */
+        int G = 8, P = per_line / G;
+        if (P > 1 && per_line % G == 0 && T % G == 0 && chunks % T == 0 && pl->lines % (T / G) == 0 &&
+            cg_cuda_has_gather(g, offs, 0)) {
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_open(g, "for (int i = 0; i < %d; i++)", pl->lines / (T / G));
+            cg_cuda_line(g, "const int %s = (int)threadIdx.x / %d + i * %d;", line, G, T / G);
+            cg_cuda_at_line(g, offs, pl->cdim ? 0 : 1);
+            if (mask) cg_cuda_at_line(g, mask, pl->cdim ? 0 : 1);
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_open(g, "for (int h = 0; h < %d; h++)", P);
+            cg_cuda_line(g, "const int %s = ((int)threadIdx.x %% %d + h * %d) * %d;", pos, G, G, pl->vw);
+        } else {
+            P = 1;
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_open(g, "for (int i = 0; i < %d; i++)", trips);
+            cg_cuda_line(g, "const int q = (int)threadIdx.x + i * %d;", T);
+            if (chunks % T) cg_cuda_line(g, "if (q >= %d) break;", chunks);
+            cg_cuda_line(g, "const int %s = q / %d, %s = (q %% %d) * %d;", line, per_line, pos, per_line,
+                         pl->vw);
+        }
         const char *o = cg_cuda_at(g, offs, lay);
         const char *msk = mask ? cg_cuda_at(g, mask, lay) : "true";
         const char *pn = cg_cuda_scalar(g, ld->ops[0]);
-        const char *line = pl->cdim ? "r" : "c", *pos = pl->cdim ? "c" : "r";
         /* padded rows; or (wgmma) 64-element atoms along the line with the 128-byte swizzle */
         const char *idx =
             p->wgmma ? cg_cuda_fmt(g, "(%s / 64) * %d + %s * 64 + (((%s %% 64) / 8) ^ (%s %% 8)) * 8", pos,
@@ -687,6 +703,7 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         cg_cuda_line(g, "kd_cp_async<%d>(kp%d + %s * %d + %s, m ? %s + %s : %s, m);", pl->vw * 2, j, stage,
                      pl->stage_bytes / 2, idx, pn, o, pn);
         cg_cuda_close(g);
+        if (P > 1) cg_cuda_close(g);
     }
 }
 

@@ -403,6 +403,60 @@ static const char *virt(CgCudaGen *g, const KirValue *v, int rs, int cs)
     return name;
 }
 
+/* Evaluates (memoized in the current scope) the parts of VIRT value v, read at row src rs and column src
+ * cs, that do not depend on source `pos`: what a line of a tile shares, computed once per line. */
+static void virt_line(CgCudaGen *g, const KirValue *v, int rs, int cs, int pos, int depth)
+{
+    if (!v->type.rank || val(g, v)->form != CG_CUDA_VIRT || depth > 64) return;
+    const KirInst *in = val(g, v)->def;
+    int m, n;
+    cg_cuda_shape(&v->type, &m, &n);
+    if (m == 1) rs = CG_CUDA_SRC_0;
+    if (n == 1) cs = CG_CUDA_SRC_0;
+    if (rs != pos && cs != pos) {
+        virt(g, v, rs, cs);
+        return;
+    }
+    switch (in->op) {
+    case KIR_OP_ARANGE:
+    case KIR_OP_SPLAT: return;
+    case KIR_OP_EXPAND:
+        if (in->i == 0)
+            virt_line(g, in->ops[0], rs, cs, pos, depth + 1);
+        else
+            virt_line(g, in->ops[0], CG_CUDA_SRC_0, rs, pos, depth + 1);
+        return;
+    case KIR_OP_BROADCAST: {
+        int xm, xn;
+        cg_cuda_shape(&in->ops[0]->type, &xm, &xn);
+        if (xm == 1)
+            virt_line(g, in->ops[0], CG_CUDA_SRC_0, cs, pos, depth + 1);
+        else
+            virt_line(g, in->ops[0], rs, CG_CUDA_SRC_0, pos, depth + 1);
+        return;
+    }
+    default:
+        for (int k = 0; k < in->n_ops && k < 3; k++)
+            virt_line(g, in->ops[k], rs, cs, pos, depth + 1);
+    }
+}
+
+void cg_cuda_at_line(CgCudaGen *g, const KirValue *v, int line_dim)
+{
+    if (val(g, v)->form == CG_CUDA_VIRT)
+        virt_line(g, v, CG_CUDA_SRC_R, CG_CUDA_SRC_C, line_dim ? CG_CUDA_SRC_R : CG_CUDA_SRC_C, 0);
+}
+
+int cg_cuda_has_gather(const CgCudaGen *g, const KirValue *v, int depth)
+{
+    const CgCudaVal *V = &g->v[v->id];
+    if (V->form != CG_CUDA_VIRT || !V->def || depth > 64) return 0;
+    if (V->def->op == KIR_OP_LOAD) return 1;
+    for (int k = 0; k < V->def->n_ops; k++)
+        if (cg_cuda_has_gather(g, V->def->ops[k], depth + 1)) return 1;
+    return 0;
+}
+
 const char *cg_cuda_conv_find(CgCudaGen *g, int vid, int lay)
 {
     for (int i = 0; i < g->n_conv; i++)

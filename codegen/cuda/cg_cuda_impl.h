@@ -196,6 +196,11 @@ void cg_cuda_slot_loop(CgCudaGen *g, int lay, int step);
  * evaluated at (r, c), REG read from the register array, converted first when in another layout:
  * call cg_cuda_prepare before opening the loop). */
 const char *cg_cuda_at(CgCudaGen *g, const KirValue *v, int lay);
+/* Evaluates, once in the current scope, the parts of VIRT value v that depend only on the tile's row
+ * (line_dim 0: "r" is declared) or column (line_dim 1: "c"), so that later cg_cuda_at calls reuse them. */
+void cg_cuda_at_line(CgCudaGen *g, const KirValue *v, int line_dim);
+/* Does VIRT value v read memory (a gather through a read-only table)? */
+int cg_cuda_has_gather(const CgCudaGen *g, const KirValue *v, int depth);
 /* Makes a REG value available in layout lay (a shared-memory conversion, emitted once per scope). */
 void cg_cuda_prepare(CgCudaGen *g, const KirValue *v, int lay);
 /* A scalar's C expression (recomputed under the cp.async issue substitution when needed). */
