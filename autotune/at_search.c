@@ -149,13 +149,22 @@ static void at_progress(const AtSearchOptions *o, const AtSearchResult *res, int
     o->progress(o->progress_ctx, &p);
 }
 
-/* Writes a kernel's winners. */
-static KilnStatus at_store_winners(const AtSearchOptions *o, AtKernelResult *r, char *err, int errlen)
+/* Writes a kernel's winners, each winning config's binary (timer->keep) before the first result that
+ * names it. */
+static KilnStatus at_store_winners(const AtTimer *t, const AtSearchOptions *o, AtKernelResult *r, char *err,
+                                   int errlen)
 {
     const AtKernel *k = r->kernel;
     for (int b = 0; b < k->n_buckets; b++) {
         AtBucketResult *br = &r->buckets[b];
         if (br->best < 0) continue;
+        int kept = 0;
+        for (int e = 0; e < b && !kept; e++)
+            kept = r->buckets[e].best == br->best;
+        if (!kept && t->keep) {
+            KilnStatus st = t->keep(t->ctx, k, &r->cands[br->best].cfg, o->store, o->device, err, errlen);
+            if (st) return st;
+        }
         const AtStats *s = &br->stats[br->best];
         AtResult row = {.device = o->device,
                         .kernel = k->name,
@@ -255,6 +264,7 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
             r->tried++;
             AtCandStatus st = timer->prepare(timer->ctx, k, &c->cfg, c->msg, sizeof c->msg);
             for (int b = 0; b < k->n_buckets && st == AT_CAND_OK; b++) {
+                if (timer->serves && !timer->serves(timer->ctx, k, &c->cfg, &bk[b])) continue;
                 st = timer->time(timer->ctx, k, &c->cfg, &bk[b], us, samples, c->msg, sizeof c->msg);
                 for (int i = 0; i < samples && st == AT_CAND_OK; i++)
                     if (!(isfinite(us[i]) && us[i] > 0)) {
@@ -277,6 +287,7 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
                 for (int b = 0; b < k->n_buckets; b++) {
                     AtBucketResult *br = &r->buckets[b];
                     double m = br->stats[ci].median_us;
+                    if (!br->stats[ci].samples) continue; /* it does not serve this bucket */
                     if (br->best < 0 || m < br->stats[br->best].median_us * (1 - o->tie_rel)) br->best = ci;
                 }
             }
@@ -295,7 +306,7 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
         r->seconds = at_now(timer) - kstart;
         free(bk);
         if (o->store) {
-            KilnStatus s = at_store_winners(o, r, err, errlen);
+            KilnStatus s = at_store_winners(timer, o, r, err, errlen);
             if (s && status == KILN_OK) status = s;
         }
     }

@@ -69,6 +69,14 @@ typedef struct AtTimer {
     /* After AT_CAND_FAULT: makes the timer usable again (a new context or child). Returns 0 on success.
      * NULL: nothing to do. */
     int (*recover)(void *ctx);
+    /* Whether the runtime would run cfg at bucket b (a split-K config serves only rows up to its BM): a
+     * config that does not serve a bucket is not timed there and cannot win it. NULL: every bucket. */
+    int (*serves)(void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b);
+    /* Called for each winning config before the results that name it are put into the store: writes
+     * what the runtime needs to run it (its binary, at_store_put_binary) under device. Returns KILN_OK,
+     * or a status with one line in err (the search then stops as for a store failure). NULL: nothing. */
+    KilnStatus (*keep)(void *ctx, const AtKernel *k, const KirConfig *cfg, RtTdb *store, const char *device,
+                       char *err, int errlen);
 } AtTimer;
 
 typedef struct AtProgress {

@@ -6,6 +6,7 @@
 #define KILN_CLI_H
 
 #include "frontend/fe.h"
+#include "rt_tunedb.h"
 
 enum { CLI_MAX_SETS = 64, CLI_MAX_TARGETS = 8 };
 
@@ -47,5 +48,8 @@ int cli_tune(int argc, char **argv);
  * ~/.cache/kiln/tune.db (built in buf, n bytes); NULL when there is none. *is_default (may be NULL) is 1
  * for the last two, whose directory the CLI may create. */
 const char *cli_tune_db_path(const char *given, char *buf, size_t n, int *is_default);
+/* Opens the store at cli_tune_db_path(given) (for writing, the default path's directory is created with
+ * mode 0700). Returns NULL after printing the one-line error. */
+RtTdb *cli_db_open(const char *given, RtTdbMode mode);
 
 #endif

@@ -1,6 +1,6 @@
-/* cmd_db.c — `kiln db SUBCOMMAND [--db FILE] [options]`: look after the tuning store (docs/AUTOTUNE.md),
- * and `kiln tune`, which needs a GPU. Reads go through the runtime's reader (rt_tdb_*, never modifying
- * the file), writes through autotune/at_store. The store's path is read once, here: --db, else
+/* cmd_db.c — `kiln db SUBCOMMAND [--db FILE] [options]`: look after the tuning store (docs/AUTOTUNE.md).
+ * Reads go through the runtime's reader (rt_tdb_*, never modifying the file), writes through
+ * autotune/at_store. The store's path is read once, here: --db, else
  * $KILN_TUNE_DB, else $XDG_CACHE_HOME/kiln/tune.db, else ~/.cache/kiln/tune.db.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -13,7 +13,6 @@
 
 #include "at_store.h"
 #include "cli.h"
-#include "rt_device.h"
 #include "rt_exec.h"
 
 static const char db_usage[] =
@@ -149,12 +148,11 @@ static int db_parse(int argc, char **argv, DbArgs *a)
     return 0;
 }
 
-/* Opens the store; for writing, the default path's directory is created. Prints the error. */
-static RtTdb *db_open(const DbArgs *a, RtTdbMode mode)
+RtTdb *cli_db_open(const char *given, RtTdbMode mode)
 {
     char buf[1024], err[1024];
     int dflt = 0;
-    const char *path = cli_tune_db_path(a->db, buf, sizeof buf, &dflt);
+    const char *path = cli_tune_db_path(given, buf, sizeof buf, &dflt);
     if (!path) {
         cli_error("no tuning DB path: give --db FILE, or set KILN_TUNE_DB or HOME");
         return NULL;
@@ -174,6 +172,11 @@ static RtTdb *db_open(const DbArgs *a, RtTdbMode mode)
         return NULL;
     }
     return db;
+}
+
+static RtTdb *db_open(const DbArgs *a, RtTdbMode mode)
+{
+    return cli_db_open(a->db, mode);
 }
 
 static void fmt_bytes(char *buf, size_t n, double v)
@@ -458,38 +461,4 @@ int cli_db(int argc, char **argv)
     if (!strcmp(a.cmd, "upgrade")) return db_upgrade(&a);
     if (!strcmp(a.cmd, "device")) return db_device(&a);
     return db_usage_error("unknown command", a.cmd);
-}
-
-/* `kiln tune PACKAGE [--db F] [--budget S] [--kernels P]`: the GPU timing harness is not written yet, so
- * this checks its arguments and says what it needs. */
-int cli_tune(int argc, char **argv)
-{
-    const char *input = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "--db") || !strcmp(s, "--budget") || !strcmp(s, "--kernels")) {
-            if (i + 1 >= argc) return db_usage_error("missing value for", s);
-            i++;
-        } else if (s[0] == '-' && s[1]) {
-            fprintf(stderr, "kiln tune: unknown option: %s\n(run 'kiln help' for usage)\n", s);
-            return 2;
-        } else if (!input) {
-            input = s;
-        } else {
-            fprintf(stderr, "kiln tune: unexpected argument: %s\n", s);
-            return 2;
-        }
-    }
-    if (!input) {
-        fprintf(stderr, "kiln tune: missing package\n(run 'kiln help' for usage)\n");
-        return 2;
-    }
-    RtDevice *dev = NULL;
-    if (rt_dev_open(0, &dev) != KILN_OK) {
-        cli_error("tune: needs a GPU (%s)", rt_dev_errmsg());
-        return 1;
-    }
-    rt_dev_close(dev);
-    cli_error("tune: the GPU timing harness is not built yet (the search, the store and 'kiln db' are)");
-    return 1;
 }

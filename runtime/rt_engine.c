@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "kiln.h"
+#include "rt_engine.h"
 #include "rt_exec.h"
 #include "rt_file.h"
 #include "rt_gguf.h"
@@ -99,6 +100,8 @@ struct KilnEngine {
     uint64_t clock;
     int n_graphs, use_graphs, profile, share_prefixes;
     int tuning;           /* a tuning store was given */
+    int probing;          /* rt_engine_probe: every launch of the step is marked */
+    int *probe_bucket;    /* while probing, per kernel: the bucket its launches met (-1, -2: none, mixed) */
     const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
     int in_callback;      /* > 0 while a request callback runs: step and score are refused */
     double *prof_s;       /* per kernel: seconds (profile) */
@@ -257,22 +260,24 @@ static KilnStatus load_kernels(KilnEngine *e)
     return KILN_OK;
 }
 
-/* Reads every weight the plan names into device memory, converted to the package's dtypes. */
-static KilnStatus load_weights(KilnEngine *e, const char *path)
+/* Reads every weight the plan names into device memory, converted to the package's dtypes; path NULL:
+ * random weights from seed (rt_w_random). */
+static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed)
 {
     RtPlan *p = e->plan;
     RtWeights *w = NULL;
     RtWeightSpec *specs = calloc((size_t)p->n_weights + 1, sizeof *specs);
     void *stage = NULL;
     size_t stage_bytes = 0;
-    KilnStatus s =
-        specs ? rt_w_open(path, &w, e->err, sizeof e->err) : efail(e, KILN_ERR_NOMEM, "out of memory");
+    KilnStatus s = !specs ? efail(e, KILN_ERR_NOMEM, "out of memory")
+                   : path ? rt_w_open(path, &w, e->err, sizeof e->err)
+                          : KILN_OK;
     for (int i = 0; s == KILN_OK && i < p->n_weights; i++) {
         const RtPlanWeight *pw = &p->weights[i];
         if (!rt_w_spec_parse(pw->name, pw->dtype, pw->shape, pw->nbytes, &specs[i]))
             s = efail(e, KILN_ERR_CORRUPT, "package weight %s: bad shape %s", pw->name, pw->shape);
     }
-    if (s == KILN_OK) s = rt_w_check(w, specs, p->n_weights, e->err, sizeof e->err);
+    if (s == KILN_OK && w) s = rt_w_check(w, specs, p->n_weights, e->err, sizeof e->err);
     if (s == KILN_OK && !(e->weights = calloc((size_t)p->n_weights + 1, sizeof *e->weights)))
         s = efail(e, KILN_ERR_NOMEM, "out of memory");
     int64_t total = 0;
@@ -293,12 +298,15 @@ static KilnStatus load_weights(KilnEngine *e, const char *path)
             }
             dst = stage;
         }
-        s = rt_w_read(w, &specs[i], dst, e->err, sizeof e->err);
+        if (w)
+            s = rt_w_read(w, &specs[i], dst, e->err, sizeof e->err);
+        else
+            rt_w_random(&specs[i], seed, dst);
         if (s == KILN_OK && dst == stage)
             s = rt_exec_put(e->x, e->weights[i], stage, n, e->err, sizeof e->err);
         total += (int64_t)n;
     }
-    if (s == KILN_OK && rt_w_gguf(w)) {
+    if (s == KILN_OK && w && rt_w_gguf(w)) {
         char terr[400];
         if (rt_tok_create_gguf(rt_w_gguf(w), &e->tok, terr, sizeof terr) != KILN_OK) {
             elog(e, "no tokenizer: %s", terr);
@@ -306,7 +314,8 @@ static KilnStatus load_weights(KilnEngine *e, const char *path)
         }
     }
     if (s == KILN_OK)
-        elog(e, "weights: %d tensors, %.1f MB from %s", p->n_weights, (double)total / 1e6, path);
+        elog(e, "weights: %d tensors, %.1f MB from %s", p->n_weights, (double)total / 1e6,
+             path ? path : "random values (no weights file)");
     free(stage);
     free(specs);
     rt_w_close(w);
@@ -437,6 +446,14 @@ void kiln_engine_options_init(KilnEngineOptions *o)
 KilnStatus kiln_engine_open(const char *package, const char *weights, const KilnEngineOptions *opt,
                             KilnEngine **out, char *err, int errlen)
 {
+    if (out) *out = NULL;
+    if (!weights) return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
+    return rt_engine_open(package, weights, 0, opt, out, err, errlen);
+}
+
+KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t seed, const KilnEngineOptions *opt,
+                          KilnEngine **out, char *err, int errlen)
+{
     KilnEngineOptions given;
     kiln_engine_options_init(&given);
     if (out) *out = NULL;
@@ -446,8 +463,7 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     if (opt) memcpy(&given, opt, (size_t)opt->size < sizeof given ? (size_t)opt->size : sizeof given);
     given.size = (int)sizeof given;
     opt = &given;
-    if (!package || !weights || !out)
-        return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
+    if (!package || !out) return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
     KilnEngine *e = calloc(1, sizeof *e);
     if (!e) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
     e->log = opt->log, e->log_user = opt->log_user, e->next_id = 1;
@@ -493,7 +509,7 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     e->tuning = opt->tune_db && *opt->tune_db;
     if (s == KILN_OK && e->tuning) s = apply_tuning(e, opt->tune_db);
     if (s == KILN_OK) s = load_kernels(e);
-    if (s == KILN_OK) s = load_weights(e, weights);
+    if (s == KILN_OK) s = load_weights(e, weights, seed);
     if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
     int sem = s == KILN_OK ? rt_plan_buf(e->plan, "%splitk_sem") : -1;
     if (sem >= 0) /* split-K tile counters (ir/sched.c): zero once; every launch leaves them zero */
@@ -967,15 +983,24 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
         }
         unsigned grid[3];
         int b = rt_plan_pick(k, vals);
+        if (e->probe_bucket) {
+            int tb = rt_plan_bucket(k, vals), *have = &e->probe_bucket[l->kernel];
+            *have = *have == -1 || *have == tb ? tb : -2;
+        }
         if (rt_plan_grid(&k->bins[b], vals, grid) != 0)
             return efail(e, KILN_ERR_CORRUPT, "kernel %s: grid too large for this step", k->name);
         KilnStatus s = KILN_OK;
-        if (e->profile && i < RT_EXEC_MAX_MARKS - 1) s = rt_exec_mark(e->x, i, e->err, sizeof e->err);
+        if ((e->profile || e->probing) && i < RT_EXEC_MAX_MARKS - 1)
+            s = rt_exec_mark(e->x, i, e->err, sizeof e->err);
         if (s == KILN_OK)
             s = rt_exec_launch(e->x, e->kernels[l->kernel * RT_PLAN_MAX_BINS + b], args, grid, e->err,
                                sizeof e->err);
         if (s == KILN_OK && e->dump_dir) s = dump_launch(e, i, sym);
         if (s != KILN_OK) return s;
+    }
+    if (e->probing) { /* the mark that ends the last launch */
+        int n = p->n_launches < RT_EXEC_MAX_MARKS - 1 ? p->n_launches : RT_EXEC_MAX_MARKS - 1;
+        return rt_exec_mark(e->x, n, e->err, sizeof e->err);
     }
     return e->profile ? profile_step(e) : KILN_OK;
 }
@@ -1018,7 +1043,7 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
         if (np > mp) mp = np;
         decode &= in->items[k].n_new == 1;
     }
-    int graph = decode && e->use_graphs;
+    int graph = decode && e->use_graphs && !e->probing;
     if (graph) mp = e->max_pages; /* a replayed step bakes the block table's stride in */
     RtKvStep st = {.block_table = in->block_table,
                    .max_pages = mp,
@@ -1214,6 +1239,130 @@ KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float 
     if ((s = run_batch(e, 1, n)) == KILN_OK)
         s = rt_exec_get(e->x, logits, e->arena + (uint64_t)e->plan->bufs[out_buf].offset,
                         (size_t)n * (size_t)e->vocab * 4, e->err, sizeof e->err);
+    rt_kv_seq_free(e->kv, seq);
+    return s;
+}
+
+/* ---- the tuner's hooks (rt_engine.h) ---- */
+
+RtPlan *rt_engine_plan(KilnEngine *e)
+{
+    return e->plan;
+}
+
+RtExec *rt_engine_exec(KilnEngine *e)
+{
+    return e->x;
+}
+
+void rt_engine_buckets_init(KilnEngine *e)
+{
+    int n_rows = 1; /* T=1 .. the first power of two >= max_step_tokens, as rt_tune_apply */
+    while (n_rows < RT_PLAN_MAX_BUCKETS && ((int64_t)1 << (n_rows - 1)) < e->max_step_tokens)
+        n_rows++;
+    for (int i = 0; i < e->plan->n_kernels; i++) {
+        RtPlanKernel *k = &e->plan->kernels[i];
+        k->n_buckets = k->n_pkg ? (k->m_param >= 0 ? n_rows : 1) : 0;
+        for (int b = 0; b < RT_PLAN_MAX_BUCKETS; b++)
+            k->route[b] = -1, k->match[b] = RT_TDB_NONE, k->from[b] = 0;
+    }
+}
+
+int rt_engine_binary_add(KilnEngine *e, int ki, const char *config, const char *format, const char *entry,
+                         const char *grid, int block, int smem, const void *data, size_t size, char *err,
+                         int errlen)
+{
+    RtPlanKernel *k = &e->plan->kernels[ki];
+    int b = rt_plan_binary_add(k, config, format, entry, grid, block, smem, data, size, err, errlen);
+    if (b < 0) return -1;
+    if (rt_exec_load(e->x, k->name, &k->bins[b], &e->kernels[ki * RT_PLAN_MAX_BINS + b], err, errlen)) {
+        e->kernels[ki * RT_PLAN_MAX_BINS + b] = NULL;
+        rt_engine_binary_pop(e, ki);
+        return -1;
+    }
+    return b;
+}
+
+void rt_engine_binary_pop(KilnEngine *e, int ki)
+{
+    RtPlanKernel *k = &e->plan->kernels[ki];
+    int b = k->n_bins - 1;
+    if (b < k->n_pkg || !k->bins[b].tuned) return;
+    rt_tune_drop(k, b);
+    rt_exec_unload(e->x, e->kernels[ki * RT_PLAN_MAX_BINS + b]);
+    e->kernels[ki * RT_PLAN_MAX_BINS + b] = NULL;
+    RtPlanBinary *pb = &k->bins[b];
+    free(pb->config), free(pb->format), free(pb->entry), free(pb->data);
+    memset(pb, 0, sizeof *pb);
+    k->n_bins--;
+}
+
+/* The probe's per-kernel results from the marks of the step just run (after a sync). */
+static void probe_collect(KilnEngine *e, RtEngineProbe *out)
+{
+    const RtPlan *p = e->plan;
+    for (int k = 0; k < p->n_kernels; k++) {
+        if (out->kernel_us) out->kernel_us[k] = 0;
+        if (out->kernel_launches) out->kernel_launches[k] = 0;
+    }
+    int n = p->n_launches < RT_EXEC_MAX_MARKS - 1 ? p->n_launches : RT_EXEC_MAX_MARKS - 1;
+    for (int i = 0; i < n; i++) {
+        int k = p->launches[i].kernel;
+        if (out->kernel_us) out->kernel_us[k] += 1e3 * rt_exec_marks_ms(e->x, i, i + 1);
+        if (out->kernel_launches) out->kernel_launches[k]++;
+    }
+}
+
+int rt_engine_probe_max(const KilnEngine *e)
+{
+    int64_t n = e->max_step_tokens, pool = (int64_t)e->n_pages * e->page_size;
+    if (n > e->max_ctx - 1) n = e->max_ctx - 1;
+    return (int)(n < pool ? n : pool);
+}
+
+KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows, RtEngineProbe *out)
+{
+    StepIn *in = &e->in;
+    int lg = rt_plan_output(e->plan, "logits");
+    if (e->in_callback || e->n_reqs) return efail(e, KILN_ERR_ARG, "probe: requests are pending");
+    if (!tokens || !out || n < 1 || n > e->max_step_tokens || n >= e->max_ctx || rows < 1 || rows > n ||
+        rows > e->max_seqs)
+        return efail(e, KILN_ERR_ARG, "probe: %d tokens, %d rows (1..%d tokens, rows up to %d)", n, rows,
+                     e->max_step_tokens, e->max_seqs);
+    if (out->logits && lg < 0) return efail(e, KILN_ERR_UNSUPPORTED, "probe: the package has no logits output");
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= e->vocab)
+            return efail(e, KILN_ERR_ARG, "probe: token %d at %d is outside the vocabulary", tokens[i], i);
+    int32_t seq = -1;
+    RtKvCopy cow;
+    KilnStatus s = rt_kv_seq_create(e->kv, &seq);
+    if (s == KILN_OK)
+        while ((s = rt_kv_seq_append(e->kv, seq, n, &cow)) == KILN_ERR_FULL && evict_cached(e))
+            ;
+    if (s != KILN_OK) {
+        if (seq >= 0) rt_kv_seq_free(e->kv, seq);
+        return efail(e, s, "probe: %s", rt_kv_errmsg(e->kv));
+    }
+    in->items[0] = (RtKvStepSeq){seq, n};
+    memcpy(in->tokens, tokens, (size_t)n * sizeof *tokens);
+    for (int i = 0; i < rows; i++) {
+        in->logit_rows[i] = n - rows + i;
+        memset(in->sampling + 4 * i, 0, 16); /* greedy */
+        in->sampling[4 * i + 2] = 1.0f;
+    }
+    for (int k = 0; out->kernel_bucket && k < e->plan->n_kernels; k++)
+        out->kernel_bucket[k] = -1;
+    e->probing = 1, e->probe_bucket = out->kernel_bucket;
+    s = run_batch(e, 1, rows);
+    e->probing = 0, e->probe_bucket = NULL;
+    if (s == KILN_OK) s = rt_exec_sync(e->x, e->err, sizeof e->err);
+    if (s == KILN_OK && out->logits)
+        s = rt_exec_get(e->x, out->logits, e->arena + (uint64_t)e->plan->bufs[lg].offset,
+                        (size_t)rows * (size_t)e->vocab * 4, e->err, sizeof e->err);
+    if (s == KILN_OK && out->next)
+        s = rt_exec_get(e->x, out->next, e->arena + (uint64_t)e->plan->bufs[e->buf_next_tokens].offset,
+                        (size_t)rows * 4, e->err, sizeof e->err);
+    if (s == KILN_OK) probe_collect(e, out);
     rt_kv_seq_free(e->kv, seq);
     return s;
 }

@@ -979,3 +979,44 @@ KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, ch
     free(row);
     return KILN_OK;
 }
+
+/* ---- random weights ---------------------------------------------------------------------------------- */
+
+static uint64_t rand_next(uint64_t *s) /* splitmix64 */
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* N(0, 1) from the sum of four uniforms (variance 4/12, rescaled): enough for weights that only need to
+ * be finite, varied and of a realistic scale. */
+static float rand_normal(uint64_t *s)
+{
+    double u = 0;
+    for (int i = 0; i < 4; i++)
+        u += (double)(rand_next(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)((u - 2.0) * 1.7320508075688772);
+}
+
+void rt_w_random(const RtWeightSpec *spec, uint64_t seed, void *dst)
+{
+    uint64_t s = seed;
+    for (const char *c = spec->name; *c; c++)
+        s = (s ^ (unsigned char)*c) * 0x100000001b3ull;
+    int f = fmt_from_name(spec->dtype), norm = strstr(spec->name, "norm") != NULL;
+    unsigned char *out = dst;
+    if (f == FMT_F32 || f == FMT_F16 || f == FMT_BF16) {
+        int64_t n = spec->nbytes / fmts[f].bytes;
+        for (int64_t i = 0; i < n; i++) {
+            float v = norm ? 1.0f + 0.1f * rand_normal(&s) : 0.08f * rand_normal(&s);
+            f32_row_to(f, &v, 1, out + (size_t)i * (size_t)fmts[f].bytes);
+        }
+        return;
+    }
+    for (int64_t i = 0; i < spec->nbytes; i++) {
+        uint64_t r = rand_next(&s);
+        out[i] = (unsigned char)((r % 0x30) | ((r >> 32) & 0x80));
+    }
+}

@@ -94,6 +94,13 @@ KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char
  * have been partly written. Safe to call from several threads at once. */
 KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, char *err, int errlen);
 
+/* Random weights for spec (no file: a package run, or tuned, without its checkpoint), exactly
+ * spec->nbytes bytes at dst, a pure function of (seed, spec->name): f32 / f16 / bf16 elements N(0, 0.08),
+ * those of a weight whose name contains "norm" 1 + N(0, 0.1); any other dtype (quantized blocks, planar
+ * formats) bytes drawn so that every float field they hold is finite and small (each byte below 0x30,
+ * with a random sign bit), integer codes anything. */
+void rt_w_random(const RtWeightSpec *spec, uint64_t seed, void *dst);
+
 /* Names. rt_w_gguf_name: the GGUF name of a Hugging Face name (model.norm.weight -> output_norm.weight);
  * rt_w_hf_name: the reverse. Each returns 1 and writes a NUL-terminated name to out (outlen bytes), or 0
  * when the name has no mapping or does not fit (out then ""). The table is in docs/WEIGHTS.md. */
