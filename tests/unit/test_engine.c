@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "autotune/at_compile.h"
 #include "autotune/at_store.h"
 #include "codegen/cg_driver.h"
 #include "codegen/llvm/cg_host.h"
@@ -270,7 +271,7 @@ static int kernel_row(const char *name, char *ir_hash, char *params, size_t n)
     return ok;
 }
 
-/* Compiles matmul N=64 K=64 (the tiny model's o_proj) for the host at BM=16, as a tuner would, and
+/* Compiles matmul N=64 K=64 (the tiny model's o_proj) for the host at BM=16, as the tuner does (at_compile), and
  * stores it with results for `buckets`. The kernel's IR at the default config must hash to the package's
  * ir_hash (the store's key). Returns 0 on failure. */
 static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *dev,
@@ -283,53 +284,41 @@ static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *d
         return 0;
     }
     const KfamFamily *f = kfam_find("matmul");
-    KfamSpec spec = kfam_spec("matmul");
-    kfam_spec_int(&spec, "N", 64), kfam_spec_int(&spec, "K", 64);
-    kfam_spec_str(&spec, "dtype", "bf16"), kfam_spec_str(&spec, "epilogue", "none");
     IrArena *arena = ir_arena_create();
-    KirConfig dflt = {0}, cfg;
-    KirKernel *k0 = NULL, *k = NULL;
-    IrDiag d = {0};
-    f->defaults(&spec, &dflt);
-    cfg = dflt;
-    kir_config_set(&cfg, "BM", 16);
-    IrBuf text = {0}, conf = {0}, grid = {0}, par = {0};
-    int ok = f->build(arena, &spec, &dflt, &k0, &d) == IR_OK && f->build(arena, &spec, &cfg, &k, &d) == IR_OK;
-    if (ok) {
-        kir_print(k0, &text);
-        ir_hash64_hex(ir_hash64(text.s, text.len, IR_HASH_SEED), hash);
-        kir_config_print(&k->cfg, &conf), kir_grid_print(k, &grid), kir_params_print(k, &par);
-        ok = !strcmp(hash, ir_hash) && !strcmp(par.s, params);
-        KT_CHECK(ok, "rebuilt %s: IR hash %s (package %s), params %s", name, hash, ir_hash, par.s);
-    }
-    CgJob job = {.k = k, .target = cg_target_find("host")};
-    CgDriverOptions o = {.threads = 1};
-    if (ok) cg_compile_jobs(&job, 1, &o);
-    ok = ok && job.status == IR_OK;
-    KT_CHECK(ok, "host compile of %s at BM=16: %s", name, job.msg);
+    KfamSpec spec;
+    KirConfig cfg = {0};
+    kir_config_set(&cfg, "BM", 16); /* the rest: the family's defaults */
+    AtCompiled c = {0};
+    int ok = at_spec_parse(arena, "matmul N=64 K=64 dtype=bf16 epilogue=none", &spec, err, sizeof err) == KILN_OK &&
+             at_ir_hash(f, &spec, hash, err, sizeof err) == KILN_OK;
+    KT_CHECK(ok && !strcmp(hash, ir_hash), "%s: IR hash %s (package %s): %s", name, hash, ir_hash, err);
+    ok = ok && !strcmp(hash, ir_hash) &&
+         at_compile(f, &spec, &cfg, cg_target_find("host"), NULL, &c, err, sizeof err) == KILN_OK;
+    KT_CHECK(ok, "host compile of %s at BM=16: %s", name, err);
+    ok = ok && !strcmp(c.params, params) && strstr(c.config, "BM=16 ") && !strcmp(c.bin.format, "host-so");
     RtTdb *db = NULL;
     if (ok && rt_tdb_open(db_path, RT_TDB_WRITE, &db, err, sizeof err) != KILN_OK) ok = 0;
     char got_fp[RT_TDB_FP_LEN];
     if (ok) ok = at_store_device(db, dev, got_fp, err, sizeof err) == KILN_OK && !strcmp(got_fp, fp);
     AtBinary b = {.device = fp,
                   .ir_hash = ir_hash,
-                  .config = conf.s,
+                  .config = c.config,
                   .target = "host",
                   .format = format,
-                  .entry = job.bin.entry ? job.bin.entry : name,
-                  .params = par.s,
-                  .grid = grid.s,
-                  .block = 1,
-                  .data = job.bin.data,
-                  .size = job.bin.size,
-                  .compile_ms = job.bin.compile_ms};
+                  .entry = c.bin.entry ? c.bin.entry : name,
+                  .params = c.params,
+                  .grid = c.grid,
+                  .block = c.block,
+                  .data = c.bin.data,
+                  .size = c.bin.size,
+                  .compile_ms = c.bin.compile_ms};
     if (ok) ok = at_store_put_binary(db, &b, err, sizeof err) == KILN_OK;
     for (int i = 0; ok && i < n_buckets; i++) {
         AtResult r = {.device = fp,
                       .kernel = name,
                       .ir_hash = ir_hash,
                       .bucket = buckets[i],
-                      .config = conf.s,
+                      .config = c.config,
                       .median_us = 2,
                       .p20_us = 1.9,
                       .p80_us = 2.1,
@@ -339,8 +328,7 @@ static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *d
     }
     KT_CHECK(ok, "storing the tuned binary: %s", err);
     rt_tdb_close(db);
-    cg_binary_free(&job.bin);
-    ir_buf_free(&text), ir_buf_free(&conf), ir_buf_free(&grid), ir_buf_free(&par);
+    at_compiled_free(&c);
     ir_arena_destroy(arena);
     return ok;
 }

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# kiln tune on the host (docs/AUTOTUNE.md): a tiny host package tuned for a few candidates writes results
+# and binaries for every bucket it meets; kiln run -v --db then says tuned / nearest for the tuned kernel
+# and gives the greedy tokens of a run without the store; a re-tune keeps pinned rows; --kernels filters;
+# --budget stops within a candidate; bad inputs are one line, a non-zero exit and an untouched store;
+# --report prints speedups and writes the HTML chart whole or not at all.
+set -u
+kiln=$1 src=$2 d=$3
+rm -rf "$d"; mkdir -p "$d"
+pass=0 fail=0
+ok()   { echo "ok   $1"; pass=$((pass + 1)); }
+bad()  { echo "FAIL $1"; fail=$((fail + 1)); }
+command -v sqlite3 > /dev/null || { echo "skip: no sqlite3 shell"; exit 77; }
+"$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --no-cache -o "$d/tiny.kiln" 2> "$d/err" ||
+  { grep -q "LLVM" "$d/err" && { echo "skip: no LLVM host backend"; exit 77; }; cat "$d/err"; exit 1; }
+
+db="$d/t.db" mm=matmul_64_64_bf16_none
+tune=("$kiln" tune "$d/tiny.kiln" --device host --max-step-tokens 16 --max-candidates 3 --samples 20)
+"${tune[@]}" --db "$db" --kernels "$mm" --budget 60 > "$d/out" 2> "$d/log"; rc=$?
+[ $rc = 0 ] && grep -q "^$mm: 3 candidates" "$d/out" && grep -q "T=16 .*\[inserted\]" "$d/out" &&
+  ok "tune one kernel" || { bad "tune one kernel"; cat "$d/out" "$d/log"; }
+rows=$(sqlite3 "$db" "SELECT group_concat(bucket, ' ') FROM (SELECT bucket FROM results WHERE kernel = '$mm' ORDER BY id)")
+[ "$rows" = "T=1 T=2 T=4 T=8 T=16" ] && ok "a result per bucket the runtime meets" || bad "buckets: $rows"
+[ "$(sqlite3 "$db" "SELECT count(DISTINCT kernel) FROM results")" = 1 ] && ok "--kernels: only that kernel" || bad "--kernels"
+missing=$(sqlite3 "$db" "SELECT count(*) FROM results r WHERE NOT EXISTS (SELECT 1 FROM binaries b WHERE
+  b.device = r.device AND b.ir_hash = r.ir_hash AND b.config = r.config AND b.target = 'host' AND b.format = 'host-so')")
+[ "$missing" = 0 ] && ok "every result has its host-so binary" || bad "results without binaries: $missing"
+[ "$(sqlite3 "$db" "SELECT count(*) FROM results WHERE default_us > 0 AND samples >= 20 AND candidates = 3")" = 5 ] &&
+  ok "default times, samples, candidates recorded" || bad "result fields"
+grep -q "kiln: tune \[1/1\] $mm: 3/3 candidates, best .* us" "$d/log" && ok "progress lines (not a tty)" || { bad "progress"; cat "$d/log"; }
+fp=$("$kiln" db device host | awk '{print $2}')
+[ "$(sqlite3 "$db" "SELECT DISTINCT device FROM results")" = "$fp" ] && ok "the runtime's device fingerprint" || bad "fingerprint"
+
+# kiln run: tuned (T=1..16) and nearest above; the same greedy tokens as without the store
+python3 - "$d/tiny.kiln" "$d/w.safetensors" << 'PY'
+import json, random, sqlite3, struct, sys
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT name, shape FROM weights ORDER BY name").fetchall()
+random.seed(7); header = {}; blob = b""
+for name, shape in rows:
+    dims = [int(x) for x in shape.strip("[]").split(",")]; n = 1
+    for x in dims: n *= x
+    vals = [(1.0 if "norm" in name else 0.0) + random.gauss(0, 0.08) for _ in range(n)]
+    data = b"".join(struct.pack("<f", v)[2:] for v in vals)
+    header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [len(blob), len(blob) + len(data)]}; blob += data
+h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob)
+PY
+run=("$kiln" run "$d/tiny.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3 4 5 6 7 8 9" --max-tokens 8
+     --print-ids --device host)
+"${run[@]}" --no-db > "$d/ids0" 2> /dev/null
+"${run[@]}" -v --db "$db" > "$d/ids1" 2> "$d/runlog" &&
+  grep -q "tuning: $mm: T=1..16 tuned, T=32..2048 nearest T=16$" "$d/runlog" &&
+  grep -q "tuning: rmsnorm_64_1e_05_bf16_0: default$" "$d/runlog" && [ -s "$d/ids0" ] && cmp -s "$d/ids0" "$d/ids1" &&
+  ok "run -v --db: tuned and nearest, same greedy tokens" || { bad "run --db"; cat "$d/runlog" "$d/ids0" "$d/ids1"; }
+
+# every family tuned once (attention, kv_write, embedding, sample, ...): one candidate each
+"${tune[@]}" --db "$d/all.db" --max-candidates 1 --budget 120 > "$d/out" 2> "$d/log" &&
+  [ "$(sqlite3 "$d/all.db" "SELECT count(DISTINCT kernel) FROM results")" = 12 ] &&
+  "${run[@]}" --db "$d/all.db" > "$d/ids2" 2> /dev/null && cmp -s "$d/ids0" "$d/ids2" &&
+  ok "every kernel of the package tuned, same tokens" || { bad "all kernels"; cat "$d/out" "$d/log"; }
+
+# pins: a pinned row survives a re-tune (the winner may differ; the row may not)
+"$kiln" db pin --kernels "$mm" --bucket T=4 --db "$db" > /dev/null
+before=$(sqlite3 "$db" "SELECT config || median_us || tuned_at FROM results WHERE bucket = 'T=4'")
+"${tune[@]}" --db "$db" --kernels "$mm" --budget 60 > "$d/out" 2> "$d/log"
+after=$(sqlite3 "$db" "SELECT config || median_us || tuned_at FROM results WHERE bucket = 'T=4'")
+[ "$before" = "$after" ] && grep -q "T=4 .*\[kept (pinned)\]" "$d/out" && grep -q "T=8 .*\[replaced\]" "$d/out" &&
+  ok "re-tune keeps the pinned row, replaces the others" || { bad "pinned re-tune"; cat "$d/out"; }
+
+# the budget: no new candidate starts after it (so at most one candidate past it)
+start=$(date +%s)
+"${tune[@]}" --db "$d/b.db" --kernels 'matmul*' --max-candidates 40 --budget 2 > "$d/out" 2> "$d/log"; rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc = 0 ] && grep -q "the budget ran out" "$d/out" && [ $took -le 12 ] && grep -q "skipped" "$d/out" &&
+  ok "--budget 2: stopped in ${took}s, best so far stored" || { bad "budget (${took}s)"; cat "$d/out"; }
+
+# bad inputs: one line, exit 1, nothing written
+cp "$db" "$d/t.orig"
+"${tune[@]}" --db "$db" --kernels "$mm" --budget 60 --weights "$d/none.safetensors" > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && grep -q "none.safetensors" "$d/err" && ok "missing weights" || { bad "missing weights"; cat "$d/err"; }
+"$kiln" tune "$d/nothere.kiln" --db "$db" > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && grep -q "nothere.kiln: does not exist" "$d/err" && ok "missing package" || { bad "missing package"; cat "$d/err"; }
+head -c 5000 "$d/tiny.kiln" > "$d/cut.kiln"
+"$kiln" tune "$d/cut.kiln" --db "$db" > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && grep -q "cut.kiln: truncated" "$d/err" && ok "corrupt package" || { bad "corrupt package"; cat "$d/err"; }
+cmp -s "$db" "$d/t.orig" && ok "the store is untouched by failed runs" || bad "store modified"
+"${tune[@]}" --db "$d/nodir/t.db" --kernels "$mm" > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && grep -q "cannot create: directory" "$d/err" && ok "unwritable --db" || { bad "unwritable db"; cat "$d/err"; }
+cp "$d/tiny.kiln" "$d/p.kiln"
+"${tune[@]}" --db "$d/p.kiln" --kernels "$mm" > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && grep -q "a kiln package, not a kiln tuning DB" "$d/err" && cmp -s "$d/p.kiln" "$d/tiny.kiln" &&
+  ok "a package as --db: refused, untouched" || { bad "package as db"; cat "$d/err"; }
+"${tune[@]}" --db "$db" --kernels 'nothing*' > /dev/null 2> "$d/err"; [ $? = 1 ] && grep -q "no kernel to tune matches" "$d/err" &&
+  ok "--kernels matching nothing" || { bad "no kernels"; cat "$d/err"; }
+"$kiln" tune > /dev/null 2>&1; [ $? = 2 ] && ok "no package: usage error" || bad "usage"
+"$kiln" tune "$d/tiny.kiln" --budget soon > /dev/null 2>&1; [ $? = 2 ] && ok "bad --budget: usage error" || bad "budget usage"
+"$kiln" tune --help | grep -q "kiln tune --report" && ok "tune --help" || bad "help"
+
+# the report
+"$kiln" tune --report --db "$db" --html "$d/r.html" > "$d/rep" 2> "$d/err" &&
+  grep -q "^$mm *T=16 .* us .* us .*x" "$d/rep" && grep -q "geometric mean speedup" "$d/rep" &&
+  grep -q "<svg" "$d/r.html" && grep -q "</html>" "$d/r.html" && ! ls "$d"/r.html.tmp.* > /dev/null 2>&1 &&
+  ok "--report: table and HTML chart" || { bad "report"; cat "$d/rep" "$d/err"; }
+"$kiln" tune --report --db "$db" --html "$d/nodir/r.html" > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && grep -q "r.html: cannot create" "$d/err" && [ ! -e "$d/nodir" ] && ok "--html unwritable: one line, exit 1" || { bad "html unwritable"; cat "$d/err"; }
+"$kiln" tune --report --db "$d/none.db" > /dev/null 2> "$d/err"; [ $? = 1 ] && grep -q "does not exist" "$d/err" &&
+  ok "--report of a missing store" || bad "report missing store"
+
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
