@@ -89,7 +89,8 @@ KilnStatus at_compile(const KfamFamily *f, const KfamSpec *s, const KirConfig *c
 {
     memset(out, 0, sizeof *out);
     out->block = 1;
-    if (!f || !s || !cfg || !t) return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_compile: missing argument");
+    if (!f || !s || !cfg || !t)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_compile: missing argument");
     IrArena *a = ir_arena_create();
     if (!a) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
     KirKernel *k = NULL;

@@ -22,9 +22,9 @@
 #include "kiln.h"
 
 typedef struct AtCompiled {
-    char *config; /* the full config, kir_config_print ("BM=16 BN=64 ..."); malloc'd */
-    char *params; /* "x:ptr<bf16> M:i32 ..." (kir_params_print); malloc'd */
-    char *grid;   /* "cdiv(M*1,16) 4 1" (kir_grid_print); malloc'd */
+    char *config;    /* the full config, kir_config_print ("BM=16 BN=64 ..."); malloc'd */
+    char *params;    /* "x:ptr<bf16> M:i32 ..." (kir_params_print); malloc'd */
+    char *grid;      /* "cdiv(M*1,16) 4 1" (kir_grid_print); malloc'd */
     int block, smem; /* launch geometry: the CUDA backend's threads and dynamic shared memory; 1, 0 else */
     CgBinary bin;    /* format ("host-so", "cubin", ...), entry, data, size, compile_ms */
 } AtCompiled;

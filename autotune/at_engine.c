@@ -22,14 +22,14 @@
 /* One probe step: T tokens, its logit rows, the package defaults' outputs, each kernel's bucket. */
 typedef struct Step {
     int n, rows;
-    float *logits;  /* rows x vocab */
-    int32_t *next;  /* rows */
-    int *bucket;    /* per plan kernel */
+    float *logits; /* rows x vocab */
+    int32_t *next; /* rows */
+    int *bucket;   /* per plan kernel */
 } Step;
 
 /* What the tuner knows about a kernel it tunes, beside its AtKernel. */
 typedef struct Tuned {
-    int ki;                       /* plan kernel index */
+    int ki;                        /* plan kernel index */
     int bidx[RT_PLAN_MAX_BUCKETS]; /* per AtKernel bucket: the plan bucket index */
     int step[RT_PLAN_MAX_BUCKETS]; /* per AtKernel bucket: the probe step that meets it */
     char text[RT_PLAN_MAX_BUCKETS][16];
@@ -56,11 +56,11 @@ struct AtEngine {
     AtKernel *kernels;
     Tuned *tuned;
     int n_kernels;
-    int loaded_ki;  /* plan kernel of the loaded candidate, or -1 */
-    int kept_for;   /* AtKernel index whose candidates are in kept, or -1 */
+    int loaded_ki; /* plan kernel of the loaded candidate, or -1 */
+    int kept_for;  /* AtKernel index whose candidates are in kept, or -1 */
     Kept *kept;
     int n_kept, cap_kept;
-    float *logits;  /* scratch: rows x vocab */
+    float *logits; /* scratch: rows x vocab */
     int32_t *next;
     double *us;
     int *launches;
@@ -185,8 +185,10 @@ static KilnStatus add_kernel(AtEngine *t, int ki, char *err, int errlen)
         return KILN_OK;
     }
     if (strcmp(hash, pk->ir_hash)) {
-        tlog(t, "%s: skipped: its IR hashes to %s here, %s in the package (another kiln compiled it: "
-                "recompile the package)", pk->name, hash, pk->ir_hash);
+        tlog(t,
+             "%s: skipped: its IR hashes to %s here, %s in the package (another kiln compiled it: "
+             "recompile the package)",
+             pk->name, hash, pk->ir_hash);
         return KILN_OK;
     }
     AtKernel *k = &t->kernels[t->n_kernels];
@@ -207,8 +209,12 @@ static KilnStatus add_kernel(AtEngine *t, int ki, char *err, int errlen)
         tlog(t, "%s: skipped: no step launches it in one bucket", pk->name);
         return KILN_OK;
     }
-    *k = (AtKernel){.name = pk->name, .ir_hash = pk->ir_hash, .family = f, .spec = spec,
-                    .buckets = u->texts, .n_buckets = nb};
+    *k = (AtKernel){.name = pk->name,
+                    .ir_hash = pk->ir_hash,
+                    .family = f,
+                    .spec = spec,
+                    .buckets = u->texts,
+                    .n_buckets = nb};
     t->n_kernels++;
     return KILN_OK;
 }
@@ -231,7 +237,8 @@ KilnStatus at_engine_create(const AtEngineOptions *o, AtEngine **out, char *err,
         t->arena = ir_arena_create();
         t->kernels = calloc((size_t)t->p->n_kernels + 1, sizeof *t->kernels);
         t->tuned = calloc((size_t)t->p->n_kernels + 1, sizeof *t->tuned);
-        if (!t->arena || !t->kernels || !t->tuned) s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+        if (!t->arena || !t->kernels || !t->tuned)
+            s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; !s && i < t->p->n_kernels; i++)
         s = add_kernel(t, i, err, errlen);
@@ -318,8 +325,8 @@ static int outputs_agree(const AtEngine *t, const Step *sp, char *msg, int msgle
     }
     double rel = n2 > 0 ? sqrt(d / n2) : sqrt(d);
     if (rel > t->o.tol) {
-        snprintf(msg, (size_t)msglen, "logits differ from the default config's by %.3g (rel L2; tolerance %g)",
-                 rel, t->o.tol);
+        snprintf(msg, (size_t)msglen,
+                 "logits differ from the default config's by %.3g (rel L2; tolerance %g)", rel, t->o.tol);
         return 0;
     }
     for (int r = 0; r < sp->rows; r++) {
@@ -329,7 +336,8 @@ static int outputs_agree(const AtEngine *t, const Step *sp, char *msg, int msgle
             mx = row[j] > mx ? row[j] : mx, amax = fabsf(row[j]) > amax ? fabsf(row[j]) : amax;
         int32_t tok = t->next[r];
         if (tok < 0 || tok >= t->vocab || row[tok] < mx - t->o.tol * amax) {
-            snprintf(msg, (size_t)msglen, "row %d sampled token %d, the default config %d", r, tok, sp->next[r]);
+            snprintf(msg, (size_t)msglen, "row %d sampled token %d, the default config %d", r, tok,
+                     sp->next[r]);
             return 0;
         }
     }
@@ -392,8 +400,8 @@ static AtCandStatus t_prepare(void *ctx, const AtKernel *k, const KirConfig *cfg
     return st;
 }
 
-static AtCandStatus t_time(void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b, double *us,
-                           int n, char *msg, int msglen)
+static AtCandStatus t_time(void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b,
+                           double *us, int n, char *msg, int msglen)
 {
     AtEngine *t = ctx;
     const Tuned *u = &t->tuned[k - t->kernels];

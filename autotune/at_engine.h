@@ -31,14 +31,14 @@
 
 typedef struct AtEngineOptions {
     const char *package;
-    const char *weights;        /* a weights file; NULL: random weights from seed */
-    int device;                 /* -2 the host, N GPU N, -1 GPU 0 when usable else the host */
-    int max_step_tokens;        /* the largest step tuned for (0: the engine's default, min(plan, 2048)) */
-    int host_threads;           /* threads per host launch (0: every CPU) */
-    uint64_t seed;              /* random weights and probe tokens */
-    double tol;                 /* the check's tolerance; <= 0: AT_CHECK_TOL */
-    const char *kernels;        /* only kernels whose name matches this glob; NULL: all */
-    const CgDriverOptions *cg;  /* compile options (threads, cache); NULL: one thread, no cache */
+    const char *weights;       /* a weights file; NULL: random weights from seed */
+    int device;                /* -2 the host, N GPU N, -1 GPU 0 when usable else the host */
+    int max_step_tokens;       /* the largest step tuned for (0: the engine's default, min(plan, 2048)) */
+    int host_threads;          /* threads per host launch (0: every CPU) */
+    uint64_t seed;             /* random weights and probe tokens */
+    double tol;                /* the check's tolerance; <= 0: AT_CHECK_TOL */
+    const char *kernels;       /* only kernels whose name matches this glob; NULL: all */
+    const CgDriverOptions *cg; /* compile options (threads, cache); NULL: one thread, no cache */
     void (*log)(void *user, const char *line); /* what was skipped and why; NULL: quiet */
     void *log_user;
 } AtEngineOptions;

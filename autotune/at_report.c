@@ -110,8 +110,8 @@ void at_report_text(const AtReport *r, FILE *out)
         }
         char med[32];
         snprintf(med, sizeof med, "%.2f us", w->median_us);
-        fprintf(out, "%-40s %-10s %12s %12s %8s %3s  %s\n", w->kernel, w->bucket[0] ? w->bucket : "-", dflt, med,
-                sp, w->pinned ? "*" : "", w->config);
+        fprintf(out, "%-40s %-10s %12s %12s %8s %3s  %s\n", w->kernel, w->bucket[0] ? w->bucket : "-", dflt,
+                med, sp, w->pinned ? "*" : "", w->config);
     }
     if (!r->n) fprintf(out, "no tuning results\n");
     if (n_sp)
@@ -150,8 +150,9 @@ static void html_chart(const AtReport *r, FILE *f)
         lo = fmin(lo, floor(log2(x))), hi = fmax(hi, ceil(log2(x)));
     }
     int height = (n + 2) * ROW;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
-               "font-size=\"12\">\n",
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"monospace\" "
+            "font-size=\"12\">\n",
             LABEL + PLOT + 80, height);
     double scale = PLOT / (hi - lo), x1 = LABEL + (0 - lo) * scale;
     for (double t = lo; t <= hi; t++) {
@@ -170,10 +171,11 @@ static void html_chart(const AtReport *r, FILE *f)
         html_text(f, w->kernel);
         fputc(' ', f);
         html_text(f, w->bucket[0] ? w->bucket : "-");
-        fprintf(f, "</text>\n<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>", fmin(x1, end),
-                y + 3, fabs(end - x1) + 1, ROW - 6, x >= 1 ? "#3a7" : "#c54");
+        fprintf(f, "</text>\n<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"%s\"><title>",
+                fmin(x1, end), y + 3, fabs(end - x1) + 1, ROW - 6, x >= 1 ? "#3a7" : "#c54");
         html_text(f, w->config);
-        fprintf(f, "</title></rect>\n<text x=\"%.1f\" y=\"%d\">%.2fx</text>\n", fmax(x1, end) + 4, y + ROW - 5, x);
+        fprintf(f, "</title></rect>\n<text x=\"%.1f\" y=\"%d\">%.2fx</text>\n", fmax(x1, end) + 4,
+                y + ROW - 5, x);
         y += ROW;
     }
     fputs("</svg>\n", f);
@@ -188,9 +190,10 @@ static void html_page(const AtReport *r, FILE *f)
           " (median per launch).</p>\n",
           f);
     html_chart(r, f);
-    fputs("<table>\n<tr><th class=\"l\">device</th><th class=\"l\">kernel</th><th class=\"l\">bucket</th>"
-          "<th>default us</th><th>tuned us</th><th>speedup</th><th>pin</th><th class=\"l\">config</th></tr>\n",
-          f);
+    fputs(
+        "<table>\n<tr><th class=\"l\">device</th><th class=\"l\">kernel</th><th class=\"l\">bucket</th>"
+        "<th>default us</th><th>tuned us</th><th>speedup</th><th>pin</th><th class=\"l\">config</th></tr>\n",
+        f);
     for (int i = 0; i < r->n; i++) {
         const RtTdbRow *w = &r->rows[i];
         double x = speedup(w);

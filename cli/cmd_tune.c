@@ -130,7 +130,8 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
             return usage_error("unexpected argument", s);
         }
     }
-    if (a->report && a->package) return usage_error("--report reads the store; it takes no package", a->package);
+    if (a->report && a->package)
+        return usage_error("--report reads the store; it takes no package", a->package);
     if (a->html && !a->report) return usage_error("--html goes with --report", NULL);
     if (!a->report && !a->package) return usage_error("missing package", NULL);
     return 0;
@@ -173,8 +174,8 @@ static void on_progress(void *ctx, const AtProgress *p)
     /* not a terminal: a plain line per tenth of a kernel's candidates and at its end */
     int step = p->n_cands >= 10 ? p->n_cands / 10 : 1;
     if (p->done != p->n_cands && p->done % step) return;
-    fprintf(stderr, "kiln: tune [%d/%d] %s: %d/%d candidates, %s, ETA %s\n", p->kernel_index + 1, p->n_kernels,
-            p->kernel, p->done, p->n_cands, best[0] ? best : "no best yet", eta);
+    fprintf(stderr, "kiln: tune [%d/%d] %s: %d/%d candidates, %s, ETA %s\n", p->kernel_index + 1,
+            p->n_kernels, p->kernel, p->done, p->n_cands, best[0] ? best : "no best yet", eta);
 }
 
 static void on_log(void *user, const char *line)
@@ -230,7 +231,8 @@ static int tune_report(const TuneArgs *a)
         return 1;
     }
     at_report_text(r, stdout);
-    if (a->html && (s = at_report_html(r, a->html, err, sizeof err))) cli_error("%s", err);
+    if (a->html && (s = at_report_html(r, a->html, err, sizeof err)))
+        cli_error("%s", err);
     else if (a->html)
         printf("wrote %s\n", a->html);
     at_report_free(r);
@@ -287,8 +289,8 @@ int cli_tune(int argc, char **argv)
     const RtTdbDevice *dev = at_engine_device(t);
     char budget[32] = "none";
     if (a.budget > 0) snprintf(budget, sizeof budget, "%g s", a.budget);
-    fprintf(stderr, "kiln: tune: %d kernel%s on %s (%s, device %s), store %s, budget %s\n", n, n == 1 ? "" : "s",
-            dev->name, at_engine_target(t), fp, rt_tdb_path(db), budget);
+    fprintf(stderr, "kiln: tune: %d kernel%s on %s (%s, device %s), store %s, budget %s\n", n,
+            n == 1 ? "" : "s", dev->name, at_engine_target(t), fp, rt_tdb_path(db), budget);
     Progress g = {.tty = isatty(fileno(stderr))};
     AtTimer timer = at_engine_timer(t);
     AtSearchOptions so = {.limits = at_engine_limits(t),

@@ -451,8 +451,8 @@ KilnStatus kiln_engine_open(const char *package, const char *weights, const Kiln
     return rt_engine_open(package, weights, 0, opt, out, err, errlen);
 }
 
-KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t seed, const KilnEngineOptions *opt,
-                          KilnEngine **out, char *err, int errlen)
+KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t seed,
+                          const KilnEngineOptions *opt, KilnEngine **out, char *err, int errlen)
 {
     KilnEngineOptions given;
     kiln_engine_options_init(&given);
@@ -1329,7 +1329,8 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
         rows > e->max_seqs)
         return efail(e, KILN_ERR_ARG, "probe: %d tokens, %d rows (1..%d tokens, rows up to %d)", n, rows,
                      e->max_step_tokens, e->max_seqs);
-    if (out->logits && lg < 0) return efail(e, KILN_ERR_UNSUPPORTED, "probe: the package has no logits output");
+    if (out->logits && lg < 0)
+        return efail(e, KILN_ERR_UNSUPPORTED, "probe: the package has no logits output");
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= e->vocab)
             return efail(e, KILN_ERR_ARG, "probe: token %d at %d is outside the vocabulary", tokens[i], i);

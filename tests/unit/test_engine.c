@@ -271,8 +271,8 @@ static int kernel_row(const char *name, char *ir_hash, char *params, size_t n)
     return ok;
 }
 
-/* Compiles matmul N=64 K=64 (the tiny model's o_proj) for the host at BM=16, as the tuner does (at_compile), and
- * stores it with results for `buckets`. The kernel's IR at the default config must hash to the package's
+/* Compiles matmul N=64 K=64 (the tiny model's o_proj) for the host at BM=16, as the tuner does (at_compile),
+ * and stores it with results for `buckets`. The kernel's IR at the default config must hash to the package's
  * ir_hash (the store's key). Returns 0 on failure. */
 static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *dev,
                        const char *const *buckets, int n_buckets, const char *format)
@@ -289,7 +289,8 @@ static int store_tuned(const char *db_path, const char *fp, const RtTdbDevice *d
     KirConfig cfg = {0};
     kir_config_set(&cfg, "BM", 16); /* the rest: the family's defaults */
     AtCompiled c = {0};
-    int ok = at_spec_parse(arena, "matmul N=64 K=64 dtype=bf16 epilogue=none", &spec, err, sizeof err) == KILN_OK &&
+    int ok = at_spec_parse(arena, "matmul N=64 K=64 dtype=bf16 epilogue=none", &spec, err, sizeof err) ==
+                 KILN_OK &&
              at_ir_hash(f, &spec, hash, err, sizeof err) == KILN_OK;
     KT_CHECK(ok && !strcmp(hash, ir_hash), "%s: IR hash %s (package %s): %s", name, hash, ir_hash, err);
     ok = ok && !strcmp(hash, ir_hash) &&

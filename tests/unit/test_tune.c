@@ -52,8 +52,8 @@ static void test_spec_parse(void)
     for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         KfamSpec out;
         err[0] = 0;
-        KT_CHECK(at_spec_parse(a, bad[i], &out, err, sizeof err) == KILN_ERR_CORRUPT && strstr(err, "kernel spec") &&
-                     !strchr(err, '\n'),
+        KT_CHECK(at_spec_parse(a, bad[i], &out, err, sizeof err) == KILN_ERR_CORRUPT &&
+                     strstr(err, "kernel spec") && !strchr(err, '\n'),
                  "bad spec '%s': %s", bad[i], err);
     }
     ir_arena_destroy(a);
@@ -117,8 +117,8 @@ static AtCandStatus h_prepare(void *ctx, const AtKernel *k, const KirConfig *cfg
     return t.prepare(t.ctx, k, cfg, msg, n);
 }
 
-static AtCandStatus h_time(void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b, double *us, int n,
-                           char *msg, int msglen)
+static AtCandStatus h_time(void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b,
+                           double *us, int n, char *msg, int msglen)
 {
     AtTimer t = at_fake_timer(&((Hooks *)ctx)->fake);
     return t.time(t.ctx, k, cfg, b, us, n, msg, msglen);
@@ -180,13 +180,18 @@ static void test_hooks(void)
     Hooks h = {.fake = {.seed = 3}};
     KT_CHECK(rt_tdb_open(path, RT_TDB_WRITE, &h.db, err, sizeof err) == KILN_OK, "%s", err);
     if (!h.db) return;
-    RtTdbDevice dev = {.name = "test", .arch = "host", .sm_count = 1, .mem_bytes = 1, .driver = "x", .cuda = "none"};
+    RtTdbDevice dev = {
+        .name = "test", .arch = "host", .sm_count = 1, .mem_bytes = 1, .driver = "x", .cuda = "none"};
     at_store_device(h.db, &dev, fp, err, sizeof err);
     static const char *const buckets[] = {"T=1", "T=64"};
     KfamSpec s = kfam_spec("rmsnorm");
     kfam_spec_int(&s, "C", 4096), kfam_spec_str(&s, "dtype", "bf16"), kfam_spec_float(&s, "eps", 1e-5);
-    AtKernel k = {.name = "rmsnorm_4096", .ir_hash = "3333333333333333", .family = kfam_find("rmsnorm"),
-                  .spec = s, .buckets = buckets, .n_buckets = 2};
+    AtKernel k = {.name = "rmsnorm_4096",
+                  .ir_hash = "3333333333333333",
+                  .family = kfam_find("rmsnorm"),
+                  .spec = s,
+                  .buckets = buckets,
+                  .n_buckets = 2};
     AtTimer t = {.ctx = &h, .prepare = h_prepare, .time = h_time, .serves = h_serves, .keep = h_keep};
     AtSearchOptions o = {.max_candidates = 30, .store = h.db, .device = fp};
     AtSearchResult res;
@@ -202,7 +207,8 @@ static void test_hooks(void)
     }
     KT_CHECK(small > 0, "no candidate with BLOCK < 256 among %d", r->n_cands);
     KT_CHECK(r->buckets[1].best >= 0 && kir_config_get(&r->cands[r->buckets[1].best].cfg, "BLOCK", 0) >= 256,
-             "T=64's winner %s does not serve it", r->buckets[1].best >= 0 ? r->cands[r->buckets[1].best].config : "-");
+             "T=64's winner %s does not serve it",
+             r->buckets[1].best >= 0 ? r->cands[r->buckets[1].best].config : "-");
     int distinct = 1 + (r->buckets[0].best != r->buckets[1].best);
     KT_CHECK(h.keeps == distinct, "keep called %d times for %d distinct winners", h.keeps, distinct);
     RtTdbFilter f = {0};
@@ -211,8 +217,7 @@ static void test_hooks(void)
     rt_tdb_close(h.db);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
 }
 
 int main(void)
