@@ -57,6 +57,21 @@ KilnStatus at_spec_parse(IrArena *a, const char *text, KfamSpec *out, char *err,
     return KILN_OK;
 }
 
+KilnStatus at_config_parse(IrArena *a, const char *text, KirConfig *out, char *err, int errlen)
+{
+    memset(out, 0, sizeof *out);
+    char *t = ir_arena_strdup(a, text ? text : ""), *save = NULL;
+    if (!t) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
+    for (char *word = strtok_r(t, " ", &save); word; word = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(word, '=');
+        if (!eq || eq == word || !is_int(eq + 1) || out->n == KIR_MAX_CFG)
+            return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "config '%.80s': bad item '%.40s'", text, word);
+        *eq = 0;
+        kir_config_set(out, word, strtoll(eq + 1, NULL, 10)); /* word lives in the arena */
+    }
+    return KILN_OK;
+}
+
 KilnStatus at_ir_hash(const KfamFamily *f, const KfamSpec *s, char hash[17], char *err, int errlen)
 {
     IrArena *a = ir_arena_create();

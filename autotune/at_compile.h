@@ -33,6 +33,9 @@ typedef struct AtCompiled {
  * form) into *out: integers as ints, other numbers as floats, the rest as strings, keys and strings in
  * arena a. KILN_ERR_CORRUPT with one line for text that is not of that form or names no family. */
 KilnStatus at_spec_parse(IrArena *a, const char *text, KfamSpec *out, char *err, int errlen);
+/* A printed config ("BM=16 BN=32 WARPS=4") back into *out; its keys live in a. KILN_ERR_CORRUPT for a bad
+ * item. */
+KilnStatus at_config_parse(IrArena *a, const char *text, KirConfig *out, char *err, int errlen);
 
 /* The IR hash of family f's kernel for spec s at its default config, as `kiln compile` writes it to
  * kernels.ir_hash (the tuning store's key), into hash[17]. KILN_ERR_ARG when the spec does not build. */

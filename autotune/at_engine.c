@@ -34,6 +34,8 @@ typedef struct Tuned {
     int step[RT_PLAN_MAX_BUCKETS]; /* per AtKernel bucket: the probe step that meets it */
     char text[RT_PLAN_MAX_BUCKETS][16];
     const char *texts[RT_PLAN_MAX_BUCKETS];
+    KirConfig first[RT_PLAN_MAX_BINS]; /* the package's binaries' configs: tried first */
+    int base[RT_PLAN_MAX_BUCKETS];     /* per AtKernel bucket: the one the runtime runs there */
 } Tuned;
 
 /* A valid candidate's binary, kept for keep(). */
@@ -209,12 +211,31 @@ static KilnStatus add_kernel(AtEngine *t, int ki, char *err, int errlen)
         tlog(t, "%s: skipped: no step launches it in one bucket", pk->name);
         return KILN_OK;
     }
+    /* the package's binaries come first, and each bucket's baseline is the one an untuned engine runs
+     * there: with a budget that stops early, the winner is still never slower than that */
+    int n_first = 0, at[RT_PLAN_MAX_BINS];
+    for (int i = 0; i < pk->n_pkg && i < RT_PLAN_MAX_BINS; i++) {
+        at[i] = -1;
+        s = at_config_parse(t->arena, pk->bins[i].config, &u->first[n_first], why, sizeof why);
+        if (s == KILN_ERR_NOMEM) return rt_file_errf(err, errlen, s, "out of memory");
+        if (s)
+            tlog(t, "%s: its binary's %s", pk->name, why);
+        else
+            at[i] = n_first++;
+    }
+    for (int b = 0; b < nb; b++) {
+        int pick = pk->m_param >= 0 ? rt_plan_pick_rows(pk, (int64_t)1 << u->bidx[b]) : 0;
+        u->base[b] = pick < pk->n_pkg && pick < RT_PLAN_MAX_BINS ? at[pick] : -1;
+    }
     *k = (AtKernel){.name = pk->name,
                     .ir_hash = pk->ir_hash,
                     .family = f,
                     .spec = spec,
                     .buckets = u->texts,
-                    .n_buckets = nb};
+                    .n_buckets = nb,
+                    .first = u->first,
+                    .n_first = n_first,
+                    .base = u->base};
     t->n_kernels++;
     return KILN_OK;
 }

@@ -74,7 +74,18 @@ static int at_config_same(const KirConfig *a, const KirConfig *b)
     return 1;
 }
 
-/* The kernel's candidates: the declared space, pruned by kfam_config_candidates, cut to max. */
+/* Candidate i: its config and printed form. */
+static void at_cand_set(AtCand *c, const KirConfig *cfg)
+{
+    c->cfg = *cfg;
+    IrBuf b = {0};
+    kir_config_print(&c->cfg, &b);
+    snprintf(c->config, sizeof c->config, "%s", b.s && !b.oom ? b.s : "");
+    ir_buf_free(&b);
+}
+
+/* The kernel's candidates: its `first` configs, then the declared space pruned by kfam_config_candidates
+ * (less the configs already there), cut to max (the first ones always stay). */
 static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int max, AtKernelResult *r)
 {
     const KfamFamily *f = k->family;
@@ -91,7 +102,8 @@ static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int 
     if (!all) return r->status = KILN_ERR_NOMEM;
     int found = kfam_config_candidates(f, &k->spec, o->limits, all, cap);
     r->n_pruned = cap - found;
-    r->n_cands = found < max ? found : max;
+    int n_first = k->first ? k->n_first : 0;
+    r->n_cands = found + n_first; /* capacity; cut below */
     if (r->n_cands == 0) {
         free(all);
         snprintf(r->msg, sizeof r->msg,
@@ -105,14 +117,27 @@ static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int 
     }
     KirConfig dflt = {0};
     f->defaults(&k->spec, &dflt);
-    for (int i = 0; i < r->n_cands; i++) {
-        AtCand *c = &r->cands[i];
-        c->cfg = all[i];
-        IrBuf b = {0};
-        kir_config_print(&c->cfg, &b);
-        snprintf(c->config, sizeof c->config, "%s", b.s && !b.oom ? b.s : "");
-        ir_buf_free(&b);
-        if (r->dflt < 0 && at_config_same(&c->cfg, &dflt)) r->dflt = i;
+    int n = 0, first_at[64];
+    for (int i = 0; i < n_first && i < 64; i++) { /* the first configs, each once */
+        int j = 0;
+        while (j < n && !at_config_same(&r->cands[j].cfg, &k->first[i]))
+            j++;
+        if (j == n) at_cand_set(&r->cands[n++], &k->first[i]);
+        first_at[i] = j;
+    }
+    int limit = max > n ? max : n; /* the first configs always stay */
+    for (int i = 0; i < found && n < limit; i++) {
+        int j = 0;
+        while (j < n && !at_config_same(&r->cands[j].cfg, &all[i]))
+            j++;
+        if (j == n) at_cand_set(&r->cands[n++], &all[i]);
+    }
+    r->n_cands = n;
+    for (int i = 0; i < n && r->dflt < 0; i++)
+        if (at_config_same(&r->cands[i].cfg, &dflt)) r->dflt = i;
+    for (int b = 0; b < k->n_buckets; b++) {
+        int fi = k->base ? k->base[b] : -1;
+        r->base[b] = fi >= 0 && fi < n_first && fi < 64 ? first_at[fi] : r->dflt;
     }
     free(all);
     return KILN_OK;
@@ -223,8 +248,9 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
             continue;
         }
         r->buckets = calloc((size_t)k->n_buckets, sizeof *r->buckets);
+        r->base = calloc((size_t)k->n_buckets, sizeof *r->base);
         RtTdbBucket *bk = calloc((size_t)k->n_buckets, sizeof *bk);
-        if (!r->buckets || !bk) {
+        if (!r->buckets || !r->base || !bk) {
             free(bk);
             status = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "at_search: out of memory");
             continue;
@@ -299,10 +325,11 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
             r->skipped++;
             if (status == KILN_OK) res->budget_exhausted = 1;
         }
-        for (int b = 0; b < k->n_buckets; b++)
-            if (r->dflt >= 0 && r->cands[r->dflt].status == AT_CAND_OK &&
-                r->buckets[b].stats[r->dflt].samples)
-                r->buckets[b].default_us = r->buckets[b].stats[r->dflt].median_us;
+        for (int b = 0; b < k->n_buckets; b++) {
+            int d = r->base[b];
+            if (d >= 0 && r->cands[d].status == AT_CAND_OK && r->buckets[b].stats[d].samples)
+                r->buckets[b].default_us = r->buckets[b].stats[d].median_us;
+        }
         r->seconds = at_now(timer) - kstart;
         free(bk);
         if (o->store) {
@@ -323,6 +350,7 @@ void at_search_result_free(AtSearchResult *res)
         for (int b = 0; r->buckets && b < r->kernel->n_buckets; b++)
             free(r->buckets[b].stats);
         free(r->buckets);
+        free(r->base);
         free(r->cands);
     }
     free(res->kernels);

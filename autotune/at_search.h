@@ -52,6 +52,13 @@ typedef struct AtKernel {
     KfamSpec spec;
     const char *const *buckets; /* bucket texts (rt_tdb_bucket_parse); at least one ("" for no sizes) */
     int n_buckets;
+    /* Optional: configs tried before the declared space (the package's own binaries: what the runtime
+     * runs with no store), and per bucket the index in `first` of the one the runtime would run there
+     * (-1: none), whose median becomes the bucket's default_us. So a winner is never slower than what
+     * an untuned engine runs, even when the budget stops the search early. */
+    const KirConfig *first;
+    int n_first;
+    const int *base;
 } AtKernel;
 
 /* How candidates are prepared and timed. ctx is the timer's own. Messages: one line into msg. */
@@ -132,6 +139,7 @@ typedef struct AtKernelResult {
     int n_pruned;           /* refused by the build or the verifier's limits */
     int n_cands;            /* candidates after pruning and max_candidates */
     int dflt;               /* the default config's index in cands, or -1 when it does not fit */
+    int *base;              /* per bucket: the index in cands of the kernel's base config, or -1 */
     AtCand *cands;
     int tried, invalid, skipped;
     AtBucketResult *buckets; /* kernel->n_buckets */

@@ -438,8 +438,12 @@ int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals)
         int r = k->route[rt_plan_bucket(k, vals)];
         if (r >= 0) return r;
     }
+    return k->m_param < 0 ? 0 : rt_plan_pick_rows(k, vals[k->m_param]);
+}
+
+int rt_plan_pick_rows(const RtPlanKernel *k, int64_t m)
+{
     if (k->n_pkg < 2 || k->m_param < 0) return 0;
-    int64_t m = vals[k->m_param];
     int best = -1, largest = -1;
     for (int i = 0; i < k->n_pkg; i++) {
         int64_t bm = k->bins[i].bm;

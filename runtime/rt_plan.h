@@ -130,6 +130,8 @@ int rt_plan_output(const RtPlan *p, const char *output);
  * the launch's bucket when there is one; else among the package's: with one binary, it; else, by M (the
  * "M" param), the smallest BM >= M, else the largest BM (ties: the first). */
 int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals); /* never a SPLIT_K > 1 binary for M > BM */
+/* The package binary (index < n_pkg) rt_plan_pick gives a launch of m rows when no store routes it. */
+int rt_plan_pick_rows(const RtPlanKernel *k, int64_t m);
 /* The tuning bucket of a launch (docs/AUTOTUNE.md): for a kernel with the i32 param M, index
  * ceil(log2 M) (the bucket "T=2^index"), clamped to 0 .. n_buckets - 1; for any other kernel 0 (the
  * bucket ""). */

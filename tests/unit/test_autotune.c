@@ -117,6 +117,30 @@ static void test_enumerate(void)
     at_search(&k, 1, &t, &o, &r, err, sizeof err);
     KT_CHECK(r.kernels[0].n_cands == 5 && r.kernels[0].dflt == 0, "max_candidates");
     at_search_result_free(&r);
+
+    /* `first` configs (a package's binaries) come before the space, once each, and survive
+     * max_candidates; each bucket's default_us is its base config's median, not the family default's */
+    KirConfig first[3] = {0};
+    kir_config_set(&first[0], "BLOCK", 512), kir_config_set(&first[0], "WARPS", 2);
+    kir_config_set(&first[0], "ROWS", 1);
+    first[1] = d;
+    first[2] = first[0];
+    int base[2] = {0, 1};
+    k.first = first, k.n_first = 3, k.base = base;
+    o.max_candidates = 2;
+    KT_CHECK(at_search(&k, 1, &t, &o, &r, err, sizeof err) == KILN_OK, "first: %s", err);
+    kr = &r.kernels[0];
+    IrBuf f0 = {0};
+    kir_config_print(&first[0], &f0);
+    KT_CHECK(kr->n_cands == 2 && !strcmp(kr->cands[0].config, f0.s) && kr->dflt == 1,
+             "first configs first, once: %d candidates, [0] %s", kr->n_cands, kr->cands[0].config);
+    ir_buf_free(&f0);
+    for (int bi = 0; bi < 2; bi++)
+        KT_CHECK(kr->buckets[bi].default_us == kr->buckets[bi].stats[base[bi]].median_us,
+                 "bucket %d: default_us from its base config", bi);
+    KT_CHECK(kr->buckets[0].default_us != kr->buckets[0].stats[kr->dflt].median_us,
+             "bucket 0's base is not the family default");
+    at_search_result_free(&r);
 }
 
 /* The expected winner of bucket b: the first candidate (in order) with the smallest cost among those the
