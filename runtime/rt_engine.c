@@ -253,6 +253,12 @@ static KilnStatus load_kernels(KilnEngine *e)
             tuned += k->bins[b].tuned;
         }
     elog(e, "kernels: %d binaries for %d kernels (%d tuned, loaded from the store)", n, p->n_kernels, tuned);
+    for (int i = 0; i < p->n_kernels; i++) /* the split heuristic counts the programs of what runs */
+        if (!strcmp(p->kernels[i].family, "attention")) {
+            const RtPlanKernel *k = &p->kernels[i];
+            int b = k->n_buckets > 0 && k->route[0] >= 0 ? k->route[0] : 0;
+            e->attn_block_m = (int)rt_plan_config_i(k->bins[b].config, "BLOCK_M", 64);
+        }
     RtTuneCounts c;
     rt_tune_report(p, e->tuning ? tune_log : NULL, e, &c);
     if (!e->tuning) elog(e, "tuning: no store: every kernel runs the package's default configs");
