@@ -84,6 +84,15 @@ static void at_cand_set(AtCand *c, const KirConfig *cfg)
     ir_buf_free(&b);
 }
 
+/* The index of cfg among the first n candidates, or n. */
+static int at_cand_find(const AtKernelResult *r, int n, const KirConfig *cfg)
+{
+    int j = 0;
+    while (j < n && !at_config_same(&r->cands[j].cfg, cfg))
+        j++;
+    return j;
+}
+
 /* The kernel's candidates: its `first` configs, then the declared space pruned by kfam_config_candidates
  * (less the configs already there), cut to max (the first ones always stay). */
 static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int max, AtKernelResult *r)
@@ -119,22 +128,15 @@ static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int 
     f->defaults(&k->spec, &dflt);
     int n = 0, first_at[64];
     for (int i = 0; i < n_first && i < 64; i++) { /* the first configs, each once */
-        int j = 0;
-        while (j < n && !at_config_same(&r->cands[j].cfg, &k->first[i]))
-            j++;
-        if (j == n) at_cand_set(&r->cands[n++], &k->first[i]);
-        first_at[i] = j;
+        first_at[i] = at_cand_find(r, n, &k->first[i]);
+        if (first_at[i] == n) at_cand_set(&r->cands[n++], &k->first[i]);
     }
     int limit = max > n ? max : n; /* the first configs always stay */
-    for (int i = 0; i < found && n < limit; i++) {
-        int j = 0;
-        while (j < n && !at_config_same(&r->cands[j].cfg, &all[i]))
-            j++;
-        if (j == n) at_cand_set(&r->cands[n++], &all[i]);
-    }
+    for (int i = 0; i < found && n < limit; i++)
+        if (at_cand_find(r, n, &all[i]) == n) at_cand_set(&r->cands[n++], &all[i]);
     r->n_cands = n;
-    for (int i = 0; i < n && r->dflt < 0; i++)
-        if (at_config_same(&r->cands[i].cfg, &dflt)) r->dflt = i;
+    int d = at_cand_find(r, n, &dflt);
+    r->dflt = d < n ? d : -1;
     for (int b = 0; b < k->n_buckets; b++) {
         int fi = k->base ? k->base[b] : -1;
         r->base[b] = fi >= 0 && fi < n_first && fi < 64 ? first_at[fi] : r->dflt;

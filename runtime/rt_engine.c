@@ -253,12 +253,12 @@ static KilnStatus load_kernels(KilnEngine *e)
             tuned += k->bins[b].tuned;
         }
     elog(e, "kernels: %d binaries for %d kernels (%d tuned, loaded from the store)", n, p->n_kernels, tuned);
-    for (int i = 0; i < p->n_kernels; i++) /* the split heuristic counts the programs of what runs */
-        if (!strcmp(p->kernels[i].family, "attention")) {
-            const RtPlanKernel *k = &p->kernels[i];
-            int b = k->n_buckets > 0 && k->route[0] >= 0 ? k->route[0] : 0;
-            e->attn_block_m = (int)rt_plan_config_i(k->bins[b].config, "BLOCK_M", 64);
-        }
+    e->attn_block_m = 64; /* the split heuristic counts the programs of the attention binary that runs */
+    const int64_t no_m[RT_PLAN_MAX_ARGS] = {0}; /* attention has no M: one bucket */
+    for (int i = 0; i < p->n_kernels; i++)
+        if (!strcmp(p->kernels[i].family, "attention"))
+            e->attn_block_m =
+                (int)rt_plan_config_i(p->kernels[i].bins[rt_plan_pick(&p->kernels[i], no_m)].config, "BLOCK_M", 64);
     RtTuneCounts c;
     rt_tune_report(p, e->tuning ? tune_log : NULL, e, &c);
     if (!e->tuning) elog(e, "tuning: no store: every kernel runs the package's default configs");
@@ -505,10 +505,6 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
                              p->bufs[lg].bytes / 4 / e->vocab < e->max_seqs))
             s = efail(e, KILN_ERR_CORRUPT, "%s: output logits is not an f32 activation of %d x %d", package,
                       e->max_seqs, e->vocab);
-        e->attn_block_m = 64;
-        for (int i = 0; i < p->n_kernels; i++)
-            if (!strcmp(p->kernels[i].family, "attention"))
-                e->attn_block_m = (int)rt_plan_config_i(p->kernels[i].bins[0].config, "BLOCK_M", 64);
         elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
              p->target, p->n_launches, (double)p->act_bytes / 1e6);
     }

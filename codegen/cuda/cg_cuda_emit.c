@@ -353,6 +353,20 @@ const char *cg_cuda_scalar(CgCudaGen *g, const KirValue *v)
 
 static const char *const src_name[] = {"r", "c", "0"};
 
+/* For an expand or broadcast, the sources its operand is read at (into *rs, *cs); 0 for any other op. */
+static int reshape_srcs(const KirInst *in, int *rs, int *cs)
+{
+    int r = *rs, c = *cs, xm, xn;
+    if (in->op == KIR_OP_EXPAND) {
+        *rs = in->i == 0 ? r : CG_CUDA_SRC_0, *cs = in->i == 0 ? c : r;
+        return 1;
+    }
+    if (in->op != KIR_OP_BROADCAST) return 0;
+    cg_cuda_shape(&in->ops[0]->type, &xm, &xn);
+    *rs = xm == 1 ? CG_CUDA_SRC_0 : r, *cs = xm == 1 ? c : CG_CUDA_SRC_0;
+    return 1;
+}
+
 /* VIRT value v at the point whose row is src `rs` and column is src `cs` (cg_cuda_impl.h). */
 static const char *virt(CgCudaGen *g, const KirValue *v, int rs, int cs)
 {
@@ -365,15 +379,9 @@ static const char *virt(CgCudaGen *g, const KirValue *v, int rs, int cs)
     switch (in->op) {
     case KIR_OP_ARANGE: return src_name[cs];
     case KIR_OP_SPLAT: return cg_cuda_scalar(g, in->ops[0]);
-    case KIR_OP_EXPAND:
-        return in->i == 0 ? virt(g, in->ops[0], rs, cs) : virt(g, in->ops[0], CG_CUDA_SRC_0, rs);
-    case KIR_OP_BROADCAST: {
-        int xm, xn;
-        cg_cuda_shape(&in->ops[0]->type, &xm, &xn);
-        return xm == 1 ? virt(g, in->ops[0], CG_CUDA_SRC_0, cs) : virt(g, in->ops[0], rs, CG_CUDA_SRC_0);
-    }
     default: break;
     }
+    if (reshape_srcs(in, &rs, &cs)) return virt(g, in->ops[0], rs, cs);
     int subst = g->subst_body != NULL;
     const char *name = memo_find(g, v->id, rs, cs, subst);
     if (name) return name;
@@ -417,28 +425,13 @@ static void virt_line(CgCudaGen *g, const KirValue *v, int rs, int cs, int pos, 
         virt(g, v, rs, cs);
         return;
     }
-    switch (in->op) {
-    case KIR_OP_ARANGE:
-    case KIR_OP_SPLAT: return;
-    case KIR_OP_EXPAND:
-        if (in->i == 0)
-            virt_line(g, in->ops[0], rs, cs, pos, depth + 1);
-        else
-            virt_line(g, in->ops[0], CG_CUDA_SRC_0, rs, pos, depth + 1);
-        return;
-    case KIR_OP_BROADCAST: {
-        int xm, xn;
-        cg_cuda_shape(&in->ops[0]->type, &xm, &xn);
-        if (xm == 1)
-            virt_line(g, in->ops[0], CG_CUDA_SRC_0, cs, pos, depth + 1);
-        else
-            virt_line(g, in->ops[0], rs, CG_CUDA_SRC_0, pos, depth + 1);
+    if (in->op == KIR_OP_ARANGE || in->op == KIR_OP_SPLAT) return;
+    if (reshape_srcs(in, &rs, &cs)) {
+        virt_line(g, in->ops[0], rs, cs, pos, depth + 1);
         return;
     }
-    default:
-        for (int k = 0; k < in->n_ops && k < 3; k++)
-            virt_line(g, in->ops[k], rs, cs, pos, depth + 1);
-    }
+    for (int k = 0; k < in->n_ops && k < 3; k++)
+        virt_line(g, in->ops[k], rs, cs, pos, depth + 1);
 }
 
 void cg_cuda_at_line(CgCudaGen *g, const KirValue *v, int line_dim)

@@ -32,19 +32,7 @@ fp=$("$kiln" db device host | awk '{print $2}')
 [ "$(sqlite3 "$db" "SELECT DISTINCT device FROM results")" = "$fp" ] && ok "the runtime's device fingerprint" || bad "fingerprint"
 
 # kiln run: tuned (T=1..16) and nearest above; the same greedy tokens as without the store
-python3 - "$d/tiny.kiln" "$d/w.safetensors" << 'PY'
-import json, random, sqlite3, struct, sys
-rows = sqlite3.connect(sys.argv[1]).execute("SELECT name, shape FROM weights ORDER BY name").fetchall()
-random.seed(7); header = {}; blob = b""
-for name, shape in rows:
-    dims = [int(x) for x in shape.strip("[]").split(",")]; n = 1
-    for x in dims: n *= x
-    vals = [(1.0 if "norm" in name else 0.0) + random.gauss(0, 0.08) for _ in range(n)]
-    data = b"".join(struct.pack("<f", v)[2:] for v in vals)
-    header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [len(blob), len(blob) + len(data)]}; blob += data
-h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob)
-PY
+python3 "$src/tests/cli/random_weights.py" "$d/tiny.kiln" "$d/w.safetensors"
 run=("$kiln" run "$d/tiny.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3 4 5 6 7 8 9" --max-tokens 8
      --print-ids --device host)
 "${run[@]}" --no-db > "$d/ids0" 2> /dev/null

@@ -91,19 +91,7 @@ HOME="$home" KILN_TUNE_DB="$db" "$kiln" db list | grep -q "^tuning DB $db" && ok
 
 # kiln run --db on the host: random bf16 weights for the tiny model, a store with the package's own binaries
 if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host -o "$d/host.kiln" 2> /dev/null; then
-  python3 - "$d/host.kiln" "$d/w.safetensors" << 'EOF'
-import json, random, sqlite3, struct, sys
-rows = sqlite3.connect(sys.argv[1]).execute("SELECT name, shape FROM weights ORDER BY name").fetchall()
-random.seed(7); header = {}; blob = b""
-for name, shape in rows:
-    dims = [int(x) for x in shape.strip("[]").split(",")]; n = 1
-    for x in dims: n *= x
-    vals = [(1.0 if "norm" in name else 0.0) + random.gauss(0, 0.08) for _ in range(n)]
-    data = b"".join(struct.pack("<f", v)[2:] for v in vals)
-    header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [len(blob), len(blob) + len(data)]}; blob += data
-h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(h)) + h + blob)
-EOF
+  python3 "$src/tests/cli/random_weights.py" "$d/host.kiln" "$d/w.safetensors"
   fp=$("$kiln" db device host | awk '{print $2}')
   store="$d/run.db"
   "$kiln" db upgrade --db "$store" > /dev/null
