@@ -27,7 +27,9 @@
 #include "at_compile.h"
 #include "at_search.h"
 
-#define AT_CHECK_TOL 1e-2 /* relative L2 distance of a candidate's logits from the default's */
+/* The relative L2 distance of a candidate's logits from the default's: a reordered K sum in one matmul of
+ * Llama-3-8B (random weights, 32 layers) moves the logits by 0.018-0.021, a broken kernel by O(1). */
+#define AT_CHECK_TOL 5e-2
 
 typedef struct AtEngineOptions {
     const char *package;

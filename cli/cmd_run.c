@@ -10,10 +10,12 @@
 
 #include "cli.h"
 #include "kiln.h"
+#include "rt_engine.h"
 
 static const char run_usage[] =
     "usage: kiln run PACKAGE --weights PATH (--prompt TEXT | --prompt-ids \"1 2 3\") [options]\n"
     "  --weights PATH      GGUF file, safetensors file or index, or a directory holding one\n"
+    "  --random-weights S  random weights from seed S instead (timing without a checkpoint; the tuner's)\n"
     "  --prompt TEXT       the prompt (tokenized with the GGUF's tokenizer; <|im_start|> etc. are special);\n"
     "                      repeat it to generate for several prompts at once (continuous batching)\n"
     "  --chat              wrap the prompt in the ChatML template (<|im_start|>user ... assistant)\n"
@@ -149,7 +151,7 @@ static void print_ids(const int32_t *ids, int n)
 
 int cli_run(int argc, char **argv)
 {
-    const char *pkg = NULL, *weights = NULL, *device = "auto", *db = NULL;
+    const char *pkg = NULL, *weights = NULL, *random_seed = NULL, *device = "auto", *db = NULL;
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0, no_db = 0;
     KilnSampling s;
@@ -162,7 +164,8 @@ int cli_run(int argc, char **argv)
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
                     !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                     !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
-                    !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") || !strcmp(a, "--db");
+                    !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") || !strcmp(a, "--db") ||
+                    !strcmp(a, "--random-weights");
         if (takes && !v) {
             fprintf(stderr, "kiln run: %s wants a value\n%s", a, run_usage);
             return 2;
@@ -191,6 +194,8 @@ int cli_run(int argc, char **argv)
             db = v;
         else if (!strcmp(a, "--weights"))
             weights = v;
+        else if (!strcmp(a, "--random-weights"))
+            random_seed = v;
         else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
             if (n_prompts == MAX_PROMPTS || (n_prompts && ids_given != !strcmp(a, "--prompt-ids"))) {
                 fprintf(stderr, "kiln run: at most %d prompts, all text or all ids\n", MAX_PROMPTS);
@@ -220,7 +225,7 @@ int cli_run(int argc, char **argv)
         } else
             pkg = a;
     }
-    if (!pkg || !weights || !n_prompts) {
+    if (!pkg || !weights == !random_seed || !n_prompts) {
         fputs(run_usage, stderr);
         return 2;
     }
@@ -240,7 +245,10 @@ int cli_run(int argc, char **argv)
     double t0 = now_s();
     KilnEngine *e = NULL;
     char err[512];
-    if (kiln_engine_open(pkg, weights, &o, &e, err, sizeof err) != KILN_OK) {
+    KilnStatus opened = random_seed ? rt_engine_open(pkg, NULL, strtoull(random_seed, NULL, 10), &o, &e, err,
+                                                     sizeof err)
+                                    : kiln_engine_open(pkg, weights, &o, &e, err, sizeof err);
+    if (opened != KILN_OK) {
         cli_error("%s", err);
         return 1;
     }

@@ -95,7 +95,8 @@ KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char
 KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, char *err, int errlen);
 
 /* Random weights for spec (no file: a package run, or tuned, without its checkpoint), exactly
- * spec->nbytes bytes at dst, a pure function of (seed, spec->name): f32 / f16 / bf16 elements N(0, 0.08),
+ * spec->nbytes bytes at dst, a pure function of (seed, spec->name): f32 / f16 / bf16 elements N(0, sd) with
+ * sd = min(0.08, 1/sqrt(last dim)) for matrices, 0.08 otherwise (sums of four uniforms, 4096 levels),
  * those of a weight whose name contains "norm" 1 + N(0, 0.1); any other dtype (quantized blocks, planar
  * formats) bytes drawn so that every float field they hold is finite and small (each byte below 0x30,
  * with a random sign bit), integer codes anything. */

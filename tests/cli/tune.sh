@@ -41,6 +41,16 @@ run=("$kiln" run "$d/tiny.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3
   grep -q "tuning: rmsnorm_64_1e_05_bf16_0: default$" "$d/runlog" && [ -s "$d/ids0" ] && cmp -s "$d/ids0" "$d/ids1" &&
   ok "run -v --db: tuned and nearest, same greedy tokens" || { bad "run --db"; cat "$d/runlog" "$d/ids0" "$d/ids1"; }
 
+# kiln run --random-weights S (timing without a checkpoint): the tuner's weights, the same tokens per seed;
+# --weights and --random-weights together (or neither) is a usage error
+rw=("$kiln" run "$d/tiny.kiln" --prompt-ids "1 2 3 4 5 6 7 8 9" --max-tokens 8 --print-ids --device host --no-db)
+"${rw[@]}" --random-weights 5 > "$d/r1" 2> /dev/null && "${rw[@]}" --random-weights 5 > "$d/r2" 2> /dev/null &&
+  "${rw[@]}" --random-weights 6 > "$d/r3" 2> /dev/null && [ -s "$d/r1" ] && cmp -s "$d/r1" "$d/r2" &&
+  ! cmp -s "$d/r1" "$d/r3" && ok "run --random-weights: same seed, same tokens" || bad "run --random-weights"
+"${rw[@]}" --random-weights 5 --weights "$d/w.safetensors" > /dev/null 2>&1; rc1=$?
+"${rw[@]}" > /dev/null 2>&1; rc2=$?
+[ $rc1 = 2 ] && [ $rc2 = 2 ] && ok "run: weights from a file or random, exactly one" || bad "run weights usage ($rc1 $rc2)"
+
 # every family tuned once (attention, kv_write, embedding, sample, ...): one candidate each
 "${tune[@]}" --db "$d/all.db" --max-candidates 1 --budget 120 > "$d/out" 2> "$d/log" &&
   [ "$(sqlite3 "$d/all.db" "SELECT count(DISTINCT kernel) FROM results")" = 12 ] &&
