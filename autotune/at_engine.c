@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "at_engine.h"
+#include "at_ahead.h"
 
 #include <fnmatch.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_engine.h"
 #include "rt_file.h"
@@ -66,6 +68,7 @@ struct AtEngine {
     int32_t *next;
     double *us;
     int *launches;
+    AtAhead *ahead; /* compiles candidates on CPU threads while the device times (NULL: inline) */
 };
 
 static void tlog(const AtEngine *t, const char *fmt, ...)
@@ -263,6 +266,15 @@ KilnStatus at_engine_create(const AtEngineOptions *o, AtEngine **out, char *err,
     }
     for (int i = 0; !s && i < t->p->n_kernels; i++)
         s = add_kernel(t, i, err, errlen);
+    if (!s) { /* auto: a GPU's candidates compile on up to 4 spare CPUs; the host's inline (its timing
+               * runs on the CPUs) */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int n = o->compile_threads >= 0                         ? o->compile_threads
+                : !strcmp(t->target->name, "host") || cpus < 2 ? 0
+                : cpus - 1 < 4                                  ? (int)cpus - 1
+                                                                : 4;
+        t->ahead = at_ahead_create(n, t->target, o->cg);
+    }
     if (s) {
         at_engine_destroy(t);
         return s;
@@ -274,6 +286,7 @@ KilnStatus at_engine_create(const AtEngineOptions *o, AtEngine **out, char *err,
 void at_engine_destroy(AtEngine *t)
 {
     if (!t) return;
+    at_ahead_destroy(t->ahead);
     engine_teardown(t);
     kept_clear(t);
     free(t->kept), free(t->kernels), free(t->tuned);
@@ -374,7 +387,9 @@ static AtCandStatus t_prepare(void *ctx, const AtKernel *k, const KirConfig *cfg
     if (t->kept_for != idx) kept_clear(t), t->kept_for = idx;
     if (t->loaded_ki >= 0) rt_engine_binary_pop(t->e, t->loaded_ki), t->loaded_ki = -1;
     AtCompiled c;
-    KilnStatus s = at_compile(k->family, &k->spec, cfg, t->target, t->o.cg, &c, msg, msglen);
+    KilnStatus s;
+    if (at_ahead_take(t->ahead, cfg, &c, &s, msg, msglen) < 0)
+        s = at_compile(k->family, &k->spec, cfg, t->target, t->o.cg, &c, msg, msglen);
     if (!s && strcmp(c.params, pk->params)) {
         snprintf(msg, (size_t)msglen, "params %.80s differ from the package kernel's", c.params);
         s = KILN_ERR_UNSUPPORTED;
@@ -451,6 +466,11 @@ static AtCandStatus t_time(void *ctx, const AtKernel *k, const KirConfig *cfg, c
     return AT_CAND_OK;
 }
 
+static void t_start(void *ctx, const AtKernel *k, const AtCand *cands, int n)
+{
+    at_ahead_start(((AtEngine *)ctx)->ahead, k, cands, n);
+}
+
 static int t_recover(void *ctx)
 {
     AtEngine *t = ctx;
@@ -495,6 +515,7 @@ static KilnStatus t_keep(void *ctx, const AtKernel *k, const KirConfig *cfg, RtT
 AtTimer at_engine_timer(AtEngine *t)
 {
     return (AtTimer){.ctx = t,
+                     .start = t_start,
                      .prepare = t_prepare,
                      .time = t_time,
                      .recover = t_recover,

@@ -41,6 +41,8 @@ typedef struct AtEngineOptions {
     double tol;                /* the check's tolerance; <= 0: AT_CHECK_TOL */
     const char *kernels;       /* only kernels whose name matches this glob; NULL: all */
     const CgDriverOptions *cg; /* compile options (threads, cache); NULL: one thread, no cache */
+    int compile_threads;       /* candidates compiled ahead on this many threads; 0: inline; -1: auto
+                                * (a GPU: min(4, CPUs - 1); the host: 0, its timing needs the CPUs) */
     void (*log)(void *user, const char *line); /* what was skipped and why; NULL: quiet */
     void *log_user;
 } AtEngineOptions;

@@ -282,6 +282,7 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
             continue;
         }
 
+        if (timer->start) timer->start(timer->ctx, k, r->cands, r->n_cands);
         double kstart = at_now(timer);
         double share = o->budget_s > 0 ? (o->budget_s - (kstart - t0)) / (n - ki) : INFINITY;
         int ci = 0;

@@ -2,8 +2,9 @@
  * the target's verifier limits), prepare each candidate (compile, launch, check against the default
  * config), time the survivors at every shape bucket, keep the fastest per bucket and write it to the
  * tuning store. Prefix at_. How a candidate is compiled, checked and timed is a pluggable AtTimer: the
- * GPU one (CUDA events, rotating buffers, a child process for risky candidates) or the fake one
- * (at_fake.h: synthetic costs and failures, no GPU), which tests every rule here.
+ * engine's (at_engine.h: candidates compiled ahead on CPU threads, checked and timed inside the engine's
+ * real steps, on a GPU or the host) or the fake one (at_fake.h: synthetic costs and failures, no GPU),
+ * which tests every rule here.
  *
  *     AtKernel k = {.name = "rmsnorm_4096_bf16", .ir_hash = h, .family = kfam_find("rmsnorm"),
  *                   .spec = spec, .buckets = (const char *[]){"T=1", "T=128"}, .n_buckets = 2};
@@ -61,6 +62,13 @@ typedef struct AtKernel {
     const int *base;
 } AtKernel;
 
+typedef struct AtCand {
+    KirConfig cfg;
+    char config[RT_TDB_MAX_CONFIG]; /* kir_config_print's text: "BLOCK=1024 WARPS=4" */
+    AtCandStatus status;
+    char msg[200]; /* why it is INVALID */
+} AtCand;
+
 /* How candidates are prepared and timed. ctx is the timer's own. Messages: one line into msg. */
 typedef struct AtTimer {
     void *ctx;
@@ -71,6 +79,9 @@ typedef struct AtTimer {
      * Returns AT_CAND_OK with all n samples written, or why the candidate is INVALID. */
     AtCandStatus (*time)(void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b, double *us,
                          int n, char *msg, int msglen);
+    /* Before a kernel's first candidate: the whole ordered list, so the timer may compile ahead while it
+     * times (at_ahead.h). NULL: nothing. */
+    void (*start)(void *ctx, const AtKernel *k, const AtCand *cands, int n);
     /* Seconds on the budget's clock (the fake timer's is virtual). NULL: the monotonic wall clock. */
     double (*now)(void *ctx);
     /* After AT_CAND_FAULT: makes the timer usable again (a new context or child). Returns 0 on success.
@@ -115,12 +126,6 @@ typedef struct AtStats {
 /* Median, p20 and p80 of n samples (linear interpolation between closest ranks, numpy's default). */
 void at_stats(const double *us, int n, AtStats *out);
 
-typedef struct AtCand {
-    KirConfig cfg;
-    char config[RT_TDB_MAX_CONFIG]; /* kir_config_print's text: "BLOCK=1024 WARPS=4" */
-    AtCandStatus status;
-    char msg[200]; /* why it is INVALID */
-} AtCand;
 
 typedef struct AtBucketResult {
     char bucket[RT_TDB_MAX_BUCKET]; /* canonical */

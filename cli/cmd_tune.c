@@ -33,13 +33,15 @@ static const char tune_usage[] =
     "  --samples N           timed steps per candidate and bucket (default and minimum 20)\n"
     "  --seed S              random weights and tokens (default 1)\n"
     "  --threads N           host threads per kernel launch (default: every CPU)\n"
+    "  --compile-threads N   compile candidates ahead on N CPU threads while the device times others\n"
+    "                        (default: a GPU min(4, CPUs - 1), the host 0)\n"
     "  -v                    say which kernels are skipped and why each INVALID candidate is\n"
     "  --report              print tuned-vs-default speedups per kernel and bucket from the store\n"
     "  --html OUT.html       (with --report) also write them as an HTML page with a chart\n";
 
 typedef struct TuneArgs {
     const char *package, *db, *kernels, *weights, *html;
-    int device, max_step_tokens, max_candidates, samples, threads, verbose, report;
+    int device, max_step_tokens, max_candidates, samples, threads, compile_threads, verbose, report;
     double budget;
     uint64_t seed;
 } TuneArgs;
@@ -68,7 +70,7 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 static int tune_parse(int argc, char **argv, TuneArgs *a)
 {
     memset(a, 0, sizeof *a);
-    a->device = -1, a->budget = 600, a->seed = 1;
+    a->device = -1, a->budget = 600, a->seed = 1, a->compile_threads = -1;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x = 0;
@@ -79,7 +81,8 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
         } else if (!strcmp(s, "--db") || !strcmp(s, "--kernels") || !strcmp(s, "--weights") ||
                    !strcmp(s, "--html") || !strcmp(s, "--budget") || !strcmp(s, "--device") ||
                    !strcmp(s, "--max-step-tokens") || !strcmp(s, "--max-candidates") ||
-                   !strcmp(s, "--samples") || !strcmp(s, "--seed") || !strcmp(s, "--threads")) {
+                   !strcmp(s, "--samples") || !strcmp(s, "--seed") || !strcmp(s, "--threads") ||
+                   !strcmp(s, "--compile-threads")) {
             if (!v) return usage_error("missing value for", s);
             i++;
             if (!strcmp(s, "--db")) a->db = v;
@@ -117,6 +120,10 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
             if (!strcmp(s, "--threads")) {
                 if (parse_int(s, v, 0, 4096, &x)) return 2;
                 a->threads = (int)x;
+            }
+            if (!strcmp(s, "--compile-threads")) {
+                if (parse_int(s, v, 0, 64, &x)) return 2;
+                a->compile_threads = (int)x;
             }
             if (!strcmp(s, "--seed")) {
                 if (parse_int(s, v, 0, 0x7fffffff, &x)) return 2;
@@ -260,6 +267,7 @@ int cli_tune(int argc, char **argv)
                           .seed = a.seed,
                           .kernels = a.kernels,
                           .cg = &cg,
+                          .compile_threads = a.compile_threads,
                           .log = on_log,
                           .log_user = &a.verbose};
     AtEngine *t = NULL;

@@ -72,6 +72,15 @@ took=$(( $(date +%s) - start ))
 [ $rc = 0 ] && grep -q "the budget ran out" "$d/out" && [ $took -le 12 ] && grep -q "skipped" "$d/out" &&
   ok "--budget 2: stopped in ${took}s, best so far stored" || { bad "budget (${took}s)"; cat "$d/out"; }
 
+# --compile-threads 2: candidates compiled ahead on threads (a GPU's default; the host's is inline)
+"${tune[@]}" --db "$d/c.db" --kernels "$mm" --compile-threads 2 --budget 60 > "$d/out" 2> "$d/log" &&
+  grep -q "^$mm: 3 candidates .* 3 tried, 0 invalid" "$d/out" &&
+  [ "$(sqlite3 "$d/c.db" "SELECT count(*) FROM results WHERE candidates = 3")" = 5 ] &&
+  [ "$(sqlite3 "$d/c.db" "SELECT count(*) FROM binaries")" -ge 1 ] &&
+  ok "--compile-threads 2: the same candidates, results and binaries" || { bad "compile threads"; cat "$d/out" "$d/log"; }
+"$kiln" tune "$d/tiny.kiln" --compile-threads many > /dev/null 2>&1; [ $? = 2 ] && ok "bad --compile-threads: usage error" ||
+  bad "compile-threads usage"
+
 # bad inputs: one line, exit 1, nothing written
 cp "$db" "$d/t.orig"
 "${tune[@]}" --db "$db" --kernels "$mm" --budget 60 --weights "$d/none.safetensors" > /dev/null 2> "$d/err"; rc=$?

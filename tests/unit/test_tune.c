@@ -5,6 +5,9 @@
  *   - at_compile for the host: a host-so with params, grid and the full config; a config the verifier
  *     refuses under the host's limits (2048 threads) and one the family refuses are KILN_ERR_UNSUPPORTED
  *     (INVALID), a bad spec KILN_ERR_ARG;
+ *   - at_ahead (compile-ahead on threads): each candidate taken, in order or not, is the same binary an
+ *     inline at_compile gives (or the same INVALID status); a config not in the list is -1; starting
+ *     another kernel mid-way drops the rest; create(0) is NULL and NULL takes nothing;
  *   - at_search's hooks: serves() keeps a config from buckets it does not serve (no stats, never the
  *     winner there); keep() is called once per distinct winning config, before its results are put.
  * at_compile needs the LLVM host backend; those checks skip without it. */
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "autotune/at_ahead.h"
 #include "autotune/at_compile.h"
 #include "autotune/at_fake.h"
 #include "autotune/at_search.h"
@@ -100,6 +104,75 @@ static void test_compile(void)
     st = at_compile(f, &none, &cfg, host, NULL, &c, err, sizeof err);
     KT_CHECK(st == KILN_ERR_ARG || st == KILN_ERR_UNSUPPORTED, "a bad spec: status %d, %s", st, err);
     at_compiled_free(&c);
+}
+
+/* ---- compile-ahead ---- */
+
+static void test_ahead(void)
+{
+    if (!cg_host_jit_available()) {
+        printf("skip: at_ahead checks need the LLVM host backend\n");
+        return;
+    }
+    const CgTarget *host = cg_target_find("host");
+    KT_CHECK(at_ahead_create(0, host, NULL) == NULL, "0 threads: no pool");
+    AtKernel k = {.name = "rmsnorm", .ir_hash = "0", .family = kfam_find("rmsnorm")};
+    k.spec = kfam_spec("rmsnorm");
+    kfam_spec_int(&k.spec, "C", 128), kfam_spec_float(&k.spec, "eps", 1e-5), kfam_spec_str(&k.spec, "dtype", "bf16");
+    kfam_spec_int(&k.spec, "residual", 1);
+    enum { N = 7 };
+    const int64_t blocks[N] = {128, 64, 256, 48 /* the family refuses it */, 32, 128, 64};
+    const int64_t warps[N] = {1, 2, 4, 1, 1, 4, 64 /* over the host's threads */};
+    AtCand cands[N];
+    memset(cands, 0, sizeof cands);
+    for (int i = 0; i < N; i++) {
+        kir_config_set(&cands[i].cfg, "BLOCK", blocks[i]), kir_config_set(&cands[i].cfg, "WARPS", warps[i]);
+        IrBuf b = {0};
+        kir_config_print(&cands[i].cfg, &b);
+        snprintf(cands[i].config, sizeof cands[i].config, "%s", b.s ? b.s : "");
+        ir_buf_free(&b);
+    }
+    AtAhead *ah = at_ahead_create(3, host, NULL);
+    KT_CHECK(ah != NULL, "a pool of 3 threads");
+    char msg[300], err[300];
+    KilnStatus st;
+    AtCompiled got, want;
+    for (int round = 0; round < 2 && ah; round++) {
+        at_ahead_start(ah, &k, cands, N);
+        /* round 0 in order, round 1 from the end (each waits for its own) */
+        for (int n = 0; n < N; n++) {
+            int i = round ? N - 1 - n : n;
+            int r = at_ahead_take(ah, &cands[i].cfg, &got, &st, msg, sizeof msg);
+            KilnStatus ws = at_compile(k.family, &k.spec, &cands[i].cfg, host, NULL, &want, err, sizeof err);
+            KT_CHECK(r == 0 && st == ws, "round %d candidate %s: taken %d, status %d, inline %d (%s)", round,
+                     cands[i].config, r, st, ws, msg);
+            if (r == 0 && st == KILN_OK && ws == KILN_OK)
+                KT_CHECK(!strcmp(got.config, want.config) && !strcmp(got.params, want.params) &&
+                             !strcmp(got.grid, want.grid) && got.bin.size > 0 && !strcmp(got.bin.format, "host-so"),
+                         "candidate %s: the inline compile's config, params and grid", cands[i].config);
+            if (r == 0 && st != KILN_OK) KT_CHECK(msg[0] != 0, "an INVALID candidate says why");
+            if (r == 0) at_compiled_free(&got);
+            at_compiled_free(&want);
+            KT_CHECK(at_ahead_take(ah, &cands[i].cfg, &got, &st, msg, sizeof msg) == -1,
+                     "a candidate is taken once");
+        }
+    }
+    KirConfig other = {0};
+    kir_config_set(&other, "BLOCK", 512);
+    if (ah) {
+        at_ahead_start(ah, &k, cands, N); /* then another kernel after one take: the rest is dropped */
+        KT_CHECK(at_ahead_take(ah, &other, &got, &st, msg, sizeof msg) == -1, "a config not in the list");
+        KT_CHECK(at_ahead_take(ah, &cands[0].cfg, &got, &st, msg, sizeof msg) == 0, "the first candidate");
+        at_compiled_free(&got);
+        at_ahead_start(ah, &k, cands + 4, 2);
+        KT_CHECK(at_ahead_take(ah, &cands[1].cfg, &got, &st, msg, sizeof msg) == -1,
+                 "the previous kernel's candidates are gone");
+        KT_CHECK(at_ahead_take(ah, &cands[5].cfg, &got, &st, msg, sizeof msg) == 0 && st == KILN_OK,
+                 "the new kernel's candidate");
+        at_compiled_free(&got);
+    }
+    at_ahead_destroy(ah); /* with compiles of cands[4] possibly in flight */
+    KT_CHECK(at_ahead_take(NULL, &other, &got, &st, msg, sizeof msg) == -1, "no pool: compile inline");
 }
 
 /* ---- the search's hooks ---- */
@@ -224,6 +297,7 @@ int main(void)
 {
     test_spec_parse();
     test_compile();
+    test_ahead();
     test_hooks();
     return kt_done("test_tune");
 }
