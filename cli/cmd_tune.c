@@ -8,6 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "at_engine.h"
@@ -35,15 +38,24 @@ static const char tune_usage[] =
     "  --threads N           host threads per kernel launch (default: every CPU)\n"
     "  --compile-threads N   compile candidates ahead on N CPU threads while the device times others\n"
     "                        (default: a GPU min(4, CPUs - 1), the host 0)\n"
+    "  --no-isolate          tune in this process (default: in a child process; a candidate that kills\n"
+    "                        it is INVALID and a new child goes on from its kernel)\n"
     "  -v                    say which kernels are skipped and why each INVALID candidate is\n"
     "  --report              print tuned-vs-default speedups per kernel and bucket from the store\n"
     "  --html OUT.html       (with --report) also write them as an HTML page with a chart\n";
 
+enum { MAX_DENIED = 32 };
+
 typedef struct TuneArgs {
     const char *package, *db, *kernels, *weights, *html;
     int device, max_step_tokens, max_candidates, samples, threads, compile_threads, verbose, report;
+    int no_isolate;
     double budget;
     uint64_t seed;
+    /* isolation (tune_supervise): the kernel to start from and the candidates that killed a child */
+    int resume;
+    int n_denied;
+    char denied[MAX_DENIED][RT_TDB_MAX_CONFIG + 160]; /* "kernel\tconfig" */
 } TuneArgs;
 
 static int usage_error(const char *what, const char *arg)
@@ -78,6 +90,8 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
             a->verbose = 1;
         } else if (!strcmp(s, "--report")) {
             a->report = 1;
+        } else if (!strcmp(s, "--no-isolate")) {
+            a->no_isolate = 1;
         } else if (!strcmp(s, "--db") || !strcmp(s, "--kernels") || !strcmp(s, "--weights") ||
                    !strcmp(s, "--html") || !strcmp(s, "--budget") || !strcmp(s, "--device") ||
                    !strcmp(s, "--max-step-tokens") || !strcmp(s, "--max-candidates") ||
@@ -246,6 +260,9 @@ static int tune_report(const TuneArgs *a)
     return s ? 1 : 0;
 }
 
+static int tune_run(const TuneArgs *a, int journal_fd);
+static int tune_supervise(TuneArgs *a);
+
 int cli_tune(int argc, char **argv)
 {
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "help") || !strcmp(argv[0], "-h"))) {
@@ -256,7 +273,158 @@ int cli_tune(int argc, char **argv)
     int rc = tune_parse(argc, argv, &a);
     if (rc) return rc;
     if (a.report) return tune_report(&a);
+    return a.no_isolate ? tune_run(&a, -1) : tune_supervise(&a);
+}
 
+/* ---- isolation ---- */
+
+/* The engine's timer with a journal: before each kernel and each candidate a line goes to fd ("K index",
+ * "C kernel\tconfig"), so the parent knows what a child was doing when it died; candidates that killed an
+ * earlier child are INVALID without running. */
+typedef struct Journal {
+    AtTimer inner;
+    const TuneArgs *a;
+    const AtKernel *base; /* the engine's kernel list: indexes in "K" lines are into it */
+    int fd;
+} Journal;
+
+static void journal_write(int fd, const char *line)
+{
+    size_t n = strlen(line), off = 0;
+    while (fd >= 0 && off < n) {
+        ssize_t w = write(fd, line + off, n - off);
+        if (w <= 0) return;
+        off += (size_t)w;
+    }
+}
+
+static void j_start(void *ctx, const AtKernel *k, const AtCand *cands, int n)
+{
+    Journal *j = ctx;
+    char line[32];
+    snprintf(line, sizeof line, "K %d\n", (int)(k - j->base));
+    journal_write(j->fd, line);
+    if (j->inner.start) j->inner.start(j->inner.ctx, k, cands, n);
+}
+
+static AtCandStatus j_prepare(void *ctx, const AtKernel *k, const KirConfig *cfg, char *msg, int msglen)
+{
+    Journal *j = ctx;
+    IrBuf key = {0};
+    kir_config_print(cfg, &key);
+    char line[RT_TDB_MAX_CONFIG + 200];
+    snprintf(line, sizeof line, "%s\t%s", k->name, key.s ? key.s : "");
+    ir_buf_free(&key);
+    for (int i = 0; i < j->a->n_denied; i++)
+        if (!strcmp(j->a->denied[i], line)) {
+            snprintf(msg, (size_t)msglen, "killed an earlier tuner process (not run again)");
+            return AT_CAND_LAUNCH;
+        }
+    char rec[sizeof line + 4];
+    snprintf(rec, sizeof rec, "C %s\n", line);
+    journal_write(j->fd, rec);
+    const char *kill_at = getenv("KILN_TUNE_KILL"); /* fault injection for tests/cli/tune.sh */
+    if (kill_at && !strcmp(kill_at, line + strlen(k->name) + 1)) raise(SIGKILL);
+    return j->inner.prepare(j->inner.ctx, k, cfg, msg, msglen);
+}
+
+#define J_FWD(name, ret, params, args)                                                                      \
+    static ret j_##name params                                                                             \
+    {                                                                                                       \
+        Journal *j = ctx;                                                                                   \
+        return j->inner.name args;                                                                          \
+    }
+J_FWD(time, AtCandStatus,
+      (void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b, double *us, int n, char *msg,
+       int msglen),
+      (j->inner.ctx, k, cfg, b, us, n, msg, msglen))
+J_FWD(recover, int, (void *ctx), (j->inner.ctx))
+J_FWD(serves, int, (void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b),
+      (j->inner.ctx, k, cfg, b))
+J_FWD(keep, KilnStatus,
+      (void *ctx, const AtKernel *k, const KirConfig *cfg, RtTdb *store, const char *device, char *err,
+       int errlen),
+      (j->inner.ctx, k, cfg, store, device, err, errlen))
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Runs the tuning in a child process (fork before any device or compiler is touched: the parent only
+ * parsed options). When a child dies of a signal, or exits 3 (a GPU fault it could not recover from),
+ * the candidate it was preparing or timing (its journal's last "C" line after the last "K") becomes
+ * INVALID and a new child goes on from that kernel with what is left of the budget; kernels before it
+ * are in the store already (each kernel's winners are stored before the next starts). At most
+ * MAX_DENIED restarts; a child that dies outside a candidate ends the run. */
+static int tune_supervise(TuneArgs *a)
+{
+    double t0 = wall_s(), budget = a->budget;
+    for (;;) {
+        int p[2];
+        if (pipe(p) != 0) return tune_run(a, -1);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(p[0]), close(p[1]);
+            return tune_run(a, -1);
+        }
+        if (pid == 0) {
+            close(p[0]);
+            int rc = tune_run(a, p[1]);
+            fflush(NULL);
+            _exit(rc);
+        }
+        close(p[1]);
+        char buf[4096], last_c[sizeof a->denied[0]] = "", carry[sizeof a->denied[0] + 2] = "";
+        int kernel = a->resume;
+        ssize_t got;
+        size_t have = 0;
+        while ((got = read(p[0], buf, sizeof buf)) > 0) /* the journal, line by line */
+            for (ssize_t i = 0; i < got; i++) {
+                if (buf[i] != '\n') {
+                    if (have + 1 < sizeof carry) carry[have++] = buf[i];
+                    continue;
+                }
+                carry[have] = 0, have = 0;
+                if (carry[0] == 'K') kernel = atoi(carry + 2), last_c[0] = 0;
+                if (carry[0] == 'C') snprintf(last_c, sizeof last_c, "%s", carry + 2);
+            }
+        close(p[0]);
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0)
+            ;
+        int died = WIFSIGNALED(st), rc = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+        if (!died && rc != 3) return rc;
+        char why[48];
+        if (died)
+            snprintf(why, sizeof why, "signal %d", WTERMSIG(st));
+        else
+            snprintf(why, sizeof why, "an unrecoverable GPU fault");
+        if (!last_c[0] || a->n_denied == MAX_DENIED) {
+            cli_error("tune: the tuner process died (%s) %s", why,
+                      last_c[0] ? "too many times" : "outside any candidate");
+            return 1;
+        }
+        char *tab = strchr(last_c, '\t');
+        fprintf(stderr, "kiln: tune: %.*s %s killed the tuner process (%s): INVALID; a new process goes on\n",
+                tab ? (int)(tab - last_c) : 0, last_c, tab ? tab + 1 : "", why);
+        snprintf(a->denied[a->n_denied++], sizeof a->denied[0], "%s", last_c);
+        a->resume = kernel;
+        if (budget > 0) {
+            a->budget = budget - (wall_s() - t0);
+            if (a->budget < 1) a->budget = 1; /* what is left: at least the default per kernel */
+        }
+    }
+}
+
+/* The tuning itself, in this process; journal_fd >= 0 in a child of tune_supervise. Exit status: 0, 1, or
+ * 3 when a GPU fault could not be recovered from (the parent restarts). */
+static int tune_run(const TuneArgs *a_in, int journal_fd)
+{
+    TuneArgs a = *a_in;
     char err[1024];
     CgDriverOptions cg = {.threads = 1};
     AtEngineOptions eo = {.package = a.package,
@@ -277,6 +445,10 @@ int cli_tune(int argc, char **argv)
     }
     const AtKernel *ks;
     int n = at_engine_kernels(t, &ks);
+    if (a.resume > 0 && a.resume < n) { /* a restarted child: the earlier kernels are stored */
+        ks += a.resume;
+        n -= a.resume;
+    }
     if (!n) {
         cli_error("tune: %s: no kernel to tune%s%s", a.package, a.kernels ? " matches " : "",
                   a.kernels ? a.kernels : "");
@@ -296,11 +468,18 @@ int cli_tune(int argc, char **argv)
     }
     const RtTdbDevice *dev = at_engine_device(t);
     char budget[32] = "none";
-    if (a.budget > 0) snprintf(budget, sizeof budget, "%g s", a.budget);
+    if (a.budget > 0) snprintf(budget, sizeof budget, "%.0f s", a.budget);
     fprintf(stderr, "kiln: tune: %d kernel%s on %s (%s, device %s), store %s, budget %s\n", n,
             n == 1 ? "" : "s", dev->name, at_engine_target(t), fp, rt_tdb_path(db), budget);
     Progress g = {.tty = isatty(fileno(stderr))};
-    AtTimer timer = at_engine_timer(t);
+    Journal jr = {.inner = at_engine_timer(t), .a = &a, .base = ks - a.resume, .fd = journal_fd};
+    AtTimer timer = {.ctx = &jr,
+                     .start = j_start,
+                     .prepare = j_prepare,
+                     .time = j_time,
+                     .recover = j_recover,
+                     .serves = j_serves,
+                     .keep = j_keep};
     AtSearchOptions so = {.limits = at_engine_limits(t),
                           .max_candidates = a.max_candidates,
                           .samples = a.samples,
@@ -319,5 +498,5 @@ int cli_tune(int argc, char **argv)
     at_search_result_free(&res);
     rt_tdb_close(db);
     at_engine_destroy(t);
-    return s ? 1 : 0;
+    return s == KILN_ERR_DEVICE && journal_fd >= 0 ? 3 : s ? 1 : 0;
 }

@@ -81,6 +81,18 @@ took=$(( $(date +%s) - start ))
 "$kiln" tune "$d/tiny.kiln" --compile-threads many > /dev/null 2>&1; [ $? = 2 ] && ok "bad --compile-threads: usage error" ||
   bad "compile-threads usage"
 
+# isolation: a candidate that kills the tuner process (KILN_TUNE_KILL injects a SIGKILL at that config) is
+# INVALID, and a new process goes on from its kernel; with --no-isolate the run dies
+second=$(sqlite3 "$db" "SELECT config FROM results WHERE kernel = '$mm' AND bucket = 'T=1'")
+KILN_TUNE_KILL="$second" "${tune[@]}" --db "$d/k.db" --kernels 'matmul_64_64*' --budget 60 -v > "$d/out" 2> "$d/log"; rc=$?
+[ $rc = 0 ] && grep -q "killed the tuner process (signal 9): INVALID" "$d/log" &&
+  grep -q "INVALID (launch) $second: killed an earlier tuner process" "$d/out" &&
+  [ "$(sqlite3 "$d/k.db" "SELECT count(DISTINCT kernel) || ' ' || count(*) FROM results")" = "2 10" ] &&
+  [ "$(sqlite3 "$d/k.db" "SELECT count(*) FROM results WHERE config = '$second' AND kernel = '$mm'")" = 0 ] &&
+  ok "a candidate that kills the tuner: INVALID, the run goes on" || { bad "isolation"; cat "$d/out" "$d/log"; }
+KILN_TUNE_KILL="$second" "${tune[@]}" --db "$d/k2.db" --kernels "$mm" --budget 60 --no-isolate > /dev/null 2>&1; rc=$?
+[ $rc -ne 0 ] && ok "--no-isolate: the same candidate ends the run (rc $rc)" || bad "no-isolate rc $rc"
+
 # bad inputs: one line, exit 1, nothing written
 cp "$db" "$d/t.orig"
 "${tune[@]}" --db "$db" --kernels "$mm" --budget 60 --weights "$d/none.safetensors" > /dev/null 2> "$d/err"; rc=$?
