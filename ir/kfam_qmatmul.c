@@ -68,7 +68,9 @@
  * The K loop keeps the dense family's canonical shape: `for k in [lo, hi) step BK` carrying acc (and acc2);
  * the body loads the A tile [BM,BK] at rows*K + k + cols and builds the B tile [BK,BN] from loads at
  * loop-invariant offset tiles plus a per-trip scalar (k/8 words, k/G groups, k/32 blocks * B bytes), the
- * integer unpacking (shr, and, xor), casts and f32 scale math, then a cast to dtype and `dot`. The scale
+ * integer unpacking (shr, and, xor), casts and f32 scale math, then a cast to dtype and `dot` (in the offset
+ * tiles, k / 2^s is k >> s and k % 2^s is k & (2^s - 1): equal for k >= 0, and the CUDA axis info reads
+ * them as runs, so a packed word or a group scale loads once per run). The scale
  * (and GGUF's f16 halves) is gathered per element of the B tile: a group's lanes read the same address.
  * Offsets are i32: the weight bytes (N*K/2, N*K, N*(K/32)*B) and M*max(N, K) must stay below 2^31.
  *
@@ -229,6 +231,17 @@ static KirValue *dequant_tile(KirBuilder *b, const QTile *t, const QWeight *qw, 
     return kir_cast(b, v, t->dt);
 }
 
+/* x / p for x >= 0 and p a power of two, as a shift: the CUDA backend's axis info sees that x >> s is
+ * constant over aligned runs of 2^s (so packed words and group scales load once per run); x / p is not
+ * for negative x, so it gets no such fact. */
+static KirValue *div_pow2(KirBuilder *b, KirValue *x, int64_t p)
+{
+    int s = 0;
+    while (((int64_t)1 << s) < p)
+        s++;
+    return kir_binary(b, KIR_OP_SHR, x, kir_const_i32(b, s));
+}
+
 /* Loop-invariant offsets of the B tile for rows rk [BK] (k0 = 0) and columns rn [BN]. */
 static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValue *rn)
 {
@@ -237,28 +250,28 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
     if (per_row_scale(t->fmt)) {
         t->q_offs = kfam_outer(b, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
         t->s_offs = t->group == 1 ? NULL
-                                  : kfam_outer(b, KIR_OP_ADD, kir_div(b, rk, kir_const_i32(b, t->group)),
+                                  : kfam_outer(b, KIR_OP_ADD, div_pow2(b, rk, t->group),
                                                kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         return;
     }
     if (t->fmt == QF_W4A16) {
         KirValue *c8 = kir_const_i32(b, 8);
-        t->q_offs = kfam_outer(b, KIR_OP_ADD, kir_div(b, rk, c8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
-        t->s_offs = kfam_outer(b, KIR_OP_ADD, kir_div(b, rk, kir_const_i32(b, t->group)),
+        t->q_offs = kfam_outer(b, KIR_OP_ADD, div_pow2(b, rk, 8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
+        t->s_offs = kfam_outer(b, KIR_OP_ADD, div_pow2(b, rk, t->group),
                                kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         t->shift = kfam_rows(b, kir_mul(b, kir_binary(b, KIR_OP_REM, rk, c8), kir_const_i32(b, 4)), bn);
         return;
     }
-    KirValue *c32 = kir_const_i32(b, 32), *cb = kir_const_i32(b, t->block_bytes);
+    KirValue *cb = kir_const_i32(b, t->block_bytes);
     KirValue *row = kir_mul(b, rn, kir_const_i32(b, K / 32 * t->block_bytes)); /* [BN] */
-    KirValue *blk = kir_mul(b, kir_div(b, rk, c32), cb);                       /* [BK] */
-    KirValue *j = kir_binary(b, KIR_OP_REM, rk, c32);                          /* [BK] */
-    KirValue *byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_REM, j, kir_const_i32(b, 16));
+    KirValue *blk = kir_mul(b, div_pow2(b, rk, 32), cb);                       /* [BK] */
+    KirValue *j = kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, 31));         /* [BK] k % 32 */
+    KirValue *byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 15));
     t->q_offs = kfam_outer(
         b, KIR_OP_ADD, kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
     t->s_offs = kfam_outer(b, KIR_OP_ADD, blk, row);
     if (t->fmt != QF_Q8_0)
-        t->shift = kfam_rows(b, kir_mul(b, kir_div(b, j, kir_const_i32(b, 16)), kir_const_i32(b, 4)), bn);
+        t->shift = kfam_rows(b, kir_mul(b, div_pow2(b, j, 16), kir_const_i32(b, 4)), bn);
 }
 
 /* acc * f32(scales[n]) for w8a16's and fp8's per-channel scale; fp8 scale=tensor: acc * scales[0]. */

@@ -80,7 +80,11 @@ int cg_cuda_layout_blocked(CgCudaGen *g, int m, int n, const CgCudaAxis *ax)
     l.m = m;
     l.n = n;
     l.order = 1;
-    if (m > 1 && (n == 1 || (ax && ax->contig[0] >= 2 && ax->contig[1] < 2))) l.order = 0;
+    /* chunks along dim 0 when the values run (contiguous, or constant: packed words, group scales) along
+     * dim 0 only */
+    if (m > 1 && (n == 1 || (ax && ax->contig[1] < 2 &&
+                             (ax->contig[0] >= 2 || (ax->cnst[0] >= 2 && ax->cnst[1] < 2)))))
+        l.order = 0;
     int len = l.order ? n : m, numel = m * n;
     /* 8 elements per chunk (16-byte accesses for 2-byte dtypes) unless that leaves threads idle */
     l.vec = 8;
@@ -246,6 +250,19 @@ static CgCudaAxis axis_of(CgCudaGen *g, const KirInst *in)
             return r;
         }
         r = ax_binary(in->op, x, axv(g, in->ops[1]));
+        const KirInst *sh = g->v[in->ops[1]->id].def;
+        if (in->op == KIR_OP_SHR && rt->rank > 0 && sh && sh->op == KIR_OP_CONST && sh->i >= 1 && sh->i < 16)
+            for (int d = 0; d < 2; d++) { /* x >> s floors: constant over runs of 2^s contiguous from a
+                                           * multiple of 2^s (also below zero; x / 2^s is not) */
+                int l = imin(imin(x->contig[d], x->div[d]), 1 << sh->i);
+                if (l >= 2) r.cnst[d] = imax(r.cnst[d], l);
+            }
+        int64_t mk = sh && sh->op == KIR_OP_CONST ? sh->i : 0;
+        if (in->op == KIR_OP_AND && rt->rank > 0 && mk >= 1 && mk < (1 << 16) && !(mk & (mk + 1)))
+            for (int d = 0; d < 2; d++) { /* x & (2^s - 1): x's runs, cut at multiples of 2^s */
+                int l = imin(imin(x->contig[d], x->div[d]), (int)mk + 1);
+                if (l >= 2) r.contig[d] = imax(r.contig[d], l), r.div[d] = imax(r.div[d], l);
+            }
         return rt->rank == 0 ? ax_scalar(r.div[0]) : r;
     }
     switch (in->op) {

@@ -1072,11 +1072,36 @@ done:
     }
 }
 
+/* Packed weights: the w4a16 decode kernel loads each 32-bit word once per chunk of 8 slots (the 8
+ * nibbles of a word are 8 k rows: chunks along dim 0) and each group scale once per chunk. Found by
+ * axis info on k >> 3 and k >> log2(G) (constant over aligned runs); before, each of the 8 slots loaded
+ * its word again, 8 words K/2 bytes apart per thread. */
+static void check_packed_loads(void)
+{
+    KfamSpec s = kfam_spec("qmatmul");
+    kfam_spec_int(&s, "N", 4096), kfam_spec_int(&s, "K", 14336), kfam_spec_str(&s, "dtype", "bf16");
+    kfam_spec_str(&s, "wfmt", "w4a16"), kfam_spec_int(&s, "group", 128), kfam_spec_int(&s, "m_hint", 1);
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KirConfig dflt = {0};
+    KT_CHECK(kfam_find("qmatmul")->build(arena, &s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
+    if (!k) return;
+    IrBuf src = {0};
+    cg_cuda_source(k, cg_target_find("sm_90a"), &src, &d);
+    KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
+             "w4a16: the dequantized B tile is chunked along k");
+    KT_CHECK(src.s && strstr(src.s, "const int x = ok ? p_w["), "w4a16: one word load per chunk");
+    KT_CHECK(src.s && strstr(src.s, "const float x = ok ? kd_bf16_to_f32(p_scales["),
+             "w4a16: one scale load per chunk");
+    ir_buf_free(&src);
+}
+
 int main(void)
 {
     int nvrtc = cg_backend_for(cg_target_find("sm_90a"), "cuda") != NULL;
     arena = ir_arena_create();
     build_cases();
+    check_packed_loads();
     const char *ptxas = find_ptxas();
     if (!ptxas) printf("test_cg_cuda: no ptxas found; PTX assembly not checked\n");
     if (!nvrtc)
