@@ -68,6 +68,7 @@ struct AtEngine {
     int32_t *next;
     double *us;
     int *launches;
+    double *step_us; /* n_steps x plan kernels: each kernel's microseconds in each probe step (weights) */
     AtAhead *ahead; /* compiles candidates on CPU threads while the device times (NULL: inline) */
 };
 
@@ -169,6 +170,25 @@ static void engine_teardown(AtEngine *t)
     steps_free(t);
 }
 
+/* Each kernel's time in each probe step with the package's binaries (t->step_us; left NULL when a
+ * timed step fails or memory runs out: then the budget is split evenly). */
+static void step_times(AtEngine *t)
+{
+    size_t nk = (size_t)t->p->n_kernels;
+    double *st = calloc((size_t)t->n_steps * nk + 1, sizeof *st);
+    for (int si = 0; st && si < t->n_steps; si++) {
+        const Step *sp = &t->steps[si];
+        RtEngineProbe pr = {.kernel_us = t->us, .kernel_launches = t->launches};
+        if (rt_engine_probe(t->e, t->tokens, sp->n, sp->rows, &pr)) {
+            free(st);
+            return;
+        }
+        for (size_t k = 0; k < nk; k++)
+            st[(size_t)si * nk + k] = t->us[k];
+    }
+    t->step_us = st;
+}
+
 /* Adds plan kernel ki to the kernels to tune, when it can be. */
 static KilnStatus add_kernel(AtEngine *t, int ki, char *err, int errlen)
 {
@@ -239,6 +259,8 @@ static KilnStatus add_kernel(AtEngine *t, int ki, char *err, int errlen)
                     .first = u->first,
                     .n_first = n_first,
                     .base = u->base};
+    for (int b = 0; t->step_us && b < nb; b++) /* its time in the steps a candidate is timed in */
+        k->weight += t->step_us[(size_t)u->step[b] * (size_t)t->p->n_kernels + (size_t)ki];
     t->n_kernels++;
     return KILN_OK;
 }
@@ -264,8 +286,17 @@ KilnStatus at_engine_create(const AtEngineOptions *o, AtEngine **out, char *err,
         if (!t->arena || !t->kernels || !t->tuned)
             s = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
     }
+    if (!s) step_times(t);
     for (int i = 0; !s && i < t->p->n_kernels; i++)
         s = add_kernel(t, i, err, errlen);
+    if (!s) { /* budget shares: each kernel's time in its steps, plus 3% of all kernels' for each, so a
+               * kernel that takes little time still tries a few candidates */
+        double total = 0;
+        for (int i = 0; i < t->n_kernels; i++)
+            total += t->kernels[i].weight;
+        for (int i = 0; i < t->n_kernels; i++)
+            t->kernels[i].weight = total > 0 ? t->kernels[i].weight + 0.03 * total : 0;
+    }
     if (!s) { /* auto: a GPU's candidates compile on up to 4 spare CPUs; the host's inline (its timing
                * runs on the CPUs) */
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -289,7 +320,7 @@ void at_engine_destroy(AtEngine *t)
     at_ahead_destroy(t->ahead);
     engine_teardown(t);
     kept_clear(t);
-    free(t->kept), free(t->kernels), free(t->tuned);
+    free(t->kept), free(t->kernels), free(t->tuned), free(t->step_us);
     free(t->tokens), free(t->logits), free(t->next), free(t->us), free(t->launches);
     ir_arena_destroy(t->arena);
     free(t);

@@ -284,7 +284,11 @@ KilnStatus at_search(const AtKernel *kernels, int n, const AtTimer *timer, const
 
         if (timer->start) timer->start(timer->ctx, k, r->cands, r->n_cands);
         double kstart = at_now(timer);
-        double share = o->budget_s > 0 ? (o->budget_s - (kstart - t0)) / (n - ki) : INFINITY;
+        double wsum = 0;
+        for (int j = ki; j < n; j++)
+            wsum += kernels[j].weight > 0 ? kernels[j].weight : 1;
+        double share = o->budget_s > 0 ? (o->budget_s - (kstart - t0)) * (k->weight > 0 ? k->weight : 1) / wsum
+                                       : INFINITY;
         int ci = 0;
         for (; ci < r->n_cands; ci++) {
             double now = at_now(timer);

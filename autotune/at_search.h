@@ -22,8 +22,9 @@
  * cannot recover the search stops (KILN_ERR_DEVICE) keeping what it measured. The winner per bucket is
  * the lowest median; a later candidate must beat it by more than tie_rel, so ties (and differences
  * within tie_rel) go to the earlier candidate and re-runs pick the same winner. The budget is split
- * evenly over the kernels not yet tuned (what one leaves goes to the next); a kernel starts no new
- * candidate once its share is spent and keeps the best so far.
+ * over the kernels not yet tuned in proportion to their weights (evenly without weights; what one
+ * leaves goes to the next); a kernel starts no new candidate once its share is spent and keeps the best
+ * so far.
  */
 #ifndef KILN_AT_SEARCH_H
 #define KILN_AT_SEARCH_H
@@ -60,6 +61,10 @@ typedef struct AtKernel {
     const KirConfig *first;
     int n_first;
     const int *base;
+    /* Optional: its share of the budget relative to the other kernels' (the engine's timer gives its
+     * time in the probe steps, so a matmul that takes 30% of a step gets more than a norm that takes
+     * 1%); <= 0 counts as 1. */
+    double weight;
 } AtKernel;
 
 typedef struct AtCand {

@@ -332,6 +332,19 @@ static void test_budget(void)
              "progress: %d calls for %d candidates", progress_calls, tried);
     at_search_result_free(&r);
 
+    /* weights: a kernel of weight 3 gets three times the share of one of weight 1 (12 s: ~9 and ~3) */
+    AtKernel wk[2] = {rmsnorm(), matmul()};
+    wk[0].weight = 3, wk[1].weight = 1;
+    AtFake fw = {.seed = 9, .compile_s = 1.0};
+    AtTimer tw = at_fake_timer(&fw);
+    o.budget_s = 12;
+    o.progress = NULL;
+    KT_CHECK(at_search(wk, 2, &tw, &o, &r, err, sizeof err) == KILN_OK, "weighted search: %s", err);
+    KT_CHECK(r.kernels[0].tried >= 8 && r.kernels[0].tried <= 10 && r.kernels[1].tried >= 2 &&
+                 r.kernels[1].tried <= 4,
+             "weights 3 and 1 over 12 s: %d and %d candidates", r.kernels[0].tried, r.kernels[1].tried);
+    at_search_result_free(&r);
+
     /* a budget already spent by the first kernel leaves nothing for the second, which stores nothing */
     AtFake g = {.seed = 9, .compile_s = 20};
     AtTimer tg = at_fake_timer(&g);
