@@ -2,11 +2,7 @@
 # The package through the CLI: compile -> inspect round trip; compile errors leave no file (and an old
 # file untouched); hostile packages given to `kiln inspect` fail with one clear line, never a crash.
 set -u
-kiln=$1 src=$2 d=$3
-rm -rf "$d"; mkdir -p "$d"
-pass=0 fail=0
-ok()   { echo "ok   $1"; pass=$((pass + 1)); }
-bad()  { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/checks.bash"
 
 # Round trip.
 if "$kiln" compile "$src/recipes/llama.lua" --model tiny -o "$d/tiny.kiln" 2> "$d/err" &&
@@ -116,5 +112,4 @@ for f in empty half head100 short flipped tampered random text foreign nometa fu
   fi
 done
 ls "$d" | grep -qE -- '-journal|-wal' && bad "inspect left journal files" || ok "inspect wrote nothing"
-echo "package: $pass passed, $fail failed"
-[ $fail = 0 ]
+checks_done package

@@ -5,11 +5,7 @@
 # --budget stops within a candidate; bad inputs are one line, a non-zero exit and an untouched store;
 # --report prints speedups and writes the HTML chart whole or not at all.
 set -u
-kiln=$1 src=$2 d=$3
-rm -rf "$d"; mkdir -p "$d"
-pass=0 fail=0
-ok()   { echo "ok   $1"; pass=$((pass + 1)); }
-bad()  { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/checks.bash"
 command -v sqlite3 > /dev/null || { echo "skip: no sqlite3 shell"; exit 77; }
 "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --no-cache -o "$d/tiny.kiln" 2> "$d/err" ||
   { grep -q "LLVM" "$d/err" && { echo "skip: no LLVM host backend"; exit 77; }; cat "$d/err"; exit 1; }
@@ -125,5 +121,4 @@ cp "$d/tiny.kiln" "$d/p.kiln"
 "$kiln" tune --report --db "$d/none.db" > /dev/null 2> "$d/err"; [ $? = 1 ] && grep -q "does not exist" "$d/err" &&
   ok "--report of a missing store" || bad "report missing store"
 
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+checks_done

@@ -4,11 +4,7 @@
 # usage errors (exit 2), kiln tune of a package without binaries, and kiln run -v --db: tuned / nearest / default per
 # kernel from a store holding binaries (copied from a host package, standing in for tuned ones).
 set -u
-kiln=$1 src=$2 d=$3
-rm -rf "$d"; mkdir -p "$d"
-pass=0 fail=0
-ok()   { echo "ok   $1"; pass=$((pass + 1)); }
-bad()  { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/checks.bash"
 command -v sqlite3 > /dev/null || { echo "skip: no sqlite3 shell"; exit 77; }
 
 db="$d/t.db"
@@ -134,5 +130,4 @@ else
   bad "compile for the host"
 fi
 
-echo "$pass passed, $fail failed"
-[ $fail = 0 ]
+checks_done
