@@ -68,7 +68,7 @@ struct AtEngine {
     int32_t *next;
     double *us;
     int *launches;
-    double *step_us; /* n_steps x plan kernels: each kernel's microseconds in each probe step (weights) */
+    double *step_us; /* while creating: n_steps x plan kernels, each kernel's microseconds per probe step */
     AtAhead *ahead; /* compiles candidates on CPU threads while the device times (NULL: inline) */
 };
 
@@ -297,6 +297,8 @@ KilnStatus at_engine_create(const AtEngineOptions *o, AtEngine **out, char *err,
         for (int i = 0; i < t->n_kernels; i++)
             t->kernels[i].weight = total > 0 ? t->kernels[i].weight + 0.03 * total : 0;
     }
+    free(t->step_us); /* read by add_kernel only */
+    t->step_us = NULL;
     if (!s) { /* auto: a GPU's candidates compile on up to 4 spare CPUs; the host's inline (its timing
                * runs on the CPUs) */
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);

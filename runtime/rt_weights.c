@@ -1018,7 +1018,7 @@ void rt_w_random(const RtWeightSpec *spec, uint64_t seed, void *dst)
         unsigned char table[TABLE * 4];
         size_t eb = (size_t)fmts[f].bytes;
         int64_t fan_in = spec->rank >= 2 ? spec->shape[spec->rank - 1] : 0;
-        float sd = fan_in > 156 ? (float)(1.0 / sqrt((double)fan_in)) : 0.08f; /* min(0.08, 1/sqrt(K)) */
+        float sd = fan_in > 0 ? fminf(0.08f, (float)(1.0 / sqrt((double)fan_in))) : 0.08f;
         for (int i = 0; i < TABLE; i++) {
             float v = norm ? 1.0f + 0.1f * rand_normal(&s) : sd * rand_normal(&s);
             f32_row_to(f, &v, 1, table + (size_t)i * eb);

@@ -250,17 +250,17 @@ static CgCudaAxis axis_of(CgCudaGen *g, const KirInst *in)
             return r;
         }
         r = ax_binary(in->op, x, axv(g, in->ops[1]));
-        const KirInst *sh = g->v[in->ops[1]->id].def;
-        if (in->op == KIR_OP_SHR && rt->rank > 0 && sh && sh->op == KIR_OP_CONST && sh->i >= 1 && sh->i < 16)
+        const KirInst *rhs = g->v[in->ops[1]->id].def;
+        int64_t cv = rhs && rhs->op == KIR_OP_CONST && rt->rank > 0 ? rhs->i : 0; /* a constant operand */
+        if (in->op == KIR_OP_SHR && cv >= 1 && cv < 16)
             for (int d = 0; d < 2; d++) { /* x >> s floors: constant over runs of 2^s contiguous from a
                                            * multiple of 2^s (also below zero; x / 2^s is not) */
-                int l = imin(imin(x->contig[d], x->div[d]), 1 << sh->i);
+                int l = imin(imin(x->contig[d], x->div[d]), 1 << cv);
                 if (l >= 2) r.cnst[d] = imax(r.cnst[d], l);
             }
-        int64_t mk = sh && sh->op == KIR_OP_CONST ? sh->i : 0;
-        if (in->op == KIR_OP_AND && rt->rank > 0 && mk >= 1 && mk < (1 << 16) && !(mk & (mk + 1)))
+        if (in->op == KIR_OP_AND && cv >= 1 && cv < (1 << 16) && !(cv & (cv + 1)))
             for (int d = 0; d < 2; d++) { /* x & (2^s - 1): x's runs, cut at multiples of 2^s */
-                int l = imin(imin(x->contig[d], x->div[d]), (int)mk + 1);
+                int l = imin(imin(x->contig[d], x->div[d]), (int)cv + 1);
                 if (l >= 2) r.contig[d] = imax(r.contig[d], l), r.div[d] = imax(r.div[d], l);
             }
         return rt->rank == 0 ? ax_scalar(r.div[0]) : r;

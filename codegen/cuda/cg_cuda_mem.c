@@ -145,26 +145,25 @@ void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
     cg_cuda_prepare(g, offs, lay);
     if (mask) cg_cuda_prepare(g, mask, lay);
     cg_cuda_declare(g, res);
+    /* offsets constant over a whole chunk (packed words, group scales): one load, copied to its slots */
     const CgCudaLayout *L = &g->lay[lay];
     const CgCudaAxis *ao = &val(g, offs)->ax, *am = mask ? &val(g, mask)->ax : NULL;
-    if (L->kind == CG_CUDA_BLOCKED && L->vec > 1 && ao->cnst[L->order] % L->vec == 0 &&
-        (!am || am->cnst[L->order] % L->vec == 0)) { /* one address per chunk: one load (packed words) */
-        cg_cuda_slot_loop(g, lay, L->vec);
-        const char *m = mask ? cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay)) : "ok";
-        const char *x = cg_cuda_from_mem(
-            g, t, cg_cuda_fmt(g, nc ? "__ldg(%s + %s)" : "%s[%s]", pn, cg_cuda_at(g, offs, lay)));
-        cg_cuda_line(g, "const %s x = %s ? %s : %s;", cg_cuda_reg_type(t), m, x, other);
-        cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_line(g, "for (int i = 0; i < %d; i++) %s[s + i] = x;", L->vec, R->name);
-        cg_cuda_close(g);
-        return;
-    }
-    cg_cuda_slot_loop(g, lay, w);
+    int rep = L->kind == CG_CUDA_BLOCKED && L->vec > 1 && ao->cnst[L->order] % L->vec == 0 &&
+                      (!am || am->cnst[L->order] % L->vec == 0)
+                  ? L->vec
+                  : 1;
+    cg_cuda_slot_loop(g, lay, rep > 1 ? rep : w);
     const char *o = cg_cuda_at(g, offs, lay);
-    if (w == 1) {
+    if (w == 1 || rep > 1) {
         const char *m = mask ? cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay)) : "ok";
         const char *x = cg_cuda_from_mem(g, t, cg_cuda_fmt(g, nc ? "__ldg(%s + %s)" : "%s[%s]", pn, o));
-        cg_cuda_line(g, "%s[s] = %s ? %s : %s;", R->name, m, x, other);
+        if (rep == 1) {
+            cg_cuda_line(g, "%s[s] = %s ? %s : %s;", R->name, m, x, other);
+        } else {
+            cg_cuda_line(g, "const %s x = %s ? %s : %s;", cg_cuda_reg_type(t), m, x, other);
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_line(g, "for (int i = 0; i < %d; i++) %s[s + i] = x;", rep, R->name);
+        }
         cg_cuda_close(g);
         return;
     }
