@@ -125,8 +125,10 @@ static int64_t group_of(const KfamSpec *s, int fmt)
  * enough for about one program per SM (and BK x BN <= 128 x 64: Llama-3-8B's 28672 x 4096 at 128 x 128
  * needed ~272 registers per thread) and 128-long K steps (a few groups or blocks per trip: more bytes in
  * flight), 4 warps, 4 stages. Large or unknown M: 128x128 tiles (64 wide for the two accumulators and
- * dequantized tiles of silu_mul and pair), 8 warps, 3 stages. BK is at least the group and at most pow2(K);
- * stages drop until the dot operands' pipeline fits 200 KiB of shared memory. */
+ * dequantized tiles of silu_mul and pair), 8 warps, 3 stages; W8A8 FP8 (act=fp8) 128 x 256 x 128, 4 stages:
+ * wgmma k32 reads whole 128-byte rows of e4m3 codes, and the 1-byte images leave room for the wide tile. BK is
+ * at least the group and at most pow2(K); stages drop until the dot operands' pipeline fits 200 KiB of
+ * shared memory. */
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
@@ -137,14 +139,16 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !two ? 128 : 64);
     while (small_m && bn > 32 && N / bn < 120)
         bn /= 2; /* decode streams weights: fill ~132 SMs */
-    int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m ? 128 : 64);
+    int f8 = !strcmp(kfam_spec_s(s, "act", "dtype"), "fp8"), esz = f8 ? 1 : 2;
+    int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m || f8 ? 128 : 64);
     if (bk < g) bk = kfam_pow2_ceil(g);
+    if (f8 && !small_m && !two) bn = kfam_clamp(kfam_pow2_ceil(N), 32, 256);
     while (small_m && bn > 32 && bk * bn > 128 * 64)
         bn /= 2; /* the dequantized [BK, BN] tile and its offset tiles stay within the registers */
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
-    int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * 2, stages = small_m ? 4 : 3;
+    int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * esz, stages = small_m || f8 ? 4 : 3;
     while (stages > 1 && stages * stage_bytes > 200 * 1024)
         stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
     kir_config_set(cfg, "WARPS", small_m ? 4 : 8);
@@ -288,8 +292,11 @@ static void qweight_params(KirBuilder *b, int fmt, KirDtype dt, int zeros, const
 { /* dt: the scales' dtype */
     KirDtype wt = fmt == QF_W4A16 ? KIR_I32 : fmt == QF_W8A16 ? KIR_I8 : fmt == QF_FP8 ? KIR_F8E4M3 : KIR_U8;
     qw->w = kir_param(b, names[0], kir_ptr(wt), KIR_PARAM_RDONLY);
-    qw->scales =
-        fmt == QF_W4A16 || per_row_scale(fmt) ? kir_param(b, names[1], kir_ptr(dt), KIR_PARAM_RDONLY) : NULL;
+    /* scales: a package tensor of their own (noalias: the per-channel vector is read where each
+     * accumulator element needs it, cg_cuda_layout.c virt_load) */
+    qw->scales = fmt == QF_W4A16 || per_row_scale(fmt)
+                     ? kir_param(b, names[1], kir_ptr(dt), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS)
+                     : NULL;
     qw->zeros = zeros ? kir_param(b, names[2], kir_ptr(KIR_U8), KIR_PARAM_RDONLY) : NULL;
 }
 
@@ -379,7 +386,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                                                                                        "zeros2"};
     QWeight qw = {0}, qw2 = {0};
     KirValue *x = kir_param(&b, "x", kir_ptr(at), KIR_PARAM_RDONLY);
-    KirValue *xs = at != dt ? kir_param(&b, "xs", kir_ptr(KIR_F32), KIR_PARAM_RDONLY) : NULL;
+    KirValue *xs = at != dt ? kir_param(&b, "xs", kir_ptr(KIR_F32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS) : NULL;
     qweight_params(&b, fmt, sdt, (int)zeros, names1, &qw);
     KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL;
     if (split > 1) {

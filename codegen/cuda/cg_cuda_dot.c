@@ -10,7 +10,9 @@
  *
  * Pipelined dot loop (the canonical matmul main loop): a `for` whose body dots tiles that are loaded in
  * the same body from offsets computable for any trip (from the induction variable, constants and values
- * defined before the loop), f16/bf16, masked with zero fill. Each such load gets a ring of `stages`
+ * defined before the loop), f16/bf16 (or e4m3 when both operands are K-major and wgmma takes the loop:
+ * wgmma's k32 on 8-bit codes reads the same 32-byte slices of the same swizzled rows), masked with zero
+ * fill. Each such load gets a ring of `stages`
  * shared-memory buffers (stages = the loop's pipeline hint) filled by cp.async, 16 bytes per copy when
  * the offsets allow; trip i computes from buffer i % stages while the copies for trip i + stages - 1
  * are in flight. One barrier per trip.
@@ -32,6 +34,12 @@ const CgCudaPipe *cg_cuda_pipe_of(const CgCudaGen *g, const KirInst *loop)
 }
 
 static int a_in_regs(const CgCudaGen *g, const KirInst *in);
+
+/* Bytes per element of a piped load's image: 2 (bf16, f16) or 1 (e4m3). */
+static int pipe_esz(const CgCudaPipeLoad *pl)
+{
+    return pl->ld->ops[0]->type.dtype == KIR_F8E4M3 ? 1 : 2;
+}
 
 /* ---- planning ---- */
 
@@ -74,7 +82,7 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     if (L->blk != body || ld->op != KIR_OP_LOAD || L->form != CG_CUDA_REG) return 0;
     const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
     KirDtype t = ld->ops[0]->type.dtype;
-    if ((t != KIR_BF16 && t != KIR_F16) || g->v[offs->id].form != CG_CUDA_VIRT) return 0;
+    if ((t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3) || g->v[offs->id].form != CG_CUDA_VIRT) return 0;
     if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) return 0;
     if (ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) return 0;
     if (!recomputable(g, offs, body, 0) || (mask && !recomputable(g, mask, body, 0))) return 0;
@@ -84,9 +92,9 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     if (role == 1 && (m % 16 || n % 8)) return 0;
     const CgCudaAxis *ao = &g->v[offs->id].ax, *am = mask ? &g->v[mask->id].ax : NULL;
     int pref = role == 0 ? 1 : 0; /* the k dimension: rows of K elements feed ldmatrix without .trans */
-    int best_cd = -1, best_vw = 1;
+    int best_cd = -1, best_vw = 1, esz = t == KIR_F8E4M3 ? 1 : 2;
     for (int pass = 0; pass < 2; pass++) {
-        int cd = pass ? 1 - pref : pref, vw = 8;
+        int cd = pass ? 1 - pref : pref, vw = 16 / esz;
         while (vw > 1 && (ao->contig[cd] < vw || ao->div[cd] < vw || (am && am->cnst[cd] < vw)))
             vw /= 2;
         if (vw > best_vw) {
@@ -103,7 +111,7 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     pl->lines = best_cd ? m : n;
     pl->len = best_cd ? n : m;
     pl->trans = best_cd != pref;
-    pl->stage_bytes = (pl->lines * (pl->len + 8) * 2 + 127) / 128 * 128;
+    pl->stage_bytes = (pl->lines * (pl->len + 8) * esz + 127) / 128 * 128;
     return 1;
 }
 
@@ -119,20 +127,26 @@ static int pipe_load_index(const CgCudaGen *g, const CgCudaPipe *p, const KirVal
  * 256, so each warpgroup computes 64 rows with one m64nNk16 per k16. A is a piped K-major image (K a
  * multiple of 64: whole 128-byte swizzle rows) or registers in the accumulator layout with 16 rows per
  * warp (FlashAttention's Q and P: wgmma's A fragment is that layout's k16 slice); B is a piped K-major
- * image (K % 64) or N-major image (N % 64: the rows of V). Images are copied in 16-byte pieces. */
+ * image (K % 64) or N-major image (N % 64: the rows of V). Images are copied in 16-byte pieces. e4m3
+ * dots: both operands piped K-major images, K % 128 (m64nNk32 per 32-byte slice). */
 static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
 {
     if (strcmp(g->t->name, "sm_90a") || g->warps % 4) return 0;
     for (int j = 0; j < p->n_loads; j++)
-        if ((p->loads[j].trans && p->loads[j].role == 0) || p->loads[j].vw != 8) return 0;
+        if ((p->loads[j].trans && p->loads[j].role == 0) || p->loads[j].vw * pipe_esz(&p->loads[j]) != 16)
+            return 0;
     const KirBlock *body = p->loop->body;
     for (int i = 0; i < body->n_insts; i++) {
         const KirInst *in = body->insts[i];
         if (in->op != KIR_OP_DOT) continue;
         const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
-        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16) return 0;
+        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16 && a->dtype != KIR_F8E4M3) return 0;
         if (a->shape[0] != 16 * g->warps || b->shape[1] % 8 || b->shape[1] > 256) return 0;
         int ja = pipe_load_index(g, p, in->ops[0]), jb = pipe_load_index(g, p, in->ops[1]);
+        if (a->dtype == KIR_F8E4M3) { /* no transposed 8-bit operands; whole 128-element swizzle rows */
+            if (ja < 0 || jb < 0 || p->loads[ja].trans || p->loads[jb].trans || a->shape[1] % 128) return 0;
+            continue;
+        }
         if (jb < 0 || (ja >= 0 && a->shape[1] % 64)) return 0;
         if (ja < 0) {
             if (!a_in_regs(g, in)) return 0;
@@ -194,8 +208,9 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
     int per = 0;
     for (int j = 0; j < p.n_loads; j++) {
         CgCudaPipeLoad *pl = &p.loads[j];
+        if (!p.wgmma && pipe_esz(pl) == 1) return; /* e4m3 images are read by wgmma only */
         if (p.wgmma) /* unpadded, swizzled images; 1024-byte aligned stages */
-            pl->stage_bytes = (pl->lines * pl->len * 2 + 1023) / 1024 * 1024;
+            pl->stage_bytes = (pl->lines * pl->len * pipe_esz(pl) + 1023) / 1024 * 1024;
         per += pl->stage_bytes;
     }
     while (p.stages > 1 && (int64_t)per * p.stages + 1024 > budget)
@@ -549,40 +564,45 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
         val(g, in->ops[0])->form == CG_CUDA_PIPE ? piped_load(g, in->ops[0], &ja) : NULL;
     const CgCudaPipeLoad *B = piped_load(g, in->ops[1], &jb);
     const char *rd = p->stages > 1 ? "rd" : "0";
-    const char *kind = in->ops[0]->type.dtype == KIR_BF16 ? "bf16" : "f16";
+    KirDtype dt = in->ops[0]->type.dtype;
+    const char *kind = dt == KIR_BF16 ? "bf16" : dt == KIR_F16 ? "f16" : "e4m3", *ty = cg_cuda_mem_type(dt);
+    /* elements per 128-byte swizzle row (AT) and per instruction's k slice of 32 bytes (KS) */
+    int esz = dt == KIR_F8E4M3 ? 1 : 2, AT = 128 / esz, KS = 32 / esz;
     cg_cuda_begin(g);
     if (A) {
-        cg_cuda_line(g, "const kd_%s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * 64;", kind,
-                     ja, rd, A->stage_bytes / 2);
+        cg_cuda_line(g, "const %s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * %d;", ty, ja, rd,
+                     A->stage_bytes / esz, AT);
     } else if (!a_packed(g, in->ops[0])) { /* packed before the fence: registers written between wgmmas
                                             * make ptxas serialize them */
         emit_pack_a(g, in->ops[0], "af");
     }
-    cg_cuda_line(g, "const kd_%s *const tb = kp%d + %s * %d;", kind, jb, rd, B->stage_bytes / 2);
+    cg_cuda_line(g, "const %s *const tb = kp%d + %s * %d;", ty, jb, rd, B->stage_bytes / esz);
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
     cg_cuda_line(g, "kd_wgmma_fence();");
     cg_cuda_line(g, "#pragma unroll");
-    cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += 16)", K);
+    cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += %d)", K, KS);
     if (A)
-        cg_cuda_line(g, "const unsigned long long da = kd_wgmma_desc_sw128(ta + (kk / 64) * %d + kk %% 64);",
-                     A->lines * 64);
+        cg_cuda_line(g, "const unsigned long long da = kd_wgmma_desc_sw128(ta + (kk / %d) * %d + kk %% %d);",
+                     AT, A->lines * AT, AT);
     if (B->trans)
         cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_mn_sw128(tb + kk * 64, %d);",
                      B->lines * 128);
     else
-        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_sw128(tb + (kk / 64) * %d + kk %% 64);",
-                     B->lines * 64);
+        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_sw128(tb + (kk / %d) * %d + kk %% %d);",
+                     AT, B->lines * AT, AT);
     IrBuf b = {0};
     int nin = A ? 2 : 5; /* da, db or a0..a3, db */
     const char *af = a_packed(g, in->ops[0]) ? a_packed(g, in->ops[0]) : "af";
     ir_buf_printf(&b,
                   "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\nwgmma.mma_async.sync.aligned."
-                  "m64n%dk16.f32.%s.%s {",
-                  na + nin, N, kind, kind);
+                  "m64n%dk%d.f32.%s.%s {",
+                  na + nin, N, KS, kind, kind);
     for (int i = 0; i < na; i++)
         ir_buf_printf(&b, "%s%%%d", i ? ", " : "", i);
-    if (A)
+    if (A && esz == 1) /* 8-bit operands take no transpose immediates */
+        ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n             : ", na, na + 1);
+    else if (A)
         ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n             : ", na, na + 1, B->trans);
     else
         ir_buf_printf(&b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n             : ", na,
@@ -694,14 +714,16 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         const char *o = cg_cuda_at(g, offs, lay);
         const char *msk = mask ? cg_cuda_at(g, mask, lay) : "true";
         const char *pn = cg_cuda_scalar(g, ld->ops[0]);
-        /* padded rows; or (wgmma) 64-element atoms along the line with the 128-byte swizzle */
+        /* padded rows; or (wgmma) 128-byte atoms along the line (A elements) with the 128-byte swizzle
+         * of 16-byte chunks (C elements) */
+        int esz = pipe_esz(pl), A = 128 / esz, C = 16 / esz;
         const char *idx =
-            p->wgmma ? cg_cuda_fmt(g, "(%s / 64) * %d + %s * 64 + (((%s %% 64) / 8) ^ (%s %% 8)) * 8", pos,
-                                   pl->lines * 64, line, pos, line)
+            p->wgmma ? cg_cuda_fmt(g, "(%s / %d) * %d + %s * %d + (((%s %% %d) / %d) ^ (%s %% 8)) * %d", pos, A,
+                                   pl->lines * A, line, A, pos, A, C, line, C)
                      : cg_cuda_fmt(g, "%s * %d + %s", line, pl->len + 8, pos);
         cg_cuda_line(g, "const bool m = %s;", msk);
-        cg_cuda_line(g, "kd_cp_async<%d>(kp%d + %s * %d + %s, m ? %s + %s : %s, m);", pl->vw * 2, j, stage,
-                     pl->stage_bytes / 2, idx, pn, o, pn);
+        cg_cuda_line(g, "kd_cp_async<%d>(kp%d + %s * %d + %s, m ? %s + %s : %s, m);", pl->vw * esz, j, stage,
+                     pl->stage_bytes / esz, idx, pn, o, pn);
         cg_cuda_close(g);
         if (P > 1) cg_cuda_close(g);
     }

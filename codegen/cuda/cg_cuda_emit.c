@@ -385,9 +385,10 @@ static const char *virt(CgCudaGen *g, const KirValue *v, int rs, int cs)
     int subst = g->subst_body != NULL;
     const char *name = memo_find(g, v->id, rs, cs, subst);
     if (name) return name;
-    if (in->op == KIR_OP_LOAD) { /* a gather (cg_cuda_layout.c: virt_load) */
+    if (in->op == KIR_OP_LOAD) { /* a gather or a broadcast vector (cg_cuda_layout.c: virt_load) */
         const char *off = virt(g, in->ops[1], rs, cs);
-        const char *ld = cg_cuda_fmt(g, "__ldg(%s + %s)", cg_cuda_scalar(g, in->ops[0]), off);
+        const char *ld = cg_cuda_from_mem(g, v->type.dtype,
+                                          cg_cuda_fmt(g, "__ldg(%s + %s)", cg_cuda_scalar(g, in->ops[0]), off));
         const char *e = ld;
         if (in->n_ops > 2) {
             const KirValue *mk = in->ops[2];

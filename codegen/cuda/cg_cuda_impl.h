@@ -66,6 +66,7 @@ typedef struct CgCudaVal {
     const KirBlock *blk; /* block the value is defined in */
     int uses;
     int dot_a_uses; /* uses as the A operand of a dot */
+    int expand_uses; /* uses as the operand of an expand (a 1-D tile broadcast along a new dim) */
     int pipe;       /* PIPE: index of its CgCudaPipe + 1 */
 } CgCudaVal;
 

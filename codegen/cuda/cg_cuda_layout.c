@@ -369,14 +369,17 @@ static int expensive(const KirInst *in)
     }
 }
 
-/* An index gather that is cheaper to redo at every use than to hold: a load of integers from a read-only
- * param that nothing in the kernel may write, at VIRT offsets (a block table looked up by key position).
- * As a VIRT value it keeps the addresses computed from it VIRT, so a dot loop can issue its cp.async
- * copies for any trip (cg_cuda_dot.c); each use re-reads it (an L1 hit). */
+/* A load cheaper to redo at every use than to hold, from a read-only param that nothing in the kernel may
+ * write, at VIRT offsets: an index gather (integers: a block table looked up by key position; as a VIRT
+ * value it keeps the addresses computed from it VIRT, so a dot loop can issue its cp.async copies for any
+ * trip, cg_cuda_dot.c), or a vector that is only broadcast (an epilogue's row or column scales, a bias:
+ * each element of the accumulator reads its own, in the accumulator's layout, instead of the vector
+ * going through shared memory twice to reach that layout). Each use re-reads it (an L1 hit). */
 static int virt_load(const CgCudaGen *g, const KirInst *in)
 {
-    const CgCudaVal *P = &g->v[in->ops[0]->id];
-    if (in->res[0]->type.rank == 0 || !kir_dtype_is_int(in->res[0]->type.dtype) || !P->def ||
+    const CgCudaVal *P = &g->v[in->ops[0]->id], *V = &g->v[in->res[0]->id];
+    int bcast = in->res[0]->type.rank == 1 && V->uses && V->expand_uses == V->uses;
+    if (in->res[0]->type.rank == 0 || (!kir_dtype_is_int(in->res[0]->type.dtype) && !bcast) || !P->def ||
         P->def->op != KIR_OP_PARAM)
         return 0;
     unsigned f = g->k->params[P->def->i].flags;
@@ -570,6 +573,7 @@ static void number_block(CgCudaGen *g, const KirBlock *blk, int *next)
         for (int k = 0; k < in->n_ops; k++)
             val(g, in->ops[k])->uses++;
         if (in->op == KIR_OP_DOT) val(g, in->ops[0])->dot_a_uses++;
+        if (in->op == KIR_OP_EXPAND) val(g, in->ops[0])->expand_uses++;
         if (in->op == KIR_OP_FOR) {
             for (int r = 0; r < in->n_res; r++)
                 number_value(g, in->res[r], next, in, blk);
@@ -579,6 +583,19 @@ static void number_block(CgCudaGen *g, const KirBlock *blk, int *next)
         } else if (in->n_res) {
             number_value(g, in->res[0], next, in, blk);
         }
+    }
+}
+
+/* A rank-1 cast whose every use is an expand counts as expand uses of its operand (a vector converted only
+ * to be broadcast), last instruction first so that chains of casts count through. */
+static void count_broadcasts(CgCudaGen *g, const KirBlock *blk)
+{
+    for (int i = blk->n_insts - 1; i >= 0; i--) {
+        const KirInst *in = blk->insts[i];
+        if (in->op == KIR_OP_FOR) count_broadcasts(g, in->body);
+        if (in->op != KIR_OP_CAST || in->res[0]->type.rank != 1) continue;
+        const CgCudaVal *R = val(g, in->res[0]);
+        if (R->uses && R->expand_uses == R->uses) val(g, in->ops[0])->expand_uses++;
     }
 }
 
@@ -653,6 +670,7 @@ IrStatus cg_cuda_analyze(CgCudaGen *g)
     if (!g->v) return ir_diag_set(g->d, IR_ERR_NOMEM, "kernel %s: out of memory", k->name);
     int next = 0;
     number_block(g, k->body, &next);
+    count_broadcasts(g, k->body);
     find_row_reductions(g, k->body);
     analyze_block(g, k->body);
     cg_cuda_plan_pipes(g);

@@ -1091,8 +1091,30 @@ static void check_packed_loads(void)
     KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
              "w4a16: the dequantized B tile is chunked along k");
     KT_CHECK(src.s && strstr(src.s, "const int x = ok ? p_w["), "w4a16: one word load per chunk");
-    KT_CHECK(src.s && strstr(src.s, "const float x = ok ? kd_bf16_to_f32(p_scales["),
+    KT_CHECK(src.s && strstr(src.s, "const float x = ok ? kd_bf16_to_f32(__ldg(p_scales + "),
              "w4a16: one scale load per chunk");
+    ir_buf_free(&src);
+}
+
+/* W8A8 FP8 at large M: both e4m3 operands piped K-major into 128-byte-swizzled rings and multiplied by
+ * wgmma k32 (no staging through f16); the row and channel scales are read in the accumulator's layout,
+ * not moved there through shared memory. */
+static void check_fp8_wgmma(void)
+{
+    KfamSpec s = kfam_spec("qmatmul");
+    kfam_spec_int(&s, "N", 8192), kfam_spec_int(&s, "K", 8192), kfam_spec_str(&s, "dtype", "bf16");
+    kfam_spec_str(&s, "wfmt", "fp8"), kfam_spec_str(&s, "act", "fp8");
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KirConfig dflt = {0};
+    KT_CHECK(kfam_find("qmatmul")->build(arena, &s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
+    if (!k) return;
+    IrBuf src = {0};
+    cg_cuda_source(k, cg_target_find("sm_90a"), &src, &d);
+    KT_CHECK(src.s && strstr(src.s, "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"),
+             "w8a8 fp8: wgmma k32 on e4m3 codes");
+    KT_CHECK(src.s && strstr(src.s, "kd_cp_async<16>(kp1 + "), "w8a8 fp8: 16-byte copies of the weight codes");
+    KT_CHECK(src.s && !strstr(src.s, "kt = (float *)kd_scratch"), "w8a8 fp8: no layout change of the scales");
     ir_buf_free(&src);
 }
 
@@ -1102,6 +1124,7 @@ int main(void)
     arena = ir_arena_create();
     build_cases();
     check_packed_loads();
+    check_fp8_wgmma();
     const char *ptxas = find_ptxas();
     if (!ptxas) printf("test_cg_cuda: no ptxas found; PTX assembly not checked\n");
     if (!nvrtc)
