@@ -47,26 +47,20 @@ for N, K in ((28672, 4096), (4096, 14336)):
     sets = kb.sets_for(N * K // 2)
     ws = [make_weight(N, K, gen) for _ in range(sets)]
     for M in (1, 4, 16, 64):
-        spec = f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype=f16 epilogue=none m_hint={M}"
+        spec = f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype=f16 epilogue=none ws=1 m_hint={M}"
         xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
         outs = [torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(sets)]
         ref = xs[0].double() @ ws[0][3].double().t()
         peer_ms = kb.median_ms(lambda i: torch.matmul(xs[i], ws[i][3].t()), sets, args.runs)
+        wsb, sem = kb.splitk_buffers(N)  # ws=1: split-K reduced in the launch (the runtime's own form)
         for k in kb.kernels("qmatmul", spec, [""] + args.config):
-            split = "SPLIT_K=" in k.config and int(k.config.split("SPLIT_K=")[1].split()[0]) > 1
-            wsp = [torch.zeros(M, N, device=dev, dtype=torch.float32) for _ in range(sets)] if split else None
-
             def run(i, k=k):
-                if split:  # partial sums atomically added into an f32 [M, N] that is zeroed first (timed)
-                    wsp[i].zero_()
-                    k(xs[i], ws[i][0], ws[i][1], ws[i][2], wsp[i], M)
-                else:
-                    k(xs[i], ws[i][0], ws[i][1], ws[i][2], outs[i], M)
+                k(xs[i], ws[i][0], ws[i][1], ws[i][2], outs[i], wsb, sem, M)
 
             outs[0].fill_(float("nan"))
             run(0)
             torch.cuda.synchronize()
-            err = kb.rel_l2(wsp[0] if split else outs[0], ref)
+            err = kb.rel_l2(outs[0], ref)
             ms = kb.median_ms(run, sets, args.runs)
             speed = peer_ms / ms
             want = 3.0 if M <= 16 else 1.5

@@ -38,6 +38,7 @@ static const char run_usage[] =
 typedef struct RunState {
     KilnEngine *e;
     int print_ids, stream, n_out;
+    int no_text; /* the package cannot detokenize (random weights, no tokenizer): ids are printed instead */
     double t_first, t_start;
     int32_t *out;
     int cap;
@@ -78,7 +79,10 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
     r->out[r->n_out++] = tok;
     if (r->print_ids || !r->stream) return 0;
     size_t len = 0;
-    if (kiln_engine_detokenize(r->e, r->out, r->n_out, r->text, r->text_cap, &len) != KILN_OK) return 1;
+    if (kiln_engine_detokenize(r->e, r->out, r->n_out, r->text, r->text_cap, &len) != KILN_OK) {
+        r->stream = 0, r->no_text = 1; /* go on generating; the ids are printed at the end */
+        return 0;
+    }
     if (len > r->text_cap) {
         char *t = realloc(r->text, len * 2);
         if (!t) return 1;
@@ -284,7 +288,7 @@ int cli_run(int argc, char **argv)
     int n_out = 0;
     for (int p = 0; p < n_prompts; p++) {
         n_out += r[p].n_out;
-        if (want_ids) {
+        if (want_ids || r[p].no_text) {
             print_ids(r[p].out, r[p].n_out);
         } else if (n_prompts > 1) {
             size_t len = 0;
@@ -293,6 +297,8 @@ int cli_run(int argc, char **argv)
                 (text = malloc(len + 1)) &&
                 kiln_engine_detokenize(e, r[p].out, r[p].n_out, text, len, &len) == KILN_OK)
                 printf("--- %d\n%.*s\n", p + 1, (int)len, text);
+            else if (!text) /* no tokenizer: the ids */
+                print_ids(r[p].out, r[p].n_out);
             free(text);
         } else {
             printf("\n");

@@ -60,7 +60,10 @@
  * [zeros], ws, M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial product over K
  * slice [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add, and the dense
  * family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 and fp8 scale the partial
- * first.
+ * first. Spec ws=1 (epilogue none, bias or residual): split-K reduced in the launch as the dense family's
+ * ws=1 (kfam_matmul.c): params ws ptr<f32> (KFAM_SPLITK_WS(N)) and sem ptr<i32> (KFAM_SPLITK_SEMS(N), zero
+ * at entry, left zero) follow out at every SPLIT_K; the last program of a tile sums the slices in z order
+ * and writes the epilogue. The decode default splits K when few column tiles would leave SMs idle.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
  * (32 for GGUF formats), else the config is INVALID.
@@ -151,9 +154,24 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * esz, stages = small_m || f8 ? 4 : 3;
     while (stages > 1 && stages * stage_bytes > 200 * 1024)
         stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
-    kir_config_set(cfg, "WARPS", small_m ? 4 : 8);
+    if (fmt >= 0 && !(per_row_scale(fmt) && g == 1))
+        stages = 1; /* a dequantized B tile: STAGES - 1 K steps of loads carried ahead in registers, which
+                     * cost more (fewer resident programs) than they hide (H200, session 9, w4a16 g128
+                     * 4096 x 14336 M=1, 8 warps x 8 slices: 49.5 us at STAGES=1, 55.7 at 2, 73.4 at 4) */
+    /* decode with split-K in the launch (ws=1): K slices of at least 512 (4 trips of 128), up to 8 slices
+     * and 4096 programs, 8 warps: each program's loads are synchronous, so bytes in flight come from many
+     * resident programs (H200, session 9, w4a16 g128 4096 x 14336 M=1: 47.9 us at 8 warps x 8 slices vs
+     * 113.2 unsplit; 28672 x 4096: 98.3 vs 113.5; M=64 4096 x 14336: 87.5 vs 306.8) */
+    int64_t split = 1, tiles = kfam_cdiv(N, bn), warps = small_m ? 4 : 8;
+    if (kfam_spec_i(s, "ws", 0) && small_m && !two && bm <= KFAM_SPLITK_ROWS && K >= 4096) {
+        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= 4096 && K / (split * 2) >= 512 &&
+               K / (split * 2) >= bk)
+            split *= 2;
+        if (split > 1) warps = 8;
+    }
+    kir_config_set(cfg, "WARPS", warps);
     kir_config_set(cfg, "STAGES", stages);
-    kir_config_set(cfg, "SPLIT_K", 1);
+    kir_config_set(cfg, "SPLIT_K", split);
 }
 
 /* One quantized weight's params. */
@@ -169,7 +187,6 @@ typedef struct QTile {
     KirValue *q_offs; /* element (w8a16), word (w4a16) or quant byte (GGUF) of (k0 + kk, n) */
     KirValue *s_offs; /* scale (w4a16) or block start (GGUF) of (k0 + kk, n) */
     KirValue *shift;  /* nibble shift [BK,BN] (w4a16, q4_0, q4_1) */
-    KirValue *mask;   /* [BK,BN] or NULL */
 } QTile;
 
 /* The f32 value of IEEE half bits (an i32 tile of values in [0, 65535]): see the design note. */
@@ -189,49 +206,90 @@ static KirValue *half_to_f32(KirBuilder *b, KirValue *bits)
     return kir_mul(b, v, kir_const_f(b, KIR_F32, 1.0 / 33554432.0)); /* 2^-25 */
 }
 
-/* Half at byte offsets offs (an i32 [BK,BN] tile) of u8 buffer w, little-endian, as f32. */
-static KirValue *load_half(KirBuilder *b, KirValue *w, KirValue *offs, KirValue *mask)
+/* Half bits (lo | hi << 8 of two u8 tiles) as f32. */
+static KirValue *half_of(KirBuilder *b, KirValue *lo, KirValue *hi)
 {
-    KirValue *lo = kir_cast(b, kir_load(b, w, offs, mask, NULL), KIR_I32);
-    KirValue *hi = kir_cast(b, kir_load(b, w, kir_add(b, offs, kir_const_i32(b, 1)), mask, NULL), KIR_I32);
+    lo = kir_cast(b, lo, KIR_I32);
+    hi = kir_cast(b, hi, KIR_I32);
     return half_to_f32(b, kir_binary(b, KIR_OP_OR, lo, kir_binary(b, KIR_OP_SHL, hi, kir_const_i32(b, 8))));
 }
 
-/* The dtype B tile [BK,BN] of weight qw for the K step starting at k (a multiple of BK). */
-static KirValue *dequant_tile(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *k)
+/* The loads of one K step's B tile (its leaves: codes or words, scales, zero points, GGUF block halves)
+ * and what dequant_math makes of them: the loop may issue them trips ahead of their use. */
+enum { Q_LEAVES = 6 };
+typedef struct QLeaves {
+    KirValue *v[Q_LEAVES];
+    int n;
+} QLeaves;
+
+/* Is the B tile computed from its loads (not a load used as it is: int8 and e4m3 codes of W8A8, which the
+ * dot pipelines itself)? */
+static int b_computed(const QTile *t)
 {
-    KirValue *m = t->mask, *v;
-    if (per_row_scale(t->fmt) && t->group == 1) { /* int8, e4m3 are exact in bf16/f16/f32; W8A8 as is */
-        KirValue *q = kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL);
-        return q->type.dtype == t->dt ? q : kir_cast(b, q, t->dt);
-    }
-    if (t->fmt == QF_FP8) { /* block-scaled e4m3: dtype(f32(q) * f32(s[n, k/G])) */
-        KirValue *q = kir_cast(b, kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL), KIR_F32);
-        KirValue *g_offs = kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group)));
-        return kir_cast(b, kir_mul(b, q, kir_load(b, qw->scales, g_offs, m, NULL)), t->dt);
+    return !(per_row_scale(t->fmt) && t->group == 1);
+}
+
+/* Bytes per B tile element of a K step's leaves (dequant_loads) with scales of dtype sdt. */
+static int leaf_bytes(int fmt, int64_t group, KirDtype sdt, int zeros)
+{
+    if (fmt == QF_W4A16) return 4 + kir_dtype_bytes(sdt) + (zeros ? 1 : 0);
+    if (fmt == QF_FP8) return group > 1 ? 1 + 4 : 1;
+    if (per_row_scale(fmt)) return 1;
+    return fmt == QF_Q4_1 ? 5 : 3;
+}
+
+/* Issues the loads of the B tile for the K step starting at k (a multiple of BK), masked by m. */
+static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *k, KirValue *m,
+                          QLeaves *lv)
+{
+    lv->n = 0;
+    if (per_row_scale(t->fmt) || t->fmt == QF_FP8) {
+        lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL);
+        if (t->fmt == QF_FP8 && t->group > 1)
+            lv->v[lv->n++] =
+                kir_load(b, qw->scales, kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group))), m, NULL);
+        return;
     }
     if (t->fmt == QF_W4A16) {
-        KirValue *word =
-            kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
-        KirValue *q =
-            kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, word, t->shift), kir_const_i32(b, 15));
         KirValue *g_offs = kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group)));
-        KirValue *z =
-            qw->zeros ? kir_cast(b, kir_load(b, qw->zeros, g_offs, m, NULL), KIR_I32) : kir_const_i32(b, 8);
-        KirValue *qf = kir_cast(b, kir_sub(b, q, z), KIR_F32);
-        v = kir_mul(b, qf, kir_cast(b, kir_load(b, qw->scales, g_offs, m, NULL), KIR_F32));
-        return kir_cast(b, v, t->dt);
+        lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
+        lv->v[lv->n++] = kir_load(b, qw->scales, g_offs, m, NULL);
+        if (qw->zeros) lv->v[lv->n++] = kir_load(b, qw->zeros, g_offs, m, NULL);
+        return;
     }
     KirValue *step = kir_mul(b, kir_div(b, k, kir_const_i32(b, 32)), kir_const_i32(b, t->block_bytes));
-    KirValue *q = kir_cast(b, kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL), KIR_I32);
-    if (t->fmt == QF_Q8_0)
-        q = kir_sub(b, kir_binary(b, KIR_OP_XOR, q, kir_const_i32(b, 128)), kir_const_i32(b, 128));
+    KirValue *blk = kir_add(b, t->s_offs, step);
+    lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL);
+    for (int i = 0; i < (t->fmt == QF_Q4_1 ? 4 : 2); i++) /* d (and m): little-endian halves, byte by byte */
+        lv->v[lv->n++] = kir_load(b, qw->w, i ? kir_add(b, blk, kir_const_i32(b, i)) : blk, m, NULL);
+}
+
+/* The dtype B tile [BK,BN] from its leaves (dequant_loads). */
+static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *const *lv)
+{
+    KirValue *v;
+    if (per_row_scale(t->fmt) && t->group == 1) /* int8, e4m3 are exact in bf16/f16/f32; W8A8 as is */
+        return lv[0]->type.dtype == t->dt ? lv[0] : kir_cast(b, lv[0], t->dt);
+    if (t->fmt == QF_FP8) /* block-scaled e4m3: dtype(f32(q) * f32(s[n, k/G])) */
+        return kir_cast(b, kir_mul(b, kir_cast(b, lv[0], KIR_F32), lv[1]), t->dt);
+    if (t->fmt == QF_W4A16) {
+        KirValue *q = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, lv[0], t->shift), kir_const_i32(b, 15));
+        /* f32(q) - f32(z), exact (both below 2^24) and each a conversion of a value of a few bits, which
+         * the CUDA backend makes with integer ops instead of the slower int-to-float unit */
+        KirValue *z = qw->zeros ? kir_cast(b, kir_cast(b, lv[2], KIR_I32), KIR_F32) : kir_const_f(b, KIR_F32, 8);
+        KirValue *qf = kir_sub(b, kir_cast(b, q, KIR_F32), z);
+        v = kir_mul(b, qf, kir_cast(b, lv[1], KIR_F32));
+        return kir_cast(b, v, t->dt);
+    }
+    KirValue *q = kir_cast(b, lv[0], KIR_I32);
+    if (t->fmt == QF_Q8_0) /* the i8 value as f32((u ^ 128)) - 128 (exact), as for w4a16 above */
+        q = kir_binary(b, KIR_OP_XOR, q, kir_const_i32(b, 128));
     else
         q = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, q, t->shift), kir_const_i32(b, 15));
-    if (t->fmt == QF_Q4_0) q = kir_sub(b, q, kir_const_i32(b, 8));
-    KirValue *blk = kir_add(b, t->s_offs, step);
-    v = kir_mul(b, kir_cast(b, q, KIR_F32), load_half(b, qw->w, blk, m));
-    if (t->fmt == QF_Q4_1) v = kir_add(b, v, load_half(b, qw->w, kir_add(b, blk, kir_const_i32(b, 2)), m));
+    KirValue *qf = kir_cast(b, q, KIR_F32);
+    if (t->fmt != QF_Q4_1) qf = kir_sub(b, qf, kir_const_f(b, KIR_F32, t->fmt == QF_Q8_0 ? 128 : 8));
+    v = kir_mul(b, qf, half_of(b, lv[1], lv[2]));
+    if (t->fmt == QF_Q4_1) v = kir_add(b, v, half_of(b, lv[3], lv[4]));
     return kir_cast(b, v, t->dt);
 }
 
@@ -298,6 +356,45 @@ static void qweight_params(KirBuilder *b, int fmt, KirDtype dt, int zeros, const
                      ? kir_param(b, names[1], kir_ptr(dt), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS)
                      : NULL;
     qw->zeros = zeros ? kir_param(b, names[2], kir_ptr(KIR_U8), KIR_PARAM_RDONLY) : NULL;
+}
+
+/* What a K step's loads need: the tiling, the B tile's offsets, the weights, the A tile's offsets and
+ * masks. */
+typedef struct QLoop {
+    const KfamMmTiles *mt;
+    const QTile *t;
+    const QWeight *qw, *qw2;
+    KirValue *x, *a_base, *a_mask, *b_mask, *zero;
+    int64_t K;
+    int bm, bn, bk;
+} QLoop;
+
+/* One K step's operands as loaded: the A tile and the leaves of the B tile(s), flattened in that order. */
+typedef struct QTrip {
+    KirValue *v[1 + 2 * Q_LEAVES];
+    int n, n1; /* all; the first weight's leaves */
+} QTrip;
+
+/* Issues the loads of the K step at k, masked by the k tail and, for a step issued ahead, by `valid`
+ * (k < hi: nothing is read past the program's K slice). */
+static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, KirValue *valid, QTrip *tr)
+{
+    KirValue *am = q->a_mask, *bmk = q->b_mask;
+    kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, k, &am, &bmk);
+    if (valid) {
+        am = kir_binary(b, KIR_OP_AND, am, kir_splat(b, valid, 2, (int[]){q->bm, q->bk}));
+        bmk = kfam_and(b, kir_splat(b, valid, 2, (int[]){q->bk, q->bn}), bmk);
+    }
+    QLeaves l1, l2 = {{0}, 0};
+    dequant_loads(b, q->t, q->qw, k, bmk, &l1);
+    if (q->qw2->w) dequant_loads(b, q->t, q->qw2, k, bmk, &l2);
+    tr->n = 0;
+    tr->v[tr->n++] = kir_load(b, q->x, kir_add(b, q->a_base, k), am, q->zero);
+    for (int i = 0; i < l1.n; i++)
+        tr->v[tr->n++] = l1.v[i];
+    tr->n1 = l1.n;
+    for (int i = 0; i < l2.n; i++)
+        tr->v[tr->n++] = l2.v[i];
 }
 
 static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
@@ -372,8 +469,16 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
                            (long long)g);
-    if (split > 1 && kfam_epilogue_two_weights(epi))
+    int inl = (int)kfam_spec_i(s, "ws", 0);
+    if (inl && KFAM_SPLITK_WS(N) > KFAM_MAX_I32_OFFSET)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: ws=1 needs N <= %lld",
+                           KFAM_MAX_I32_OFFSET / KFAM_SPLITK_WS(1));
+    if ((split > 1 || inl) && kfam_epilogue_two_weights(epi))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul and pair have no split-K form");
+    if (inl && split > 1 && (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || split > KFAM_SPLITK_MAX))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
+                           "qmatmul: split-K in the launch needs 16 <= BM <= %d, BN >= 16, SPLIT_K <= %d",
+                           KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX);
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -388,8 +493,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     KirValue *x = kir_param(&b, "x", kir_ptr(at), KIR_PARAM_RDONLY);
     KirValue *xs = at != dt ? kir_param(&b, "xs", kir_ptr(KIR_F32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS) : NULL;
     qweight_params(&b, fmt, sdt, (int)zeros, names1, &qw);
-    KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL;
-    if (split > 1) {
+    KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL, *sem = NULL;
+    if (split > 1 && !inl) {
         ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
     } else {
         if (kfam_epilogue_two_weights(epi)) qweight_params(&b, fmt, sdt, (int)zeros, names2, &qw2);
@@ -397,6 +502,10 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         if (epi == KFAM_EPI_RESIDUAL) r = kir_param(&b, "r", kir_ptr(dt), 0);
         dst = kir_param(&b, "out", kir_ptr(dt), 0);
         if (epi == KFAM_EPI_PAIR) dst2 = kir_param(&b, "out2", kir_ptr(dt), 0);
+        if (inl) {
+            ws = kir_param(&b, "ws", kir_ptr(KIR_F32), 0);
+            sem = kir_param(&b, "sem", kir_ptr(KIR_I32), 0);
+        }
     }
     KfamMmTiles mt;
     kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &mt);
@@ -411,20 +520,51 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     int shape[2] = {bm, bn};
     KirDtype acc_t = at == KIR_I8 ? KIR_I32 : KIR_F32; /* i8 dots accumulate in i32 */
     KirValue *zero = kir_const_f(&b, at, 0);
-    KirValue *inits[2] = {kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape), NULL};
+    enum { MAX_AHEAD = 2 };
+    KirValue *inits[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)], *yields[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)];
+    inits[0] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     int n_acc = qw2.w ? 2 : 1;
     if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     qtile_init(&b, &t, K, rk, rn);
-    t.mask = b_mask;
+    QLoop ql = {&mt, &t, &qw, &qw2, x, a_base, a_mask, b_mask, zero, K, bm, bn, bk};
+    /* A B tile computed from its loads: the loads of the next `ahead` K steps are issued before this
+     * step's dequantization and dot and carried in registers (STAGES - 1 of them, at most 2), so each
+     * program keeps DRAM reads in flight while it computes; tiles used as loaded are pipelined by the
+     * backend instead (cp.async, STAGES as its ring). */
+    int ahead = b_computed(&t) ? (stages - 1 < MAX_AHEAD ? stages - 1 : MAX_AHEAD) : 0;
+    int64_t trip_bytes = (int64_t)bm * bk * kir_dtype_bytes(at) +
+                         (qw2.w ? 2 : 1) * (int64_t)bk * bn * leaf_bytes(fmt, g, sdt, (int)zeros);
+    while (ahead > 0 && ahead * trip_bytes / (32 * (int64_t)kir_config_get(&cfg, "WARPS", 4)) / 4 > 64)
+        ahead--; /* the carried steps take at most a quarter of the registers (as kir_verify counts them) */
+    QTrip tr = {{0}, 0, 0};
+    int n_init = n_acc;
+    for (int p = 0; p < ahead; p++) {
+        KirValue *kp = p ? kir_add(&b, lo, kir_const_i32(&b, p * bk)) : lo;
+        trip_loads(&b, &ql, kp, kir_lt(&b, kp, hi), &tr);
+        for (int i = 0; i < tr.n; i++)
+            inits[n_init++] = tr.v[i];
+    }
+    int per = ahead ? (n_init - n_acc) / ahead : 0;
 
-    KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
+    KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_init,
+                                   !ahead && stages > 1 ? stages : 0);
     KirValue *kk = body->args[0];
-    KirValue *am = a_mask;
-    kfam_mm_k_tail(&b, &mt, K, bm, bn, bk, kk, &am, &t.mask);
-    KirValue *atile = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
-    KirValue *yields[2] = {kir_dot(&b, atile, dequant_tile(&b, &t, &qw, kk), body->args[1]), NULL};
-    if (qw2.w) yields[1] = kir_dot(&b, atile, dequant_tile(&b, &t, &qw2, kk), body->args[2]);
-    KirInst *loop = kir_for_end(&b, yields, n_acc);
+    KirValue *const *cur = body->args + 1 + n_acc; /* this step's operands, loaded `ahead` steps before */
+    if (ahead) {
+        KirValue *kn = kir_add(&b, kk, kir_const_i32(&b, ahead * bk));
+        trip_loads(&b, &ql, kn, kir_lt(&b, kn, hi), &tr);
+    } else {
+        trip_loads(&b, &ql, kk, NULL, &tr);
+        cur = tr.v;
+    }
+    yields[0] = kir_dot(&b, cur[0], dequant_math(&b, &t, &qw, cur + 1), body->args[1]);
+    if (qw2.w) yields[1] = kir_dot(&b, cur[0], dequant_math(&b, &t, &qw2, cur + 1 + tr.n1), body->args[2]);
+    int n_yield = n_acc;
+    for (int i = per; i < ahead * per; i++) /* the steps after this one move up; the new one joins */
+        yields[n_yield++] = body->args[1 + n_acc + i];
+    for (int i = 0; ahead && i < tr.n; i++)
+        yields[n_yield++] = tr.v[i];
+    KirInst *loop = kir_for_end(&b, yields, n_yield);
 
     KirValue *acc = loop->res[0], *acc2 = qw2.w ? loop->res[1] : NULL;
     if (xs) { /* W8A8: the f32 sum times the row's activation scale (then the channel's below) */
@@ -439,10 +579,12 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     }
     KirValue *c_offs = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
     KirValue *c_mask = kfam_outer_mask(&b, mmask, nmask, bm, bn);
-    if (split > 1)
+    if (split > 1 && !inl) {
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
-    else
-        kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, dst2, rn, nmask, c_offs, c_mask);
+        return kfam_kernel_end(&b, out);
+    }
+    if (split > 1) acc = kfam_mm_splitk_sum(&b, acc, ws, sem, N, bn, split, c_offs, &c_mask);
+    kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, dst2, rn, nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }
 

@@ -455,6 +455,33 @@ static int chunks_along_dim0(const CgCudaGen *g, const KirValue *x)
     return X->form == CG_CUDA_REG && g->lay[X->lay].kind == CG_CUDA_BLOCKED && g->lay[X->lay].order == 0;
 }
 
+/* Writes b16 tile x (REG or VIRT) into shared memory with element (r, c) at ptr[line * pitch + pos], pos
+ * along the tile's dimension `along`. A BLOCKED register tile whose chunks run along that dimension
+ * stores each chunk as one vector of packed pairs (one cvt per pair, one st.shared per chunk: the image
+ * of a dequantized weight tile); x = dtype(f32 tile) packs the f32 source, which rounds the same. */
+static void stage_b16(CgCudaGen *g, const KirValue *x, KirDtype st, const char *ptr, int pitch, int along)
+{
+    const CgCudaVal *X = val(g, x);
+    const CgCudaLayout *L = X->form == CG_CUDA_REG ? &g->lay[X->lay] : NULL;
+    const char *line = along ? "r" : "c", *pos = along ? "c" : "r";
+    const char *index = cg_cuda_fmt(g, "%s * %d + %s", line, pitch, pos);
+    if (!L || L->kind != CG_CUDA_BLOCKED || L->order != along || L->vec < 2 || L->vec > 8 || L->vec % 2 ||
+        L->slots % L->vec) {
+        stage_tile(g, x, ptr, index, st == KIR_BF16 ? "kd_f32_to_bf16(%s)" : "kd_f32_to_f16(%s)");
+        return;
+    }
+    const char *src = a_reg_name(g, x), *pk = st == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
+    cg_cuda_slot_loop(g, X->lay, L->vec);
+    cg_cuda_open(g, "if (ok)");
+    cg_cuda_line(g, "unsigned t[%d];", L->vec / 2);
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int i = 0; i < %d; i++) t[i] = %s(%s[s + 2 * i], %s[s + 2 * i + 1]);", L->vec / 2, pk,
+                 src, src);
+    cg_cuda_line(g, "kd_vstore<%d>((unsigned *)(%s + %s), t);", L->vec / 2, ptr, index);
+    cg_cuda_close(g);
+    cg_cuda_close(g);
+}
+
 static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
 {
     const KirValue *a = in->ops[0], *b = in->ops[1], *res = in->res[0];
@@ -467,7 +494,6 @@ static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
     int pa = at ? Mp + 8 : Kp + 8, pb = bt ? Np + 8 : Kp + 8;
     int na = areg ? 0 : (at ? Kp : Mp) * pa, nb = (bt ? Kp : Np) * pb;
     const char *mt = cg_cuda_mem_type(st);
-    const char *conv = st == KIR_BF16 ? "kd_f32_to_bf16(%s)" : "kd_f32_to_f16(%s)";
     cg_cuda_begin(g);
     cg_cuda_line(g, "%s *const sa = (%s *)kd_scratch, *const sb = sa + %d;", mt, mt, (na + 63) / 64 * 64);
     cg_cuda_scratch(g, ((int64_t)(na + 63) / 64 * 64 + nb) * 2);
@@ -476,10 +502,8 @@ static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
                      (na + 63) / 64 * 64 + nb, g->threads);
         cg_cuda_line(g, "__syncthreads();");
     }
-    if (!areg)
-        stage_tile(g, a, "sa", at ? cg_cuda_fmt(g, "c * %d + r", pa) : cg_cuda_fmt(g, "r * %d + c", pa),
-                   conv);
-    stage_tile(g, b, "sb", bt ? cg_cuda_fmt(g, "r * %d + c", pb) : cg_cuda_fmt(g, "c * %d + r", pb), conv);
+    if (!areg) stage_b16(g, a, st, "sa", pa, !at);
+    stage_b16(g, b, st, "sb", pb, bt);
     cg_cuda_line(g, "__syncthreads();");
     Opnd A = {"sa", pa, at, NULL, 0, NULL}, B = {"sb", pb, bt, NULL, 0, NULL};
     if (areg) {

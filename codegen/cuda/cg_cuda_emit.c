@@ -219,8 +219,43 @@ static const char *int_literal(CgCudaGen *g, KirDtype t, int64_t v)
 
 /* ---- element-wise expressions ---- */
 
+/* At most how many low bits integer value x can have set (x >= 0), or 64 when unknown: constants, u8
+ * widened, and / or / xor of such (and with a nonnegative operand bounds the result whatever the other). */
+static int int_bits(const CgCudaGen *g, const KirValue *x, int depth)
+{
+    const KirInst *d = g->v[x->id].def;
+    if (!d || depth > 8) return 64;
+    switch (d->op) {
+    case KIR_OP_CONST: {
+        if (kir_dtype_is_float(x->type.dtype) || d->i < 0) return 64;
+        int n = 0;
+        while (n < 63 && (d->i >> n)) n++;
+        return n;
+    }
+    case KIR_OP_SPLAT:
+    case KIR_OP_EXPAND:
+    case KIR_OP_BROADCAST: return int_bits(g, d->ops[0], depth + 1);
+    case KIR_OP_CAST: return d->ops[0]->type.dtype == KIR_U8 || d->ops[0]->type.dtype == KIR_I1 ? 8 : 64;
+    case KIR_OP_AND: {
+        int a = int_bits(g, d->ops[0], depth + 1), b = int_bits(g, d->ops[1], depth + 1);
+        return a < b ? a : b;
+    }
+    case KIR_OP_OR:
+    case KIR_OP_XOR: {
+        int a = int_bits(g, d->ops[0], depth + 1), b = int_bits(g, d->ops[1], depth + 1);
+        return a > b ? a : b;
+    }
+    default: return 64;
+    }
+}
+
 static const char *elem_expr(CgCudaGen *g, const KirInst *in, const char *const *o)
 {
+    /* an i32 of at most 23 bits to f32: 2^23 + x by its bits, less 2^23 (exact; two integer-pipe ops
+     * instead of the int-to-float unit's quarter rate: dequantized nibbles) */
+    if (in->op == KIR_OP_CAST && in->ops[0]->type.dtype == KIR_I32 && kir_dtype_is_float(in->res[0]->type.dtype) &&
+        int_bits(g, in->ops[0], 0) <= 23)
+        return rnd(g, in->res[0]->type.dtype, cg_cuda_fmt(g, "kd_u23_to_f32(%s)", o[0]));
     KirDtype t = in->ops[in->op == KIR_OP_SELECT ? 1 : 0]->type.dtype, rt = in->res[0]->type.dtype;
     int fl = kir_dtype_is_float(t), b1 = t == KIR_I1;
     const char *a = o[0], *b = in->n_ops > 1 ? o[1] : NULL;

@@ -65,6 +65,11 @@ __device__ __forceinline__ float kd_exp2(float x)
 }
 __device__ __forceinline__ float kd_sin(float x) { return sinf(kd_reduce_angle(x)); }
 __device__ __forceinline__ float kd_cos(float x) { return cosf(kd_reduce_angle(x)); }
+/* f32 of 0 <= x < 2^23, exactly: 2^23 + x assembled by its bits, less 2^23. */
+__device__ __forceinline__ float kd_u23_to_f32(int x)
+{
+    return __int_as_float(0x4B000000 | x) - 8388608.0f;
+}
 __device__ __forceinline__ float kd_rbf16(float x)
 {
     return kd_bf16_to_f32(kd_f32_to_bf16(x));

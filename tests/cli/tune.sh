@@ -46,6 +46,11 @@ rw=("$kiln" run "$d/tiny.kiln" --prompt-ids "1 2 3 4 5 6 7 8 9" --max-tokens 8 -
 "${rw[@]}" --random-weights 5 --weights "$d/w.safetensors" > /dev/null 2>&1; rc1=$?
 "${rw[@]}" > /dev/null 2>&1; rc2=$?
 [ $rc1 = 2 ] && [ $rc2 = 2 ] && ok "run: weights from a file or random, exactly one" || bad "run weights usage ($rc1 $rc2)"
+# one prompt without --print-ids and no tokenizer to stream text with: all the tokens, printed as ids
+"$kiln" run "$d/tiny.kiln" --prompt-ids "1 2 3" --max-tokens 6 --ignore-eos --device host --no-db \
+  --random-weights 5 > "$d/r4" 2> "$d/r4err"
+[ "$(wc -w < "$d/r4")" = 6 ] && ok "run: one prompt, no tokenizer: 6 ids" ||
+  bad "run one prompt without a tokenizer: $(cat "$d/r4" "$d/r4err")"
 
 # every family tuned once (attention, kv_write, embedding, sample, ...): one candidate each
 "${tune[@]}" --db "$d/all.db" --max-candidates 1 --budget 120 > "$d/out" 2> "$d/log" &&

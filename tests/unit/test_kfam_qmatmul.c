@@ -326,6 +326,7 @@ typedef struct Case {
     float *xs;                               /* W8A8: x's row scales */
     float *ws;
     double *want, *want2; /* want2: pair's second output */
+    int inl;              /* spec ws=1: split-K reduced in the launch (ws, sem after out) */
 } Case;
 
 /* Appends the activation arguments: x [, xs]. */
@@ -364,20 +365,24 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     IrArena *a = ir_arena_create();
     KirDtype dt = c->dt;
     KfamSpec s = spec_of(c->f, dt, c->N, c->K, c->epi);
+    if (c->inl) kfam_spec_int(&s, "ws", 1);
     KirKernel *k = ksweep_build(r, a, &s, cfg), *ek = NULL;
+    float *iws = NULL; /* ws=1: the partial slices (poisoned) and the tile counters (zero, left zero) */
+    int32_t *sem = NULL;
+    size_t n_sem = c->inl ? (size_t)KFAM_SPLITK_SEMS(c->N) : 0;
     int split = (int)kir_config_get(cfg, "SPLIT_K", 1), pair = !strcmp(c->epi, "pair");
     int two = pair || !strcmp(c->epi, "silu_mul");
     int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
     size_t mn = (size_t)c->M * c->N;
     ksweep_check(r, k, !(two && split > 1 && k), "qmatmul %s SPLIT_K=%d built", c->epi, split);
-    if (k && split > 1) {
+    if (k && split > 1 && !c->inl) {
         KfamSpec es = kfam_spec("matmul_splitk_epilogue");
         kfam_spec_int(&es, "N", c->N);
         kfam_spec_str(&es, "dtype", kir_dtype_name(dt));
         kfam_spec_str(&es, "epilogue", c->epi);
         ek = ksweep_build(r, a, &es, NULL);
     }
-    if (!k || (split > 1 && !ek)) goto done;
+    if (!k || (split > 1 && !c->inl && !ek)) goto done;
     kref_poison(c->out, kref_bytes(dt, mn));
     kref_poison(c->out2, kref_bytes(dt, mn));
     memset(c->ws, 0, sizeof(float) * mn);
@@ -385,7 +390,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     int n = 0, ran;
     n = x_args(c, args, n);
     n = qw_args(&c->w, args, n);
-    if (split > 1) {
+    if (split > 1 && !c->inl) {
         args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
     } else {
         if (two) n = qw_args(&c->w2, args, n);
@@ -393,9 +398,23 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
         args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
         if (pair) args[n++] = (KRunArg){c->out2, kref_bytes(dt, mn), 0, 0};
+        if (c->inl) {
+            size_t n_ws = (size_t)KFAM_SPLITK_WS(c->N);
+            iws = malloc(sizeof(float) * n_ws);
+            sem = calloc(n_sem, sizeof(int32_t));
+            if (!iws || !sem) abort();
+            kref_poison(iws, sizeof(float) * n_ws);
+            args[n++] = (KRunArg){iws, sizeof(float) * n_ws, 0, 0};
+            args[n++] = (KRunArg){sem, sizeof(int32_t) * n_sem, 0, 0};
+        }
     }
     args[n++] = (KRunArg){NULL, 0, c->M, 0};
     ran = ksweep_run(r, k, args);
+    for (size_t i = 0; ran > 0 && i < n_sem; i++)
+        if (sem[i]) {
+            ksweep_check(r, k, 0, "qmatmul ws=1 M=%d N=%d: tile counter %zu left %d", c->M, c->N, i, (int)sem[i]);
+            break;
+        }
     if (ran > 0 && ek) {
         n = 0;
         args[n++] = (KRunArg){c->ws, sizeof(float) * mn, 0, 0};
@@ -410,13 +429,15 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         double err = kref_rel_l2(got, o ? c->want2 : c->want, mn);
         ksweep_margin(r, err / kref_tol(dt));
         ksweep_check(r, k, err < kref_tol(dt),
-                     "qmatmul %s g%d z%d %s M=%d N=%d K=%d epilogue=%s: out%s rel-L2 %.3g", c->f->wfmt,
-                     c->f->group, c->f->zeros, kir_dtype_name(dt), c->M, c->N, c->K, c->epi, o ? "2" : "",
-                     err);
+                     "qmatmul %s g%d z%d %s M=%d N=%d K=%d epilogue=%s%s: out%s rel-L2 %.3g", c->f->wfmt,
+                     c->f->group, c->f->zeros, kir_dtype_name(dt), c->M, c->N, c->K, c->epi,
+                     c->inl ? " ws=1" : "", o ? "2" : "", err);
         free(got);
     }
     if (ran > 0 && pair) check_pair_bits(r, a, c, k);
 done:
+    free(iws);
+    free(sem);
     ir_arena_destroy(a);
 }
 
@@ -465,6 +486,22 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
                      "none", c.want2);
     for (int i = 0; i < n_cfgs; i++)
         run_config(r, &c, &cfgs[pick[i]]);
+    /* split-K reduced in the launch (ws=1, the runtime's decode form): the default and the split configs
+     * of at most KFAM_SPLITK_ROWS rows (2: BM 32 x 2 slices; 4: BM 16 x 4) where M fits their BM (the
+     * runtime takes a split binary for at most its BM rows); compiled executors (their budget is compile
+     * time) one of the two in half of the cases */
+    if (!two) {
+        c.inl = 1;
+        int sp = c.M <= 16 ? 4 : c.M <= 32 ? 2 : 0;
+        if (n_cfgs == 6) {
+            run_config(r, &c, &cfgs[0]);
+            if (c.M <= 32) run_config(r, &c, &cfgs[2]);
+            if (c.M <= 16) run_config(r, &c, &cfgs[4]);
+        } else if (sp && (c.N + c.K) % 2 == 0) {
+            run_config(r, &c, &cfgs[sp == 4 && (c.M & 1) ? 2 : sp]);
+        }
+        c.inl = 0;
+    }
     qw_free(&c.w);
     if (two) qw_free(&c.w2);
     free(c.x);

@@ -17,9 +17,18 @@ static GirGraph *load(const char *model, const char *set)
     snprintf(path, sizeof path, "%s/recipes/llama.lua", src ? src : ".");
     FeOptions o = fe_options_default();
     o.model = model;
-    const char *sets[1] = {set};
+    /* set: one or two space-separated key=value */
+    char buf[128];
+    const char *sets[2] = {NULL, NULL};
+    o.n_sets = 0;
+    if (set) {
+        snprintf(buf, sizeof buf, "%s", set);
+        char *sp = strchr(buf, ' ');
+        if (sp) *sp = 0;
+        sets[o.n_sets++] = buf;
+        if (sp) sets[o.n_sets++] = sp + 1;
+    }
     o.sets = sets;
-    o.n_sets = set ? 1 : 0;
     GirGraph *g = NULL;
     IrDiag d = {0};
     KT_CHECK(fe_recipe_build(path, &o, &g, &d) == IR_OK, "%s", d.msg);
@@ -112,8 +121,8 @@ static void check_fused(const Schedule *s, const char *model, int layers, int fu
              "%s: %d kv_write (rope), %d rope, %d pair, %d group launches", model, kv, ropes, pairs, groups);
 }
 
-/* Split-K pair (kfam_matmul.c, ws=1): exactly the unquantized single-product matmuls with K >= 4096 carry
- * ws=1 and end their arguments with the shared %splitk_ws and %splitk_sem (live for the whole step, as
+/* Split-K pair (kfam_matmul.c and kfam_qmatmul.c, ws=1): exactly the single-product matmuls (quantized or
+ * not; not a dense one of another weight dtype) with K >= 4096 carry ws=1 and end their arguments with the shared %splitk_ws and %splitk_sem (live for the whole step, as
  * large as the widest such N needs); returns how many launches carry it. */
 static int check_splitk(const Schedule *s, const char *model)
 {
@@ -125,7 +134,7 @@ static int check_splitk(const Schedule *s, const char *model)
     }
     for (int i = 0; i < s->n_launches; i++) {
         const SchedKernel *k = &s->kernels[s->launches[i].kernel];
-        if (strcmp(k->spec.family, "matmul")) continue;
+        if (strcmp(k->spec.family, "matmul") && strcmp(k->spec.family, "qmatmul")) continue;
         const char *epi = kfam_spec_s(&k->spec, "epilogue", "none");
         int64_t N = kfam_spec_i(&k->spec, "N", 0), K = kfam_spec_i(&k->spec, "K", 0);
         int want = K >= 4096 && !kfam_spec_s(&k->spec, "wdtype", NULL) &&
@@ -179,6 +188,21 @@ static void test_f8_planes(void)
     gir_graph_destroy(g);
 }
 
+/* Quantized (w4a16), K >= 4096: the down projection (K 8192) of each layer takes qmatmul's split-K in the
+ * launch; o (K 2048) does not. */
+static void test_quant_splitk(void)
+{
+    GirGraph *g = load("llama-3.2-1b", "n_layers=2 weight_dtype=w4g128");
+    if (!g) return;
+    IrArena *a = ir_arena_create();
+    Schedule *s = NULL;
+    IrDiag d = {0};
+    KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "llama-3.2-1b w4g128: %s", d.msg);
+    if (s) KT_CHECK(check_splitk(s, "llama-3.2-1b w4g128") == 2, "llama-3.2-1b w4g128: split-K launches");
+    ir_arena_destroy(a);
+    gir_graph_destroy(g);
+}
+
 static void test_model(const char *model, const char *set, int layers, int fused)
 {
     GirGraph *g = load(model, set);
@@ -197,6 +221,8 @@ static void test_model(const char *model, const char *set, int layers, int fused
         /* Llama-3-8B: o (K 4096) and down (K 14336) of every layer; SmolLM2 and tiny: none (K < 4096) */
         if (!strcmp(model, "llama-3-8b"))
             KT_CHECK(splitk == 2 * layers, "%s: %d split-K launches", model, splitk);
+        if (!strcmp(model, "llama-3.2-1b")) /* down (K 8192) only: o has K 2048 */
+            KT_CHECK(splitk == layers, "%s: %d split-K launches", model, splitk);
         if (!strcmp(model, "smollm2-135m") || !strcmp(model, "tiny"))
             KT_CHECK(splitk == 0, "%s: %d split-K launches", model, splitk);
         KT_CHECK(s->n_kernels <= 15, "%s: %d distinct kernels (specs shared across layers)", model,
@@ -279,6 +305,7 @@ int main(void)
     test_model("tiny", NULL, 2, 2);
     test_model("llama-3-8b", NULL, 32, 2);
     test_model("llama-3.2-1b", "n_layers=2", 2, 2); /* llama3 rope scaling: all keys on kv_write */
+    test_quant_splitk();
     test_model("qwen2-7b", "n_layers=3", 3, 0);     /* qkv bias: nothing fused */
     test_model("smollm2-135m", NULL, 30, 2);
     test_model("smollm2-135m", "weight_dtype=q4_1", 30, 1); /* GGUF Q4_1 linear layers: qmatmul kernels */
