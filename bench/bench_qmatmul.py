@@ -7,6 +7,7 @@ f32(s) rounded to bf16, as the kernel does. The target: kiln >= 3.0x cuBLAS's sp
 at M = 64.
 
 Usage: python3 bench/bench_qmatmul.py --lib build-gpu/bench/libkbench.so [--runs 50] [--config "BM=16 ..."]
+       [--epilogue none|silu_mul|pair] [--shapes NxK,...] [--m 1,4,16,64]
 """
 import argparse
 import os
@@ -22,10 +23,20 @@ p.add_argument("--lib", required=True)
 p.add_argument("--runs", type=int, default=50)
 p.add_argument("--config", action="append", default=[], help="a config to time beside the default")
 p.add_argument("--group", type=int, default=128)
+p.add_argument("--epilogue", default="none", choices=["none", "silu_mul", "pair"],
+               help="silu_mul / pair: two weights (gate/up, k/v); the peer multiplies both in one cuBLAS call "
+                    "on the weights stacked (its silu and product are not timed)")
+p.add_argument("--shapes", default=None, help="NxK,... (default: 28672x4096,4096x14336; silu_mul 14336x4096; "
+                                              "pair 1024x4096)")
+p.add_argument("--m", default="1,4,16,64")
 args = p.parse_args()
 kb.init(args.lib)
 dev = torch.device("cuda")
 G = args.group
+epi = args.epilogue
+nw = 1 if epi == "none" else 2
+default_shapes = {"none": "28672x4096,4096x14336", "silu_mul": "14336x4096", "pair": "1024x4096"}[epi]
+shapes = [tuple(int(v) for v in s.split("x")) for s in (args.shapes or default_shapes).split(",")]
 
 
 def make_weight(N, K, g):
@@ -41,26 +52,40 @@ def make_weight(N, K, g):
     return words.contiguous(), s.contiguous(), z.to(torch.uint8).contiguous(), dense
 
 
+def reference(y, N):
+    """The epilogue on float64 products y [M, nw * N]: the outputs' expected values."""
+    if epi == "none":
+        return [y]
+    if epi == "pair":
+        return [y[:, :N], y[:, N:]]
+    return [torch.nn.functional.silu(y[:, :N]) * y[:, N:]]
+
+
 rows = []
 gen = torch.Generator(device=dev).manual_seed(0)
-for N, K in ((28672, 4096), (4096, 14336)):
-    sets = kb.sets_for(N * K // 2)
-    ws = [make_weight(N, K, gen) for _ in range(sets)]
-    for M in (1, 4, 16, 64):
-        spec = f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype=f16 epilogue=none ws=1 m_hint={M}"
+for N, K in shapes:
+    sets = kb.sets_for(nw * N * K // 2)
+    wts = [[make_weight(N, K, gen) for _ in range(nw)] for _ in range(sets)]
+    dense = [torch.cat([w[3] for w in wt]) for wt in wts]  # [nw * N, K]
+    wsb, sem = kb.splitk_buffers(N)  # ws=1: split-K reduced in the launch (the runtime's own form)
+    for M in (int(m) for m in args.m.split(",")):
+        spec = (f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype=f16 epilogue={epi} ws=1 "
+                f"m_hint={M}")
         xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
-        outs = [torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(sets)]
-        ref = xs[0].double() @ ws[0][3].double().t()
-        peer_ms = kb.median_ms(lambda i: torch.matmul(xs[i], ws[i][3].t()), sets, args.runs)
-        wsb, sem = kb.splitk_buffers(N)  # ws=1: split-K reduced in the launch (the runtime's own form)
+        outs = [[torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(sets)]
+                for _ in range(2 if epi == "pair" else 1)]
+        refs = reference(xs[0].double() @ dense[0].double().t(), N)
+        peer_ms = kb.median_ms(lambda i: torch.matmul(xs[i], dense[i].t()), sets, args.runs)
         for k in kb.kernels("qmatmul", spec, [""] + args.config):
             def run(i, k=k):
-                k(xs[i], ws[i][0], ws[i][1], ws[i][2], outs[i], wsb, sem, M)
+                wargs = [t for w in wts[i] for t in w[:3]]
+                k(xs[i], *wargs, *[o[i] for o in outs], wsb, sem, M)
 
-            outs[0].fill_(float("nan"))
+            for o in outs:
+                o[0].fill_(float("nan"))
             run(0)
             torch.cuda.synchronize()
-            err = kb.rel_l2(outs[0], ref)
+            err = max(kb.rel_l2(o[0], r) for o, r in zip(outs, refs))
             ms = kb.median_ms(run, sets, args.runs)
             speed = peer_ms / ms
             want = 3.0 if M <= 16 else 1.5
@@ -69,7 +94,7 @@ for N, K in ((28672, 4096), (4096, 14336)):
                   f"cuBLAS bf16 {peer_ms * 1e3:.1f} us, {speed:.2f}x (target >= {want}x)", flush=True)
 
 print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  runs/median {args.runs}  w4a16 g{G} "
-      "zeros, f16 scales, bf16 activations")
+      f"zeros, f16 scales, bf16 activations, epilogue {epi}")
 print(f"{'shape':12} {'M':>3} {'config':44} {'rel L2':>8} {'kiln us':>8} {'cuBLAS us':>9} {'speedup':>8} target")
 for shape, M, cfg, err, k_us, p_us, speed, want in rows:
     print(f"{shape:12} {M:3d} {cfg:44} {err:8.1e} {k_us:8.1f} {p_us:9.1f} {speed:7.2f}x >= {want}x "

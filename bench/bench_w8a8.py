@@ -33,7 +33,9 @@ f8 = torch.float8_e4m3fn
 def quantize_rows(x):
     """quant_rows' rule in torch: s = amax / 448 (1 for a zero row), q = e4m3(x / s)."""
     amax = x.float().abs().amax(dim=1, keepdim=True)
-    s = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    # amax / 448 as a tensor division: torch divides by a Python scalar as a product with its reciprocal,
+    # which is not the rule (one IEEE division)
+    s = torch.where(amax > 0, amax / torch.full_like(amax, 448.0), torch.ones_like(amax))
     return (x.float() / s).to(f8), s.squeeze(1).contiguous()
 
 

@@ -66,12 +66,13 @@ void kfam_mm_tiles(KirBuilder *b, KirValue *M, int64_t N, int64_t K, int bm, int
                    KfamMmTiles *t);
 void kfam_mm_k_range(KirBuilder *b, const KfamMmTiles *t, int split, int64_t ks, KirValue **lo,
                      KirValue **hi);
-/* Split-K reduced in the launch (spec ws=1, kfam.h KFAM_SPLITK_*): stores program z's partial tile acc
- * (f32 [BM,BN] at c_offs, masked by *c_mask) into slice z of ws, counts the tile's arrivals in sem, and
- * returns the sum of the SPLIT_K slices in z order (deterministic); *c_mask is narrowed to the last program
- * to arrive, which owns the epilogue and leaves the counter zero. */
-KirValue *kfam_mm_splitk_sum(KirBuilder *b, KirValue *acc, KirValue *ws, KirValue *sem, int64_t N, int bn,
-                             int split, KirValue *c_offs, KirValue **c_mask);
+/* Split-K reduced in the launch (spec ws=1, kfam.h KFAM_SPLITK_*): stores program z's partial tiles
+ * accs[j] (f32 [BM,BN] at c_offs, masked by *c_mask) into slice z + j * split of ws (n_acc * split <=
+ * KFAM_SPLITK_MAX), counts the tile's arrivals in sem, and replaces each accs[j] by the sum of its SPLIT_K
+ * slices in z order (deterministic); *c_mask is narrowed to the last program to arrive, which owns the
+ * epilogue and leaves the counter zero. */
+void kfam_mm_splitk_sum(KirBuilder *b, KirValue **accs, int n_acc, KirValue *ws, KirValue *sem, int64_t N,
+                        int bn, int split, KirValue *c_offs, KirValue **c_mask);
 /* Inside the K loop at kk: when BK does not divide K, ands the k-tail mask into the A mask *am [BM,BK]
  * and the B mask *bmk [BK,BN] (NULL: all). */
 void kfam_mm_k_tail(KirBuilder *b, const KfamMmTiles *t, int64_t K, int bm, int bn, int bk, KirValue *kk,

@@ -315,7 +315,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
         return kfam_kernel_end(&b, out);
     }
-    if (split > 1) acc = kfam_mm_splitk_sum(&b, acc, ws, sem, N, bn, split, c_offs, &c_mask);
+    if (split > 1) kfam_mm_splitk_sum(&b, &acc, 1, ws, sem, N, bn, split, c_offs, &c_mask);
     kfam_matmul_epilogue(&b, epi, dt, odt, acc, w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn, nmask,
                          c_offs, c_mask);
     return kfam_kernel_end(&b, out);
@@ -335,25 +335,31 @@ void kfam_mm_tiles(KirBuilder *b, KirValue *M, int64_t N, int64_t K, int bm, int
     t->nmask = N % bn ? kir_lt(b, t->rn, t->cN) : NULL;
 }
 
-KirValue *kfam_mm_splitk_sum(KirBuilder *b, KirValue *acc, KirValue *ws, KirValue *sem, int64_t N, int bn,
-                             int split, KirValue *c_offs, KirValue **c_mask)
+void kfam_mm_splitk_sum(KirBuilder *b, KirValue **accs, int n_acc, KirValue *ws, KirValue *sem, int64_t N,
+                        int bn, int split, KirValue *c_offs, KirValue **c_mask)
 {
-    int shape[2] = {acc->type.shape[0], acc->type.shape[1]};
+    int shape[2] = {accs[0]->type.shape[0], accs[0]->type.shape[1]};
     KirValue *slice = kir_const_i32(b, (int)(KFAM_SPLITK_ROWS * N));
-    kir_store(b, ws, kir_add(b, c_offs, kir_mul(b, kir_pid(b, 2), slice)), acc, *c_mask);
+    for (int j = 0; j < n_acc; j++) { /* accumulator j's partial in slice z + j * SPLIT_K */
+        KirValue *z = j ? kir_add(b, kir_pid(b, 2), kir_const_i32(b, j * split)) : kir_pid(b, 2);
+        kir_store(b, ws, kir_add(b, c_offs, kir_mul(b, z, slice)), accs[j], *c_mask);
+    }
     KirValue *tile =
         kir_add(b, kir_mul(b, kir_pid(b, 0), kir_const_i32(b, (int)kfam_cdiv(N, bn))), kir_pid(b, 1));
     KirValue *last = kir_binary(b, KIR_OP_EQ, kir_arrive(b, sem, tile), kir_const_i32(b, split - 1));
     KirValue *lmask = kir_splat(b, last, 2, shape);
     *c_mask = *c_mask ? kir_binary(b, KIR_OP_AND, *c_mask, lmask) : lmask;
     KirValue *f0 = kir_const_f(b, KIR_F32, 0);
-    KirValue *sum = kir_load(b, ws, c_offs, *c_mask, f0);
-    for (int z = 1; z < split; z++)
-        sum = kir_add(
-            b, sum,
-            kir_load(b, ws, kir_add(b, c_offs, kir_const_i32(b, (int)(z * KFAM_SPLITK_ROWS * N))), *c_mask, f0));
+    for (int j = 0; j < n_acc; j++) {
+        KirValue *sum = NULL;
+        for (int z = j * split; z < (j + 1) * split; z++) {
+            KirValue *o = z ? kir_add(b, c_offs, kir_const_i32(b, (int)(z * KFAM_SPLITK_ROWS * N))) : c_offs;
+            KirValue *part = kir_load(b, ws, o, *c_mask, f0);
+            sum = sum ? kir_add(b, sum, part) : part;
+        }
+        accs[j] = sum;
+    }
     kir_store(b, sem, tile, kir_const_i32(b, 0), last);
-    return sum;
 }
 
 void kfam_mm_k_range(KirBuilder *b, const KfamMmTiles *t, int split, int64_t ks, KirValue **lo, KirValue **hi)

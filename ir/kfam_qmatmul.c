@@ -56,14 +56,15 @@
  *   out      ptr<dtype> [M, N]
  *   [out2    ptr<dtype> [M, N]]           pair: x @ dequant(w2)^T
  *   M        i32
- * SPLIT_K > 1 (epilogue none, bias or residual; silu_mul and pair are INVALID): params x, w, [scales],
- * [zeros], ws, M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial product over K
- * slice [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add, and the dense
- * family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 and fp8 scale the partial
- * first. Spec ws=1 (epilogue none, bias or residual): split-K reduced in the launch as the dense family's
- * ws=1 (kfam_matmul.c): params ws ptr<f32> (KFAM_SPLITK_WS(N)) and sem ptr<i32> (KFAM_SPLITK_SEMS(N), zero
- * at entry, left zero) follow out at every SPLIT_K; the last program of a tile sums the slices in z order
- * and writes the epilogue. The decode default splits K when few column tiles would leave SMs idle.
+ * SPLIT_K > 1 without ws=1 (epilogue none, bias or residual; silu_mul and pair are INVALID): params x, w,
+ * [scales], [zeros], ws, M, with ws ptr<f32> [M, N] zeroed by the caller; program z adds its partial
+ * product over K slice [z*KS, z*KS + KS) (KS = cdiv(cdiv(K, SPLIT_K), BK) * BK) into ws with atomic_add,
+ * and the dense family's matmul_splitk_epilogue (spec N, dtype, epilogue) finishes. w8a16 and fp8 scale the
+ * partial first. Spec ws=1 (any epilogue): split-K reduced in the launch as the dense family's ws=1
+ * (kfam_matmul.c): params ws ptr<f32> (KFAM_SPLITK_WS(N)) and sem ptr<i32> (KFAM_SPLITK_SEMS(N), zero at
+ * entry, left zero) follow out (out2) at every SPLIT_K; the last program of a tile sums the slices in z
+ * order and writes the epilogue; silu_mul and pair keep acc2's slices after acc's (SPLIT_K <= 4). The
+ * decode default splits K when few column tiles would leave SMs idle.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
  * (32 for GGUF formats), else the config is INVALID.
@@ -163,8 +164,9 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
      * resident programs (H200, session 9, w4a16 g128 4096 x 14336 M=1: 47.9 us at 8 warps x 8 slices vs
      * 113.2 unsplit; 28672 x 4096: 98.3 vs 113.5; M=64 4096 x 14336: 87.5 vs 306.8) */
     int64_t split = 1, tiles = kfam_cdiv(N, bn), warps = small_m ? 4 : 8;
-    if (kfam_spec_i(s, "ws", 0) && small_m && !two && bm <= KFAM_SPLITK_ROWS && K >= 4096) {
-        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= 4096 && K / (split * 2) >= 512 &&
+    if (kfam_spec_i(s, "ws", 0) && small_m && bm <= KFAM_SPLITK_ROWS && K >= 4096) {
+        /* silu_mul and pair: two accumulators' slices share the workspace (at most 4 slices each) */
+        while (split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split * 2 <= 4096 && K / (split * 2) >= 512 &&
                K / (split * 2) >= bk)
             split *= 2;
         if (split > 1) warps = 8;
@@ -473,12 +475,14 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (inl && KFAM_SPLITK_WS(N) > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: ws=1 needs N <= %lld",
                            KFAM_MAX_I32_OFFSET / KFAM_SPLITK_WS(1));
-    if ((split > 1 || inl) && kfam_epilogue_two_weights(epi))
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul and pair have no split-K form");
-    if (inl && split > 1 && (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || split > KFAM_SPLITK_MAX))
+    int n_acc = kfam_epilogue_two_weights(epi) ? 2 : 1;
+    if (split > 1 && !inl && n_acc == 2)
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul and pair split K only in the launch (ws=1)");
+    if (inl && split > 1 &&
+        (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || n_acc * split > KFAM_SPLITK_MAX))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
                            "qmatmul: split-K in the launch needs 16 <= BM <= %d, BN >= 16, SPLIT_K <= %d",
-                           KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX);
+                           KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX / n_acc);
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -523,7 +527,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     enum { MAX_AHEAD = 2 };
     KirValue *inits[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)], *yields[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)];
     inits[0] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
-    int n_acc = qw2.w ? 2 : 1;
+    /* n_acc: 2 with a second weight (silu_mul, pair) */
     if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     qtile_init(&b, &t, K, rk, rn);
     QLoop ql = {&mt, &t, &qw, &qw2, x, a_base, a_mask, b_mask, zero, K, bm, bn, bk};
@@ -583,7 +587,11 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
         return kfam_kernel_end(&b, out);
     }
-    if (split > 1) acc = kfam_mm_splitk_sum(&b, acc, ws, sem, N, bn, split, c_offs, &c_mask);
+    if (split > 1) {
+        KirValue *accs[2] = {acc, acc2};
+        kfam_mm_splitk_sum(&b, accs, n_acc, ws, sem, N, bn, split, c_offs, &c_mask);
+        acc = accs[0], acc2 = accs[1];
+    }
     kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, dst2, rn, nmask, c_offs, c_mask);
     return kfam_kernel_end(&b, out);
 }

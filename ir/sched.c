@@ -270,12 +270,13 @@ static int lower_node(Lower *L, const GirNode *n, KfamSpec *sp, Args *x)
             arg_weight(x, in[i], &n->in[i]->type);
         for (int i = 0; i < n->n_out; i++) /* epilogue pair: out, out2; group: out, out2, out3 */
             arg_buf(x, out[i]);
-        /* long rows of one product: decode variants may split K inside the launch (kfam_matmul.c,
-         * kfam_qmatmul.c) */
+        /* long rows: decode variants may split K inside the launch (kfam_matmul.c: one product;
+         * kfam_qmatmul.c: silu_mul and pair too) */
         int64_t N = n->in[1]->type.dim[0].n, K = n->in[1]->type.dim[1].n;
+        int one = !strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual");
         if ((quant || n->in[1]->type.dtype == n->out[0]->type.dtype) && K >= 4096 &&
             KFAM_SPLITK_WS(N) <= INT32_MAX &&
-            (!strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual"))) {
+            (one || (quant && (!strcmp(epi, "silu_mul") || !strcmp(epi, "pair"))))) {
             int ws, sem;
             if (splitk_bufs(L, N, &ws, &sem)) return -1;
             kfam_spec_int(sp, "ws", 1);

@@ -342,15 +342,24 @@ static int x_args(const Case *c, KRunArg *args, int n)
 static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const KirKernel *k)
 {
     KfamSpec s = spec_of(c->f, c->dt, c->N, c->K, "none");
+    if (c->inl) kfam_spec_int(&s, "ws", 1); /* the same split, summed in the same order */
     KirKernel *nk = ksweep_build(r, a, &s, &k->cfg);
     size_t mn = kref_bytes(c->dt, (size_t)c->M * c->N);
+    size_t n_ws = c->inl ? (size_t)KFAM_SPLITK_WS(c->N) : 0, n_sem = c->inl ? (size_t)KFAM_SPLITK_SEMS(c->N) : 0;
+    float *iws = c->inl ? malloc(sizeof(float) * n_ws) : NULL;
+    int32_t *sem = c->inl ? calloc(n_sem, sizeof(int32_t)) : NULL;
+    if (c->inl && (!iws || !sem)) abort();
     for (int i = 0; nk && i < 2; i++) {
-        KRunArg args[6];
+        KRunArg args[8];
         int n = 0;
         kref_poison(c->sep, mn);
         n = x_args(c, args, n);
         n = qw_args(i ? &c->w2 : &c->w, args, n);
         args[n++] = (KRunArg){c->sep, mn, 0, 0};
+        if (c->inl) {
+            args[n++] = (KRunArg){iws, sizeof(float) * n_ws, 0, 0};
+            args[n++] = (KRunArg){sem, sizeof(int32_t) * n_sem, 0, 0};
+        }
         args[n++] = (KRunArg){NULL, 0, c->M, 0};
         if (ksweep_run(r, nk, args) > 0)
             ksweep_check(r, k, !memcmp(c->sep, i ? c->out2 : c->out, mn),
@@ -358,6 +367,8 @@ static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const K
                          c->f->wfmt, c->f->group, c->f->zeros, kir_dtype_name(c->dt), c->M, c->N, c->K,
                          i ? "2" : "");
     }
+    free(iws);
+    free(sem);
 }
 
 static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
@@ -374,7 +385,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     int two = pair || !strcmp(c->epi, "silu_mul");
     int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
     size_t mn = (size_t)c->M * c->N;
-    ksweep_check(r, k, !(two && split > 1 && k), "qmatmul %s SPLIT_K=%d built", c->epi, split);
+    ksweep_check(r, k, !(two && split > 1 && !c->inl && k), "qmatmul %s SPLIT_K=%d built", c->epi, split);
     if (k && split > 1 && !c->inl) {
         KfamSpec es = kfam_spec("matmul_splitk_epilogue");
         kfam_spec_int(&es, "N", c->N);
@@ -489,8 +500,8 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
     /* split-K reduced in the launch (ws=1, the runtime's decode form): the default and the split configs
      * of at most KFAM_SPLITK_ROWS rows (2: BM 32 x 2 slices; 4: BM 16 x 4) where M fits their BM (the
      * runtime takes a split binary for at most its BM rows); compiled executors (their budget is compile
-     * time) one of the two in half of the cases */
-    if (!two) {
+     * time) one of the two in half of the cases; silu_mul and pair too (at most 4 slices each) */
+    {
         c.inl = 1;
         int sp = c.M <= 16 ? 4 : c.M <= 32 ? 2 : 0;
         if (n_cfgs == 6) {
@@ -566,22 +577,25 @@ static void cuda_compile(void)
         KirDtype dt;
         int N, K;
         const char *epi;
-        int m_hint;
+        int m_hint, ws; /* ws: split-K in the launch, as the scheduler gives K >= 4096 */
     } specs[] = {
-        {{"w4a16", 128, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512},
-        {{"w4a16", 32, 0, 0, NULL}, KIR_F16, 4096, 14336, "residual", 0},
-        {{"w8a16", 0, 0, 0, NULL}, KIR_F16, 4096, 4096, "residual", 1},
-        {{"fp8", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1},
-        {{"fp8", 0, 0, 0, "fp8"}, KIR_BF16, 8192, 8192, "none", 0},
-        {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 4096, 4096, "residual", 1},
-        {{"fp8", 0, 0, 1, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512},
-        {{"q4_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "residual", 1},
-        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 1536, 576, "silu_mul", 1},
-        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 192, 576, "pair", 1},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 1},
-        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 0},
-        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 0},
+        {{"w4a16", 128, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1, 0},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 4096, 14336, "none", 1, 1},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 1, 1},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 16, 1},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
+        {{"w4a16", 32, 0, 0, NULL}, KIR_F16, 4096, 14336, "residual", 0, 0},
+        {{"w8a16", 0, 0, 0, NULL}, KIR_F16, 4096, 4096, "residual", 1, 0},
+        {{"fp8", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1, 0},
+        {{"fp8", 0, 0, 0, "fp8"}, KIR_BF16, 8192, 8192, "none", 0, 0},
+        {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 4096, 4096, "residual", 1, 0},
+        {{"fp8", 0, 0, 1, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
+        {{"q4_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "residual", 1, 0},
+        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 1536, 576, "silu_mul", 1, 0},
+        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 192, 576, "pair", 1, 0},
+        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 1, 0},
+        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 0, 0},
+        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 0, 0},
     };
     const CgTarget *t = cg_target_find("sm_90a");
     int nvrtc = t && cg_backend_for(t, "cuda");
@@ -589,6 +603,7 @@ static void cuda_compile(void)
     for (unsigned i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         KfamSpec s = spec_of(&specs[i].f, specs[i].dt, specs[i].N, specs[i].K, specs[i].epi);
         if (specs[i].m_hint) kfam_spec_int(&s, "m_hint", specs[i].m_hint);
+        if (specs[i].ws) kfam_spec_int(&s, "ws", 1);
         IrArena *a = ir_arena_create();
         KirKernel *k = NULL;
         IrDiag d = {0};

@@ -122,7 +122,8 @@ static void check_fused(const Schedule *s, const char *model, int layers, int fu
 }
 
 /* Split-K pair (kfam_matmul.c and kfam_qmatmul.c, ws=1): exactly the single-product matmuls (quantized or
- * not; not a dense one of another weight dtype) with K >= 4096 carry ws=1 and end their arguments with the shared %splitk_ws and %splitk_sem (live for the whole step, as
+ * not; not a dense one of another weight dtype) and the quantized silu_mul and pair with K >= 4096 carry
+ * ws=1 and end their arguments with the shared %splitk_ws and %splitk_sem (live for the whole step, as
  * large as the widest such N needs); returns how many launches carry it. */
 static int check_splitk(const Schedule *s, const char *model)
 {
@@ -137,9 +138,11 @@ static int check_splitk(const Schedule *s, const char *model)
         if (strcmp(k->spec.family, "matmul") && strcmp(k->spec.family, "qmatmul")) continue;
         const char *epi = kfam_spec_s(&k->spec, "epilogue", "none");
         int64_t N = kfam_spec_i(&k->spec, "N", 0), K = kfam_spec_i(&k->spec, "K", 0);
+        int quant = !strcmp(k->spec.family, "qmatmul");
         int want = K >= 4096 && !kfam_spec_s(&k->spec, "wdtype", NULL) &&
                    !kfam_spec_i(&k->spec, "gather", 0) &&
-                   (!strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual"));
+                   (!strcmp(epi, "none") || !strcmp(epi, "bias") || !strcmp(epi, "residual") ||
+                    (quant && (!strcmp(epi, "silu_mul") || !strcmp(epi, "pair"))));
         const SchedLaunch *l = &s->launches[i];
         int has = l->n_args >= 3 && l->args[l->n_args - 3].kind == SCHED_ARG_BUF &&
                   l->args[l->n_args - 3].buf == ws && l->args[l->n_args - 2].buf == sem;
@@ -189,18 +192,28 @@ static void test_f8_planes(void)
 }
 
 /* Quantized (w4a16), K >= 4096: the down projection (K 8192) of each layer takes qmatmul's split-K in the
- * launch; o (K 2048) does not. */
+ * launch; o, q, k + v and gate/up (K 2048) do not. */
 static void test_quant_splitk(void)
 {
-    GirGraph *g = load("llama-3.2-1b", "n_layers=2 weight_dtype=w4g128");
-    if (!g) return;
-    IrArena *a = ir_arena_create();
-    Schedule *s = NULL;
-    IrDiag d = {0};
-    KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "llama-3.2-1b w4g128: %s", d.msg);
-    if (s) KT_CHECK(check_splitk(s, "llama-3.2-1b w4g128") == 2, "llama-3.2-1b w4g128: split-K launches");
-    ir_arena_destroy(a);
-    gir_graph_destroy(g);
+    /* llama-3.2-1b: down only; llama-3-8b (K 4096): q, k + v (pair), o, gate/up (silu_mul), down */
+    static const struct {
+        const char *model;
+        int per_layer;
+    } m[2] = {{"llama-3.2-1b", 1}, {"llama-3-8b", 5}};
+    for (int i = 0; i < 2; i++) {
+        GirGraph *g = load(m[i].model, "n_layers=2 weight_dtype=w4g128");
+        if (!g) return;
+        IrArena *a = ir_arena_create();
+        Schedule *s = NULL;
+        IrDiag d = {0};
+        KT_CHECK(sched_build(g, NULL, a, &s, &d) == IR_OK, "%s w4g128: %s", m[i].model, d.msg);
+        if (s) {
+            int n = check_splitk(s, m[i].model);
+            KT_CHECK(n == 2 * m[i].per_layer, "%s w4g128: %d split-K launches", m[i].model, n);
+        }
+        ir_arena_destroy(a);
+        gir_graph_destroy(g);
+    }
 }
 
 static void test_model(const char *model, const char *set, int layers, int fused)
