@@ -79,10 +79,12 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
     r->out[r->n_out++] = tok;
     if (r->print_ids || !r->stream) return 0;
     size_t len = 0;
-    if (kiln_engine_detokenize(r->e, r->out, r->n_out, r->text, r->text_cap, &len) != KILN_OK) {
-        r->stream = 0, r->no_text = 1; /* go on generating; the ids are printed at the end */
+    KilnStatus st = kiln_engine_detokenize(r->e, r->out, r->n_out, r->text, r->text_cap, &len);
+    if (st == KILN_ERR_UNSUPPORTED && r->n_out == 1) { /* no tokenizer (kiln.h): go on, print the ids */
+        r->stream = 0, r->no_text = 1;
         return 0;
     }
+    if (st != KILN_OK) return 1;
     if (len > r->text_cap) {
         char *t = realloc(r->text, len * 2);
         if (!t) return 1;

@@ -128,11 +128,12 @@ static int64_t group_of(const KfamSpec *s, int fmt)
 /* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
  * enough for about one program per SM (and BK x BN <= 128 x 64: Llama-3-8B's 28672 x 4096 at 128 x 128
  * needed ~272 registers per thread) and 128-long K steps (a few groups or blocks per trip: more bytes in
- * flight), 4 warps, 4 stages. Large or unknown M: 128x128 tiles (64 wide for the two accumulators and
+ * flight), 4 warps; with ws=1 and K >= 4096, K split in the launch and 8 warps (below). Large or unknown M:
+ * 128x128 tiles (64 wide for the two accumulators and
  * dequantized tiles of silu_mul and pair), 8 warps, 3 stages; W8A8 FP8 (act=fp8) 128 x 256 x 128, 4 stages:
  * wgmma k32 reads whole 128-byte rows of e4m3 codes, and the 1-byte images leave room for the wide tile. BK is
- * at least the group and at most pow2(K); stages drop until the dot operands' pipeline fits 200 KiB of
- * shared memory. */
+ * at least the group and at most pow2(K); stages (4 for decode, else 3) drop until the dot operands'
+ * pipeline fits 200 KiB of shared memory, and are 1 for a dequantized B tile (below). */
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
@@ -384,7 +385,7 @@ static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, KirValue *val
     KirValue *am = q->a_mask, *bmk = q->b_mask;
     kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, k, &am, &bmk);
     if (valid) {
-        am = kir_binary(b, KIR_OP_AND, am, kir_splat(b, valid, 2, (int[]){q->bm, q->bk}));
+        am = kfam_and(b, am, kir_splat(b, valid, 2, (int[]){q->bm, q->bk}));
         bmk = kfam_and(b, kir_splat(b, valid, 2, (int[]){q->bk, q->bn}), bmk);
     }
     QLeaves l1, l2 = {{0}, 0};
@@ -471,18 +472,10 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
                            (long long)g);
-    int inl = (int)kfam_spec_i(s, "ws", 0);
-    if (inl && KFAM_SPLITK_WS(N) > KFAM_MAX_I32_OFFSET)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: ws=1 needs N <= %lld",
-                           KFAM_MAX_I32_OFFSET / KFAM_SPLITK_WS(1));
-    int n_acc = kfam_epilogue_two_weights(epi) ? 2 : 1;
+    int inl = (int)kfam_spec_i(s, "ws", 0), n_acc = kfam_epilogue_two_weights(epi) ? 2 : 1;
     if (split > 1 && !inl && n_acc == 2)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul and pair split K only in the launch (ws=1)");
-    if (inl && split > 1 &&
-        (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || n_acc * split > KFAM_SPLITK_MAX))
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
-                           "qmatmul: split-K in the launch needs 16 <= BM <= %d, BN >= 16, SPLIT_K <= %d",
-                           KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX / n_acc);
+    if (kfam_mm_splitk_check("qmatmul", N, inl, split, bm, bn, n_acc, d)) return d->status;
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));
@@ -527,7 +520,6 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     enum { MAX_AHEAD = 2 };
     KirValue *inits[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)], *yields[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)];
     inits[0] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
-    /* n_acc: 2 with a second weight (silu_mul, pair) */
     if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     qtile_init(&b, &t, K, rk, rn);
     QLoop ql = {&mt, &t, &qw, &qw2, x, a_base, a_mask, b_mask, zero, K, bm, bn, bk};

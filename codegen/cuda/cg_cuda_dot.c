@@ -763,7 +763,9 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     const char *fence = p->wgmma ? "kd_fence_proxy_async(); " : "";
     cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
                  S > 1 ? "s" : "",
-                 p->wgmma ? "wgmma m64nNk16 from 128-byte-swizzled tiles" : "mma.sync m16n8k16");
+                 !p->wgmma                  ? "mma.sync m16n8k16"
+                 : pipe_esz(&p->loads[0]) == 1 ? "wgmma m64nNk32 (e4m3) from 128-byte-swizzled tiles"
+                                                : "wgmma m64nNk16 from 128-byte-swizzled tiles");
     int packs = declare_loop_a(g, p);
     cg_cuda_begin(g);
     if (p->wgmma)

@@ -235,7 +235,11 @@ static int int_bits(const CgCudaGen *g, const KirValue *x, int depth)
     case KIR_OP_SPLAT:
     case KIR_OP_EXPAND:
     case KIR_OP_BROADCAST: return int_bits(g, d->ops[0], depth + 1);
-    case KIR_OP_CAST: return d->ops[0]->type.dtype == KIR_U8 || d->ops[0]->type.dtype == KIR_I1 ? 8 : 64;
+    case KIR_OP_CAST: /* u8 or i1 widened to i32 or i64 */
+        return (d->ops[0]->type.dtype == KIR_U8 || d->ops[0]->type.dtype == KIR_I1) &&
+                       (x->type.dtype == KIR_I32 || x->type.dtype == KIR_I64)
+                   ? 8
+                   : 64;
     case KIR_OP_AND: {
         int a = int_bits(g, d->ops[0], depth + 1), b = int_bits(g, d->ops[1], depth + 1);
         return a < b ? a : b;

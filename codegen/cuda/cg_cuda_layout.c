@@ -372,9 +372,9 @@ static int expensive(const KirInst *in)
 /* A load cheaper to redo at every use than to hold, from a read-only param that nothing in the kernel may
  * write, at VIRT offsets: an index gather (integers: a block table looked up by key position; as a VIRT
  * value it keeps the addresses computed from it VIRT, so a dot loop can issue its cp.async copies for any
- * trip, cg_cuda_dot.c), or a vector that is only broadcast (an epilogue's row or column scales, a bias:
- * each element of the accumulator reads its own, in the accumulator's layout, instead of the vector
- * going through shared memory twice to reach that layout). Each use re-reads it (an L1 hit). */
+ * trip, cg_cuda_dot.c), or a vector that is only broadcast (an epilogue's row or column scales: each
+ * element of the accumulator reads its own, in the accumulator's layout, instead of the vector going
+ * through shared memory twice to reach that layout). Each use re-reads it (an L1 hit). */
 static int virt_load(const CgCudaGen *g, const KirInst *in)
 {
     const CgCudaVal *P = &g->v[in->ops[0]->id], *V = &g->v[in->res[0]->id];

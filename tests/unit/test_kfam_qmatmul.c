@@ -371,6 +371,8 @@ static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const K
     free(sem);
 }
 
+static int ws_split_runs; /* launches of split-K reduced in the launch (ws=1, SPLIT_K > 1) that ran */
+
 static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
 {
     IrArena *a = ir_arena_create();
@@ -421,6 +423,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     }
     args[n++] = (KRunArg){NULL, 0, c->M, 0};
     ran = ksweep_run(r, k, args);
+    if (ran > 0 && c->inl && split > 1) ws_split_runs++;
     for (size_t i = 0; ran > 0 && i < n_sem; i++)
         if (sem[i]) {
             ksweep_check(r, k, 0, "qmatmul ws=1 M=%d N=%d: tile counter %zu left %d", c->M, c->N, i, (int)sem[i]);
@@ -497,22 +500,6 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
                      "none", c.want2);
     for (int i = 0; i < n_cfgs; i++)
         run_config(r, &c, &cfgs[pick[i]]);
-    /* split-K reduced in the launch (ws=1, the runtime's decode form): the default and the split configs
-     * of at most KFAM_SPLITK_ROWS rows (2: BM 32 x 2 slices; 4: BM 16 x 4) where M fits their BM (the
-     * runtime takes a split binary for at most its BM rows); compiled executors (their budget is compile
-     * time) one of the two in half of the cases; silu_mul and pair too (at most 4 slices each) */
-    {
-        c.inl = 1;
-        int sp = c.M <= 16 ? 4 : c.M <= 32 ? 2 : 0;
-        if (n_cfgs == 6) {
-            run_config(r, &c, &cfgs[0]);
-            if (c.M <= 32) run_config(r, &c, &cfgs[2]);
-            if (c.M <= 16) run_config(r, &c, &cfgs[4]);
-        } else if (sp && (c.N + c.K) % 2 == 0) {
-            run_config(r, &c, &cfgs[sp == 4 && (c.M & 1) ? 2 : sp]);
-        }
-        c.inl = 0;
-    }
     qw_free(&c.w);
     if (two) qw_free(&c.w2);
     free(c.x);
@@ -567,6 +554,26 @@ static void sweep(const KRunner *r, KrefRng *g)
                     run_case(r, g, c, cfgs, pick, 2);
                 }
         }
+    /* split-K reduced in the launch (ws=1, the runtime's decode form), every format, every epilogue over
+     * the formats (silu_mul and pair keep acc2's slices after acc's: 4 x 2 fills the workspace's 8):
+     * 4 slices of 16 rows and 2 of 32 rows (STAGES 2: one K step's loads carried ahead), BK 128 (a
+     * multiple of every group), K of 8 such steps (+ a tail where the format allows), M within BM (the
+     * runtime takes a split binary for at most its BM rows); each format must run at least one */
+    KirConfig wcfg[2];
+    wcfg[0] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 128, "WARPS", 4, "STAGES", 1, "SPLIT_K", 4);
+    wcfg[1] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 128, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2);
+    for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
+        int before = ws_split_runs;
+        for (int j = 0; j < 2; j++) {
+            Case c = {.f = &fmts[fi], .dt = dtypes[0], .M = j ? 29 : 1 + (int)fi % 16, .N = 72,
+                      .epi = epilogues[(fi + 2 * (unsigned)j) % N_EPI], .inl = 1};
+            c.K = 8 * 128 + (per_row(c.f) ? 15 : 0);
+            int pick = j;
+            run_case(r, g, c, wcfg, &pick, 1);
+        }
+        ksweep_check(r, NULL, ws_split_runs > before, "qmatmul %s g%d: no split-K launch with ws=1 ran",
+                     fmts[fi].wfmt, fmts[fi].group);
+    }
 }
 
 /* The default kernels of model shapes build, fit sm_90a and host budgets and compile with NVRTC. */
