@@ -18,6 +18,7 @@
 #include "kir_interp.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,7 @@ typedef union Cell {
 typedef struct Interp {
     const KirKernel *k;
     void *const *args;
+    const size_t *bytes; /* by param: its buffer's size, 0 (or bytes NULL) when unknown */
     Cell **v;      /* by value id: its numel cells; .f for floats, .i for integers and pointers */
     Cell *scratch; /* for yields: max total numel of one yield */
     int32_t pid[3], nprog[3];
@@ -425,6 +427,23 @@ static void dot(Interp *I, const KirInst *in)
 
 /* ---- memory ---- */
 
+/* Is element idx of dtype t inside the buffer of the pointer param `ptr` (when its size is known)? */
+static int in_bounds(const Interp *I, const KirValue *ptr, int64_t idx, KirDtype t)
+{
+    const KirInst *pd = ptr->def;
+    if (!I->bytes || !pd || pd->op != KIR_OP_PARAM || !I->bytes[pd->i]) return 1;
+    int64_t w = kir_dtype_bytes(t);
+    return idx >= 0 && (uint64_t)idx * (uint64_t)w + (uint64_t)w <= I->bytes[pd->i];
+}
+
+static IrStatus out_of_bounds(Interp *I, const KirInst *in, int64_t idx)
+{
+    char what[128];
+    snprintf(what, sizeof what, "element %lld outside the %zu-byte buffer of param %s", (long long)idx,
+             I->bytes[in->ops[0]->def->i], I->k->params[in->ops[0]->def->i].name);
+    return fail(I, in, what);
+}
+
 static IrStatus memory(Interp *I, const KirInst *in)
 {
     void *base = (void *)(uintptr_t)cells(I, in->ops[0])[0].i;
@@ -446,6 +465,7 @@ static IrStatus memory(Interp *I, const KirInst *in)
                 continue;
             }
             if (!base) return fail(I, in, "NULL pointer");
+            if (!in_bounds(I, in->ops[0], o[j * so].i, t)) return out_of_bounds(I, in, o[j * so].i);
             mem_read(base, o[j * so].i, t, &r[j]);
         }
         return IR_OK;
@@ -455,6 +475,7 @@ static IrStatus memory(Interp *I, const KirInst *in)
     for (int j = 0; j < n; j++) {
         if (mask && !mask[j * sm].i) continue;
         if (!base) return fail(I, in, "NULL pointer");
+        if (!in_bounds(I, in->ops[0], o[j * so].i, t)) return out_of_bounds(I, in, o[j * so].i);
         Cell v = val[j * sv];
         if (in->op == KIR_OP_ATOMIC_ADD) {
             Cell old;
@@ -574,6 +595,8 @@ static IrStatus run_inst(Interp *I, const KirInst *in)
     case KIR_OP_ARRIVE: {
         int32_t *base = (int32_t *)(uintptr_t)cells(I, in->ops[0])[0].i;
         if (!base) return fail(I, in, "NULL pointer");
+        if (!in_bounds(I, in->ops[0], cells(I, in->ops[1])[0].i, KIR_I32))
+            return out_of_bounds(I, in, cells(I, in->ops[1])[0].i);
         r[0].i = __atomic_fetch_add(base + cells(I, in->ops[1])[0].i, 1, __ATOMIC_SEQ_CST);
         return IR_OK;
     }
@@ -675,9 +698,15 @@ void kir_grid_eval(const KirKernel *k, void *const *args, int32_t grid[3])
 
 IrStatus kir_interp_run(const KirKernel *k, void *const *args, const int32_t grid[3], IrDiag *d)
 {
+    return kir_interp_run_checked(k, args, NULL, grid, d);
+}
+
+IrStatus kir_interp_run_checked(const KirKernel *k, void *const *args, const size_t *bytes, const int32_t grid[3],
+                                IrDiag *d)
+{
     Sizes sz = {0, 0};
     size_block(k->body, &sz);
-    Interp I = {.k = k, .args = args, .d = d};
+    Interp I = {.k = k, .args = args, .bytes = bytes, .d = d};
     I.v = calloc((size_t)k->n_values + 1, sizeof(Cell *));
     Cell *pool = calloc(sz.cells + 1, sizeof(Cell));
     I.scratch = calloc(sz.yield + 1, sizeof(Cell));

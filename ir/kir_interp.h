@@ -16,4 +16,9 @@ void kir_grid_eval(const KirKernel *k, void *const *args, int32_t grid[3]);
  * detected). */
 IrStatus kir_interp_run(const KirKernel *k, void *const *args, const int32_t grid[3], IrDiag *d);
 
+/* kir_interp_run, and every load, store, atomic and arrive through pointer param i must stay inside its
+ * bytes[i] bytes (0: unchecked); an access outside is an error naming the element and the param. */
+IrStatus kir_interp_run_checked(const KirKernel *k, void *const *args, const size_t *bytes, const int32_t grid[3],
+                                IrDiag *d);
+
 #endif

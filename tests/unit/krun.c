@@ -37,10 +37,11 @@ static IrStatus interp_run(const KirKernel *k, KRunArg *a, IrDiag *d)
     void *ptrs[KIR_MAX_PARAMS], *args[KIR_MAX_PARAMS];
     int64_t storage[KIR_MAX_PARAMS];
     int32_t grid[3];
-    for (int i = 0; i < k->n_params; i++) ptrs[i] = a[i].data;
+    size_t bytes[KIR_MAX_PARAMS]; /* every access of a kernel under test stays inside its buffer */
+    for (int i = 0; i < k->n_params; i++) ptrs[i] = a[i].data, bytes[i] = k->params[i].type.is_ptr ? a[i].bytes : 0;
     krun_pack_args(k, a, ptrs, args, storage);
     kir_grid_eval(k, args, grid);
-    return kir_interp_run(k, args, grid, d);
+    return kir_interp_run_checked(k, args, bytes, grid, d);
 }
 
 const KRunner krun_interp = {"interp", interp_available, interp_run};

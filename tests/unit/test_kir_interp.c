@@ -316,6 +316,38 @@ static void test_pointer_select(void)
     k_end(&t);
 }
 
+/* kir_interp_run_checked: an access outside a param's buffer is an error naming it; masked lanes are not
+ * accesses. */
+static void test_bounds(void)
+{
+    K t;
+    k_begin(&t, "bounds");
+    KirBuilder *b = &t.b;
+    KirValue *pa = kir_param(b, "a", kir_ptr(KIR_F32), KIR_PARAM_RDONLY);
+    KirValue *o = kir_param(b, "out", kir_ptr(KIR_F32), 0);
+    KirValue *off = kir_param(b, "off", kir_scalar(KIR_I32), 0);
+    KirValue *n = kir_param(b, "n", kir_scalar(KIR_I32), 0);
+    KirValue *i = kir_arange(b, 4), *m = kir_lt(b, i, n);
+    kir_store(b, o, i, kir_load(b, pa, kir_add(b, i, off), m, kir_const_f(b, KIR_F32, 0)), NULL);
+    float A[4] = {1, 2, 3, 4}, out[4] = {-1, -1, -1, -1};
+    void *va = A, *vo = out;
+    int32_t shift = 0, lanes = 4;
+    void *args[4] = {&va, &vo, &shift, &lanes};
+    size_t bytes[4] = {sizeof A, sizeof out, 0, 0};
+    int32_t grid[3] = {1, 1, 1};
+    IrDiag d = {0};
+    KT_CHECK(kir_interp_run_checked(t.k, args, bytes, grid, &d) == IR_OK && out[3] == 4, "in bounds: %s", d.msg);
+    shift = 1;
+    IrStatus st = kir_interp_run_checked(t.k, args, bytes, grid, &d);
+    KT_CHECK(st != IR_OK && strstr(d.msg, "element 4 outside the 16-byte buffer of param a"),
+             "one past the end: %s", d.msg);
+    lanes = 3; /* the lane that would read element 4 is masked */
+    d = (IrDiag){0};
+    KT_CHECK(kir_interp_run_checked(t.k, args, bytes, grid, &d) == IR_OK && out[2] == 4 && out[3] == 0,
+             "masked lane: %s", d.msg);
+    k_end(&t);
+}
+
 int main(void)
 {
     test_rounding();
@@ -325,5 +357,6 @@ int main(void)
     test_dot_rand();
     test_memory();
     test_pointer_select();
+    test_bounds();
     return kt_done("test_kir_interp");
 }
