@@ -130,8 +130,9 @@ static int64_t group_of(const KfamSpec *s, int fmt)
  * needed ~272 registers per thread) and 128-long K steps (a few groups or blocks per trip: more bytes in
  * flight), 4 warps; with ws=1 and K >= 4096, K split in the launch and 8 warps (below). Large or unknown M:
  * 128x128 tiles (64 wide for the two accumulators and
- * dequantized tiles of silu_mul and pair), 8 warps, 3 stages; W8A8 FP8 (act=fp8) 128 x 256 x 128, 4 stages:
- * wgmma k32 reads whole 128-byte rows of e4m3 codes, and the 1-byte images leave room for the wide tile. BK is
+ * dequantized tiles of silu_mul and pair), 8 warps, 3 stages; W8A8 (act=fp8: 128 x 256 x 128, int8: 128 x
+ * 128 x 128), 4 stages: wgmma k32 reads whole 128-byte rows of 8-bit codes, and the 1-byte images leave room
+ * for the wide tile. BK is
  * at least the group and at most pow2(K); stages (4 for decode, else 3) drop until the dot operands'
  * pipeline fits 200 KiB of shared memory, and are 1 for a dequantized B tile (below). */
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
@@ -144,10 +145,12 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !two ? 128 : 64);
     while (small_m && bn > 32 && N / bn < 120)
         bn /= 2; /* decode streams weights: fill ~132 SMs */
-    int f8 = !strcmp(kfam_spec_s(s, "act", "dtype"), "fp8"), esz = f8 ? 1 : 2;
+    const char *act = kfam_spec_s(s, "act", "dtype");
+    int f8 = !strcmp(act, "fp8") || !strcmp(act, "int8"), esz = f8 ? 1 : 2; /* W8A8: 8-bit operands */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m || f8 ? 128 : 64);
     if (bk < g) bk = kfam_pow2_ceil(g);
-    if (f8 && !small_m && !two) bn = kfam_clamp(kfam_pow2_ceil(N), 32, 256);
+    if (f8 && !small_m && !two) /* int8 wgmma stops at n224 */
+        bn = kfam_clamp(kfam_pow2_ceil(N), 32, !strcmp(act, "fp8") ? 256 : 128);
     while (small_m && bn > 32 && bk * bn > 128 * 64)
         bn /= 2; /* the dequantized [BK, BN] tile and its offset tiles stay within the registers */
     kir_config_set(cfg, "BM", bm);

@@ -35,10 +35,11 @@ const CgCudaPipe *cg_cuda_pipe_of(const CgCudaGen *g, const KirInst *loop)
 
 static int a_in_regs(const CgCudaGen *g, const KirInst *in);
 
-/* Bytes per element of a piped load's image: 2 (bf16, f16) or 1 (e4m3). */
+/* Bytes per element of a piped load's image: 2 (bf16, f16) or 1 (e4m3, i8). */
 static int pipe_esz(const CgCudaPipeLoad *pl)
 {
-    return pl->ld->ops[0]->type.dtype == KIR_F8E4M3 ? 1 : 2;
+    KirDtype t = pl->ld->ops[0]->type.dtype;
+    return t == KIR_F8E4M3 || t == KIR_I8 ? 1 : 2;
 }
 
 /* ---- planning ---- */
@@ -82,7 +83,8 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     if (L->blk != body || ld->op != KIR_OP_LOAD || L->form != CG_CUDA_REG) return 0;
     const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
     KirDtype t = ld->ops[0]->type.dtype;
-    if ((t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3) || g->v[offs->id].form != CG_CUDA_VIRT) return 0;
+    if ((t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3 && t != KIR_I8) || g->v[offs->id].form != CG_CUDA_VIRT)
+        return 0;
     if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) return 0;
     if (ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) return 0;
     if (!recomputable(g, offs, body, 0) || (mask && !recomputable(g, mask, body, 0))) return 0;
@@ -92,7 +94,7 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     if (role == 1 && (m % 16 || n % 8)) return 0;
     const CgCudaAxis *ao = &g->v[offs->id].ax, *am = mask ? &g->v[mask->id].ax : NULL;
     int pref = role == 0 ? 1 : 0; /* the k dimension: rows of K elements feed ldmatrix without .trans */
-    int best_cd = -1, best_vw = 1, esz = t == KIR_F8E4M3 ? 1 : 2;
+    int best_cd = -1, best_vw = 1, esz = t == KIR_F8E4M3 || t == KIR_I8 ? 1 : 2;
     for (int pass = 0; pass < 2; pass++) {
         int cd = pass ? 1 - pref : pref, vw = 16 / esz;
         while (vw > 1 && (ao->contig[cd] < vw || ao->div[cd] < vw || (am && am->cnst[cd] < vw)))
@@ -128,7 +130,8 @@ static int pipe_load_index(const CgCudaGen *g, const CgCudaPipe *p, const KirVal
  * multiple of 64: whole 128-byte swizzle rows) or registers in the accumulator layout with 16 rows per
  * warp (FlashAttention's Q and P: wgmma's A fragment is that layout's k16 slice); B is a piped K-major
  * image (K % 64) or N-major image (N % 64: the rows of V). Images are copied in 16-byte pieces. e4m3
- * dots: both operands piped K-major images, K % 128 (m64nNk32 per 32-byte slice). */
+ * and i8 dots: both operands piped K-major images, K % 128 (m64nNk32 per 32-byte slice); i8's N is one of
+ * the integer shapes (8, 16, 24, or a multiple of 16 up to 224). */
 static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
 {
     if (strcmp(g->t->name, "sm_90a") || g->warps % 4) return 0;
@@ -140,10 +143,13 @@ static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
         const KirInst *in = body->insts[i];
         if (in->op != KIR_OP_DOT) continue;
         const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
-        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16 && a->dtype != KIR_F8E4M3) return 0;
+        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16 && a->dtype != KIR_F8E4M3 && a->dtype != KIR_I8) return 0;
+        int n = b->shape[1];
+        if (a->dtype == KIR_I8 && n > 24 && (n % 16 || n > 224)) return 0;
         if (a->shape[0] != 16 * g->warps || b->shape[1] % 8 || b->shape[1] > 256) return 0;
         int ja = pipe_load_index(g, p, in->ops[0]), jb = pipe_load_index(g, p, in->ops[1]);
-        if (a->dtype == KIR_F8E4M3) { /* no transposed 8-bit operands; whole 128-element swizzle rows */
+        if (a->dtype == KIR_F8E4M3 || a->dtype == KIR_I8) { /* no transposed 8-bit operands; whole
+                                                               * 128-element swizzle rows */
             if (ja < 0 || jb < 0 || p->loads[ja].trans || p->loads[jb].trans || a->shape[1] % 128) return 0;
             continue;
         }
@@ -170,7 +176,7 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
         if (in->op == KIR_OP_FOR) return; /* keep the pipelined body flat */
         if (in->op != KIR_OP_DOT) continue;
         KirDtype t = in->ops[0]->type.dtype;
-        if (!cg_cuda_dot_is_mma(t)) continue;
+        if (!cg_cuda_dot_is_mma(t) && t != KIR_I8) continue; /* i8: only on wgmma (below) */
         for (int role = 0; role < 2; role++) {
             if (role == 0 && a_in_regs(g, in))
                 continue; /* A from registers (P, or Q loaded before the loop) */
@@ -589,9 +595,10 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
     const CgCudaPipeLoad *B = piped_load(g, in->ops[1], &jb);
     const char *rd = p->stages > 1 ? "rd" : "0";
     KirDtype dt = in->ops[0]->type.dtype;
-    const char *kind = dt == KIR_BF16 ? "bf16" : dt == KIR_F16 ? "f16" : "e4m3", *ty = cg_cuda_mem_type(dt);
+    const char *kind = dt == KIR_BF16 ? "bf16" : dt == KIR_F16 ? "f16" : dt == KIR_I8 ? "s8" : "e4m3";
+    const char *ty = cg_cuda_mem_type(dt), *acc_t = dt == KIR_I8 ? "s32" : "f32", *cons = dt == KIR_I8 ? "+r" : "+f";
     /* elements per 128-byte swizzle row (AT) and per instruction's k slice of 32 bytes (KS) */
-    int esz = dt == KIR_F8E4M3 ? 1 : 2, AT = 128 / esz, KS = 32 / esz;
+    int esz = dt == KIR_F8E4M3 || dt == KIR_I8 ? 1 : 2, AT = 128 / esz, KS = 32 / esz;
     cg_cuda_begin(g);
     if (A) {
         cg_cuda_line(g, "const %s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * %d;", ty, ja, rd,
@@ -620,11 +627,13 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
     const char *af = a_packed(g, in->ops[0]) ? a_packed(g, in->ops[0]) : "af";
     ir_buf_printf(&b,
                   "asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\nwgmma.mma_async.sync.aligned."
-                  "m64n%dk%d.f32.%s.%s {",
-                  na + nin, N, KS, kind, kind);
+                  "m64n%dk%d.%s.%s.%s {",
+                  na + nin, N, KS, acc_t, kind, kind);
     for (int i = 0; i < na; i++)
         ir_buf_printf(&b, "%s%%%d", i ? ", " : "", i);
-    if (A && esz == 1) /* 8-bit operands take no transpose immediates */
+    if (A && dt == KIR_I8) /* integer operands: no scale or transpose immediates */
+        ir_buf_printf(&b, "}, %%%d, %%%d, p;\\n}\\n\"\n             : ", na, na + 1);
+    else if (A && esz == 1) /* 8-bit operands take no transpose immediates */
         ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1;\\n}\\n\"\n             : ", na, na + 1);
     else if (A)
         ir_buf_printf(&b, "}, %%%d, %%%d, p, 1, 1, 0, %d;\\n}\\n\"\n             : ", na, na + 1, B->trans);
@@ -632,7 +641,7 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
         ir_buf_printf(&b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d;\\n}\\n\"\n             : ", na,
                       na + 1, na + 2, na + 3, na + 4, B->trans);
     for (int i = 0; i < na; i++)
-        ir_buf_printf(&b, "%s\"+f\"(%s[%d])", i ? ", " : "", acc, i);
+        ir_buf_printf(&b, "%s\"%s\"(%s[%d])", i ? ", " : "", cons, acc, i);
     if (A)
         ir_buf_printf(&b, "\n             : \"l\"(da), \"l\"(db), \"r\"(1));");
     else
@@ -764,7 +773,7 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
                  S > 1 ? "s" : "",
                  !p->wgmma                  ? "mma.sync m16n8k16"
-                 : pipe_esz(&p->loads[0]) == 1 ? "wgmma m64nNk32 (e4m3) from 128-byte-swizzled tiles"
+                 : pipe_esz(&p->loads[0]) == 1 ? "wgmma m64nNk32 (8-bit) from 128-byte-swizzled tiles"
                                                 : "wgmma m64nNk16 from 128-byte-swizzled tiles");
     int packs = declare_loop_a(g, p);
     cg_cuda_begin(g);

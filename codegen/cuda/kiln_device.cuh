@@ -343,6 +343,10 @@ __device__ __forceinline__ void kd_fence_operand(float &r)
 {
     asm volatile("" : "+f"(r)::"memory");
 }
+__device__ __forceinline__ void kd_fence_operand(int &r)
+{
+    asm volatile("" : "+r"(r)::"memory");
+}
 /* Descriptor of a K-major operand tile in shared memory with the 128-byte swizzle: rows of 64 b16 (128 B,
  * 16-byte chunk j of row r stored at chunk j ^ (r % 8)), 8-row groups 1024 B apart, the atom 1024-byte
  * aligned. p may point 32*i bytes into a row group to select the k16 slice i. */

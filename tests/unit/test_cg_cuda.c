@@ -1116,6 +1116,19 @@ static void check_fp8_wgmma(void)
     KT_CHECK(src.s && strstr(src.s, "kd_cp_async<16>(kp1 + "), "w8a8 fp8: 16-byte copies of the weight codes");
     KT_CHECK(src.s && !strstr(src.s, "kt = (float *)kd_scratch"), "w8a8 fp8: no layout change of the scales");
     ir_buf_free(&src);
+    /* int8 (SmoothQuant): the same rings, wgmma s8 into s32 accumulators, n at most 224 */
+    KfamSpec si = kfam_spec("qmatmul");
+    kfam_spec_int(&si, "N", 8192), kfam_spec_int(&si, "K", 8192), kfam_spec_str(&si, "dtype", "bf16");
+    kfam_spec_str(&si, "wfmt", "w8a16"), kfam_spec_str(&si, "act", "int8");
+    k = NULL;
+    KT_CHECK(kfam_find("qmatmul")->build(arena, &si, &dflt, &k, &d) == IR_OK, "qmatmul int8 build: %s", d.msg);
+    if (!k) return;
+    IrBuf srci = {0};
+    cg_cuda_source(k, cg_target_find("sm_90a"), &srci, &d);
+    KT_CHECK(srci.s && strstr(srci.s, "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8") &&
+                 strstr(srci.s, "\"+r\"(v"),
+             "w8a8 int8: wgmma s8 with s32 accumulators");
+    ir_buf_free(&srci);
 }
 
 int main(void)

@@ -595,6 +595,7 @@ static void cuda_compile(void)
         {{"w8a16", 0, 0, 0, NULL}, KIR_F16, 4096, 4096, "residual", 1, 0},
         {{"fp8", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1, 0},
         {{"fp8", 0, 0, 0, "fp8"}, KIR_BF16, 8192, 8192, "none", 0, 0},
+        {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 8192, 8192, "residual", 0, 0},
         {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 4096, 4096, "residual", 1, 0},
         {{"fp8", 0, 0, 1, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
         {{"q4_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "residual", 1, 0},
