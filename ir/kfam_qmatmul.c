@@ -125,6 +125,14 @@ static int64_t group_of(const KfamSpec *s, int fmt)
     return per_row_scale(fmt) ? 1 : 32;
 }
 
+/* Is the B tile of format fmt with group g dequantized in the K loop (else it is the codes themselves, at
+ * most cast: w8a16 and per-channel fp8, whose scale multiplies the row's sum; W8A8's codes the dot
+ * pipelines itself)? */
+static int b_computed(int fmt, int64_t g)
+{
+    return !(per_row_scale(fmt) && g == 1);
+}
+
 /* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
  * enough for about one program per SM (and BK x BN <= 128 x 64: Llama-3-8B's 28672 x 4096 at 128 x 128
  * needed ~272 registers per thread) and 128-long K steps (a few groups or blocks per trip: more bytes in
@@ -159,7 +167,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * esz, stages = small_m || f8 ? 4 : 3;
     while (stages > 1 && stages * stage_bytes > 200 * 1024)
         stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
-    if (fmt >= 0 && !(per_row_scale(fmt) && g == 1))
+    if (fmt >= 0 && b_computed(fmt, g))
         stages = 1; /* a dequantized B tile: STAGES - 1 K steps of loads carried ahead in registers, which
                      * cost more (fewer resident programs) than they hide (H200, session 9, w4a16 g128
                      * 4096 x 14336 M=1, 8 warps x 8 slices: 49.5 us at STAGES=1, 55.7 at 2, 73.4 at 4) */
@@ -228,13 +236,6 @@ typedef struct QLeaves {
     int n;
 } QLeaves;
 
-/* Is the B tile computed from its loads (not a load used as it is: int8 and e4m3 codes of W8A8, which the
- * dot pipelines itself)? */
-static int b_computed(const QTile *t)
-{
-    return !(per_row_scale(t->fmt) && t->group == 1);
-}
-
 /* Bytes per B tile element of a K step's leaves (dequant_loads) with scales of dtype sdt. */
 static int leaf_bytes(int fmt, int64_t group, KirDtype sdt, int zeros)
 {
@@ -274,7 +275,7 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
 static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *const *lv)
 {
     KirValue *v;
-    if (per_row_scale(t->fmt) && t->group == 1) /* int8, e4m3 are exact in bf16/f16/f32; W8A8 as is */
+    if (!b_computed(t->fmt, t->group)) /* int8, e4m3 are exact in bf16/f16/f32; W8A8 as is */
         return lv[0]->type.dtype == t->dt ? lv[0] : kir_cast(b, lv[0], t->dt);
     if (t->fmt == QF_FP8) /* block-scaled e4m3: dtype(f32(q) * f32(s[n, k/G])) */
         return kir_cast(b, kir_mul(b, kir_cast(b, lv[0], KIR_F32), lv[1]), t->dt);
@@ -530,7 +531,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
      * step's dequantization and dot and carried in registers (STAGES - 1 of them, at most 2), so each
      * program keeps DRAM reads in flight while it computes; tiles used as loaded are pipelined by the
      * backend instead (cp.async, STAGES as its ring). */
-    int ahead = b_computed(&t) ? (stages - 1 < MAX_AHEAD ? stages - 1 : MAX_AHEAD) : 0;
+    int ahead = b_computed(fmt, g) ? (stages - 1 < MAX_AHEAD ? stages - 1 : MAX_AHEAD) : 0;
     int64_t trip_bytes = (int64_t)bm * bk * kir_dtype_bytes(at) +
                          (qw2.w ? 2 : 1) * (int64_t)bk * bn * leaf_bytes(fmt, g, sdt, (int)zeros);
     while (ahead > 0 && ahead * trip_bytes / (32 * (int64_t)kir_config_get(&cfg, "WARPS", 4)) / 4 > 64)

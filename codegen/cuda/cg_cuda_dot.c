@@ -38,8 +38,7 @@ static int a_in_regs(const CgCudaGen *g, const KirInst *in);
 /* Bytes per element of a piped load's image: 2 (bf16, f16) or 1 (e4m3, i8). */
 static int pipe_esz(const CgCudaPipeLoad *pl)
 {
-    KirDtype t = pl->ld->ops[0]->type.dtype;
-    return t == KIR_F8E4M3 || t == KIR_I8 ? 1 : 2;
+    return kir_dtype_bytes(pl->ld->ops[0]->type.dtype);
 }
 
 /* ---- planning ---- */
@@ -94,7 +93,7 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     if (role == 1 && (m % 16 || n % 8)) return 0;
     const CgCudaAxis *ao = &g->v[offs->id].ax, *am = mask ? &g->v[mask->id].ax : NULL;
     int pref = role == 0 ? 1 : 0; /* the k dimension: rows of K elements feed ldmatrix without .trans */
-    int best_cd = -1, best_vw = 1, esz = t == KIR_F8E4M3 || t == KIR_I8 ? 1 : 2;
+    int best_cd = -1, best_vw = 1, esz = kir_dtype_bytes(t);
     for (int pass = 0; pass < 2; pass++) {
         int cd = pass ? 1 - pref : pref, vw = 16 / esz;
         while (vw > 1 && (ao->contig[cd] < vw || ao->div[cd] < vw || (am && am->cnst[cd] < vw)))
@@ -598,7 +597,7 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
     const char *kind = dt == KIR_BF16 ? "bf16" : dt == KIR_F16 ? "f16" : dt == KIR_I8 ? "s8" : "e4m3";
     const char *ty = cg_cuda_mem_type(dt), *acc_t = dt == KIR_I8 ? "s32" : "f32", *cons = dt == KIR_I8 ? "+r" : "+f";
     /* elements per 128-byte swizzle row (AT) and per instruction's k slice of 32 bytes (KS) */
-    int esz = dt == KIR_F8E4M3 || dt == KIR_I8 ? 1 : 2, AT = 128 / esz, KS = 32 / esz;
+    int esz = kir_dtype_bytes(dt), AT = 128 / esz, KS = 32 / esz;
     cg_cuda_begin(g);
     if (A) {
         cg_cuda_line(g, "const %s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * %d;", ty, ja, rd,

@@ -1072,6 +1072,17 @@ done:
     }
 }
 
+/* The sm_90a CUDA source of qmatmul spec s at its default config into *src (src->s NULL when it does not
+ * build). */
+static void qmatmul_source(const KfamSpec *s, IrBuf *src)
+{
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KirConfig dflt = {0};
+    KT_CHECK(kfam_find("qmatmul")->build(arena, s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
+    if (k) cg_cuda_source(k, cg_target_find("sm_90a"), src, &d);
+}
+
 /* Packed weights: the w4a16 decode kernel loads each 32-bit word once per chunk of 8 slots (the 8
  * nibbles of a word are 8 k rows: chunks along dim 0) and each group scale once per chunk. Found by
  * axis info on k >> 3 and k >> log2(G) (constant over aligned runs); before, each of the 8 slots loaded
@@ -1081,13 +1092,8 @@ static void check_packed_loads(void)
     KfamSpec s = kfam_spec("qmatmul");
     kfam_spec_int(&s, "N", 4096), kfam_spec_int(&s, "K", 14336), kfam_spec_str(&s, "dtype", "bf16");
     kfam_spec_str(&s, "wfmt", "w4a16"), kfam_spec_int(&s, "group", 128), kfam_spec_int(&s, "m_hint", 1);
-    KirKernel *k = NULL;
-    IrDiag d = {0};
-    KirConfig dflt = {0};
-    KT_CHECK(kfam_find("qmatmul")->build(arena, &s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
-    if (!k) return;
     IrBuf src = {0};
-    cg_cuda_source(k, cg_target_find("sm_90a"), &src, &d);
+    qmatmul_source(&s, &src);
     KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
              "w4a16: the dequantized B tile is chunked along k");
     KT_CHECK(src.s && strstr(src.s, "const int x = ok ? p_w["), "w4a16: one word load per chunk");
@@ -1104,13 +1110,8 @@ static void check_fp8_wgmma(void)
     KfamSpec s = kfam_spec("qmatmul");
     kfam_spec_int(&s, "N", 8192), kfam_spec_int(&s, "K", 8192), kfam_spec_str(&s, "dtype", "bf16");
     kfam_spec_str(&s, "wfmt", "fp8"), kfam_spec_str(&s, "act", "fp8");
-    KirKernel *k = NULL;
-    IrDiag d = {0};
-    KirConfig dflt = {0};
-    KT_CHECK(kfam_find("qmatmul")->build(arena, &s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
-    if (!k) return;
     IrBuf src = {0};
-    cg_cuda_source(k, cg_target_find("sm_90a"), &src, &d);
+    qmatmul_source(&s, &src);
     KT_CHECK(src.s && strstr(src.s, "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"),
              "w8a8 fp8: wgmma k32 on e4m3 codes");
     KT_CHECK(src.s && strstr(src.s, "kd_cp_async<16>(kp1 + "), "w8a8 fp8: 16-byte copies of the weight codes");
@@ -1120,11 +1121,8 @@ static void check_fp8_wgmma(void)
     KfamSpec si = kfam_spec("qmatmul");
     kfam_spec_int(&si, "N", 8192), kfam_spec_int(&si, "K", 8192), kfam_spec_str(&si, "dtype", "bf16");
     kfam_spec_str(&si, "wfmt", "w8a16"), kfam_spec_str(&si, "act", "int8");
-    k = NULL;
-    KT_CHECK(kfam_find("qmatmul")->build(arena, &si, &dflt, &k, &d) == IR_OK, "qmatmul int8 build: %s", d.msg);
-    if (!k) return;
     IrBuf srci = {0};
-    cg_cuda_source(k, cg_target_find("sm_90a"), &srci, &d);
+    qmatmul_source(&si, &srci);
     KT_CHECK(srci.s && strstr(srci.s, "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8") &&
                  strstr(srci.s, "\"+r\"(v"),
              "w8a8 int8: wgmma s8 with s32 accumulators");

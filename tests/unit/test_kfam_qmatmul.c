@@ -338,6 +338,20 @@ static int x_args(const Case *c, KRunArg *args, int n)
     return n;
 }
 
+/* Split-K in the launch (ws=1): appends the workspace pair, the partial slices (poisoned) and the tile
+ * counters (zero; the kernel leaves them zero), allocated into *ws and *sem for the caller to free. */
+static int inl_args(const Case *c, float **ws, int32_t **sem, KRunArg *args, int n)
+{
+    size_t n_ws = (size_t)KFAM_SPLITK_WS(c->N), n_sem = (size_t)KFAM_SPLITK_SEMS(c->N);
+    *ws = malloc(sizeof(float) * n_ws);
+    *sem = calloc(n_sem, sizeof(int32_t));
+    if (!*ws || !*sem) abort();
+    kref_poison(*ws, sizeof(float) * n_ws);
+    args[n++] = (KRunArg){*ws, sizeof(float) * n_ws, 0, 0};
+    args[n++] = (KRunArg){*sem, sizeof(int32_t) * n_sem, 0, 0};
+    return n;
+}
+
 /* Epilogue pair: each output equals, bit for bit, an epilogue-none launch of k's config with its weight. */
 static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const KirKernel *k)
 {
@@ -345,30 +359,25 @@ static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const K
     if (c->inl) kfam_spec_int(&s, "ws", 1); /* the same split, summed in the same order */
     KirKernel *nk = ksweep_build(r, a, &s, &k->cfg);
     size_t mn = kref_bytes(c->dt, (size_t)c->M * c->N);
-    size_t n_ws = c->inl ? (size_t)KFAM_SPLITK_WS(c->N) : 0, n_sem = c->inl ? (size_t)KFAM_SPLITK_SEMS(c->N) : 0;
-    float *iws = c->inl ? malloc(sizeof(float) * n_ws) : NULL;
-    int32_t *sem = c->inl ? calloc(n_sem, sizeof(int32_t)) : NULL;
-    if (c->inl && (!iws || !sem)) abort();
     for (int i = 0; nk && i < 2; i++) {
         KRunArg args[8];
         int n = 0;
+        float *iws = NULL;
+        int32_t *sem = NULL;
         kref_poison(c->sep, mn);
         n = x_args(c, args, n);
         n = qw_args(i ? &c->w2 : &c->w, args, n);
         args[n++] = (KRunArg){c->sep, mn, 0, 0};
-        if (c->inl) {
-            args[n++] = (KRunArg){iws, sizeof(float) * n_ws, 0, 0};
-            args[n++] = (KRunArg){sem, sizeof(int32_t) * n_sem, 0, 0};
-        }
+        if (c->inl) n = inl_args(c, &iws, &sem, args, n);
         args[n++] = (KRunArg){NULL, 0, c->M, 0};
         if (ksweep_run(r, nk, args) > 0)
             ksweep_check(r, k, !memcmp(c->sep, i ? c->out2 : c->out, mn),
                          "qmatmul pair %s g%d z%d %s M=%d N=%d K=%d: out%s differs from epilogue none's bits",
                          c->f->wfmt, c->f->group, c->f->zeros, kir_dtype_name(c->dt), c->M, c->N, c->K,
                          i ? "2" : "");
+        free(iws);
+        free(sem);
     }
-    free(iws);
-    free(sem);
 }
 
 static int ws_split_runs; /* launches of split-K reduced in the launch (ws=1, SPLIT_K > 1) that ran */
@@ -380,7 +389,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     KfamSpec s = spec_of(c->f, dt, c->N, c->K, c->epi);
     if (c->inl) kfam_spec_int(&s, "ws", 1);
     KirKernel *k = ksweep_build(r, a, &s, cfg), *ek = NULL;
-    float *iws = NULL; /* ws=1: the partial slices (poisoned) and the tile counters (zero, left zero) */
+    float *iws = NULL; /* ws=1: inl_args */
     int32_t *sem = NULL;
     size_t n_sem = c->inl ? (size_t)KFAM_SPLITK_SEMS(c->N) : 0;
     int split = (int)kir_config_get(cfg, "SPLIT_K", 1), pair = !strcmp(c->epi, "pair");
@@ -411,15 +420,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         if (resid) args[n++] = (KRunArg){c->res, kref_bytes(dt, mn), 0, 0};
         args[n++] = (KRunArg){c->out, kref_bytes(dt, mn), 0, 0};
         if (pair) args[n++] = (KRunArg){c->out2, kref_bytes(dt, mn), 0, 0};
-        if (c->inl) {
-            size_t n_ws = (size_t)KFAM_SPLITK_WS(c->N);
-            iws = malloc(sizeof(float) * n_ws);
-            sem = calloc(n_sem, sizeof(int32_t));
-            if (!iws || !sem) abort();
-            kref_poison(iws, sizeof(float) * n_ws);
-            args[n++] = (KRunArg){iws, sizeof(float) * n_ws, 0, 0};
-            args[n++] = (KRunArg){sem, sizeof(int32_t) * n_sem, 0, 0};
-        }
+        if (c->inl) n = inl_args(c, &iws, &sem, args, n);
     }
     args[n++] = (KRunArg){NULL, 0, c->M, 0};
     ran = ksweep_run(r, k, args);
