@@ -15,7 +15,9 @@
  * fill. Each such load gets a ring of `stages`
  * shared-memory buffers (stages = the loop's pipeline hint) filled by cp.async, 16 bytes per copy when
  * the offsets allow; trip i computes from buffer i % stages while the copies for trip i + stages - 1
- * are in flight. One barrier per trip.
+ * are in flight. One barrier per trip. The 8-bit wgmma loop (W8A8) leaves each trip's wgmma group in
+ * flight while the next trip waits for its tiles and issues its copies (wait_group 1; overlap_fits), so
+ * the copies run stages - 2 trips ahead and the slot refilled is the one read two trips back.
  */
 #include "cg_cuda_impl.h"
 
@@ -163,6 +165,26 @@ static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
     return 1;
 }
 
+/* Can trip i's wgmma group stay in flight while trip i + 1 issues? The 8-bit wgmma loop (the W8A8 GEMM,
+ * where the tensor cores outrun one group at a time): a single dot of two piped operands whose
+ * accumulator is the loop-carried value, used by the dot alone and yielded straight back, so nothing
+ * reads or copies the registers the group is still writing; stages >= 4 keep two trips of copies ahead. */
+static int overlap_fits(const CgCudaGen *g, const CgCudaPipe *p)
+{
+    const KirBlock *body = p->loop->body;
+    const KirInst *dot = NULL, *y = body->insts[body->n_insts - 1];
+    if (!p->wgmma || p->stages < 4 || body->n_args != 2 || y->n_ops != 1) return 0;
+    for (int i = 0; i < body->n_insts; i++)
+        if (body->insts[i]->op == KIR_OP_DOT) {
+            if (dot) return 0;
+            dot = body->insts[i];
+        }
+    if (!dot || kir_dtype_bytes(dot->ops[0]->type.dtype) != 1) return 0;
+    if (pipe_load_index(g, p, dot->ops[0]) < 0 || pipe_load_index(g, p, dot->ops[1]) < 0) return 0;
+    return dot->ops[2] == body->args[1] && g->v[body->args[1]->id].uses == 1 && y->ops[0] == dot->res[0] &&
+           g->v[dot->res[0]->id].uses == 1;
+}
+
 static void plan_loop(CgCudaGen *g, const KirInst *loop)
 {
     const KirBlock *body = loop->body;
@@ -226,6 +248,7 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
         off += p.loads[j].stage_bytes * p.stages;
     }
     p.bytes = off + (p.wgmma ? 1024 : 0); /* wgmma: slack to align the base to 1024 bytes at run time */
+    p.overlap = overlap_fits(g, &p);
     if (g->n_pipes == CG_CUDA_MAX_PIPES) return;
     for (int i = 0; p.wgmma && i < body->n_insts; i++) { /* the accumulators take wgmma's layout */
         const KirInst *in = body->insts[i];
@@ -653,9 +676,15 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
     ir_buf_free(&b);
     cg_cuda_close(g);
     cg_cuda_line(g, "kd_wgmma_commit();");
-    cg_cuda_line(g, "kd_wgmma_wait<0>();");
-    cg_cuda_line(g, "#pragma unroll");
-    cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
+    if (p->overlap && !strcmp(acc, val(g, in->ops[2])->name)) { /* accumulated in place: left in flight */
+        cg_cuda_line(g, "kd_wgmma_wait<1>(); /* the previous trip's group is done, this one runs on */");
+        g->inflight = acc;
+        g->inflight_n = na;
+    } else {
+        cg_cuda_line(g, "kd_wgmma_wait<0>();");
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
+    }
     cg_cuda_close(g);
 }
 
@@ -796,16 +825,17 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     g->subst_iv = body->args[0];
     g->subst_body = body;
     g->subst_name = "ivn";
+    int ahead = S - 1 - p->overlap; /* trips whose copies are in flight when a trip starts */
     if (S > 1) {
         cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_open(g, "for (int st = 0; st < %d; st++)", S - 1);
+        cg_cuda_open(g, "for (int st = 0; st < %d; st++)", ahead);
         cg_cuda_line(g, "const int ivn = %s + st * %s;", lo, step);
         cg_cuda_open(g, "if (ivn < %s)", hi);
         emit_issue(g, p, "st");
         cg_cuda_close(g);
         cg_cuda_line(g, "kd_cp_async_commit();");
         cg_cuda_close(g);
-        cg_cuda_line(g, "int rd = 0, wr = %d;", S - 1);
+        cg_cuda_line(g, "int rd = 0, wr = %d;", ahead);
     }
     g->subst_body = NULL;
     for (int i = packs; i < g->n_apk; i++)
@@ -813,10 +843,10 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     cg_cuda_open(g, "for (int %s = %s; %s < %s; %s += %s)", iv, lo, iv, hi, iv, step);
     g->subst_body = body;
     if (S > 1) {
-        cg_cuda_line(g, "kd_cp_async_wait<%d>(); %s/* this trip's tiles have landed */", S - 2, fence);
+        cg_cuda_line(g, "kd_cp_async_wait<%d>(); %s/* this trip's tiles have landed */", ahead - 1, fence);
         cg_cuda_line(g, "__syncthreads(); /* ... for every thread; and the slot to refill is free */");
         cg_cuda_begin(g);
-        cg_cuda_line(g, "const int ivn = %s + %d * %s;", iv, S - 1, step);
+        cg_cuda_line(g, "const int ivn = %s + %d * %s;", iv, ahead, step);
         cg_cuda_open(g, "if (ivn < %s)", hi);
         emit_issue(g, p, "wr");
         cg_cuda_close(g);
@@ -843,6 +873,12 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     cg_cuda_emit_yield(g, in);
     if (S > 1) cg_cuda_line(g, "rd = rd + 1 == %d ? 0 : rd + 1, wr = wr + 1 == %d ? 0 : wr + 1;", S, S);
     cg_cuda_close(g);
+    if (g->inflight) { /* the last trip's group */
+        cg_cuda_line(g, "kd_wgmma_wait<0>();");
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", g->inflight_n, g->inflight);
+        g->inflight = NULL;
+    }
     cg_cuda_line(g, "kd_cp_async_wait<0>();");
     cg_cuda_line(g, "__syncthreads();");
     cg_cuda_close(g);

@@ -88,6 +88,8 @@ typedef struct CgCudaPipe {
     const KirInst *loop;
     int stages;
     int wgmma; /* sm_90a: 128-byte-swizzled images read by wgmma (else padded rows, mma.sync) */
+    int overlap; /* 1: a trip's wgmma group is left in flight while the next trip issues (wait_group 1);
+                  * copies run stages - 2 trips ahead, so the slot refilled was read two trips back */
     int n_loads;
     CgCudaPipeLoad loads[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */
@@ -138,6 +140,8 @@ typedef struct CgCudaGen {
     const char *subst_name;
     const KirBlock *subst_body; /* values defined in this body are recomputed under substitution */
     const CgCudaPipe *cur_pipe; /* while emitting a pipelined loop's body: dots read stage `rd` */
+    const char *inflight;       /* an overlapped wgmma's accumulator (na registers) still in flight */
+    int inflight_n;
     const char **pname;         /* declared C names of the params */
     int nc_ok;                  /* every store goes through a noalias param */
     int pending_store;          /* a global store may precede the next load: a barrier is due */

@@ -1116,6 +1116,12 @@ static void check_fp8_wgmma(void)
              "w8a8 fp8: wgmma k32 on e4m3 codes");
     KT_CHECK(src.s && strstr(src.s, "kd_cp_async<16>(kp1 + "), "w8a8 fp8: 16-byte copies of the weight codes");
     KT_CHECK(src.s && !strstr(src.s, "kt = (float *)kd_scratch"), "w8a8 fp8: no layout change of the scales");
+    /* one wgmma group left in flight across trips: copies two trips ahead (4 stages), the slot refilled
+     * read two trips back, and the last group waited for after the loop */
+    const char *w1 = src.s ? strstr(src.s, "kd_wgmma_wait<1>();") : NULL;
+    KT_CHECK(w1 && strstr(src.s, "kd_cp_async_wait<1>();") && strstr(src.s, "int rd = 0, wr = 2;") &&
+                 strstr(w1, "kd_wgmma_wait<0>();") && !strstr(src.s, "kd_cp_async_wait<2>();"),
+             "w8a8 fp8: wgmma overlapped with the next trip");
     ir_buf_free(&src);
     /* int8 (SmoothQuant): the same rings, wgmma s8 into s32 accumulators, n at most 224 */
     KfamSpec si = kfam_spec("qmatmul");
