@@ -50,10 +50,11 @@ int kfam_epilogue_of(const KfamSpec *s);
 int kfam_epilogue_two_weights(int epi);
 /* Stores epilogue(acc) for one [rows, cols] f32 tile, rounding to odt (dtype dt for the residual's
  * re-rounding, as HF does): acc2 the second weight's product (silu_mul: up; pair: stored to dst2), bias
- * [N] read at cols/nmask, r, dst and dst2 addressed by offs/mask. The math is in kfam_matmul.c's note. */
+ * [N] read at cols/nmask, r, dst and dst2 addressed by offs/mask. trans: acc is the transposed tile
+ * [cols, rows] (qmatmul SWAP=1; offs and mask are too). The math is in kfam_matmul.c's note. */
 void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
                           KirValue *bias, KirValue *r, KirValue *dst, KirValue *dst2, KirValue *cols,
-                          KirValue *nmask, KirValue *offs, KirValue *mask);
+                          KirValue *nmask, KirValue *offs, KirValue *mask, int trans);
 
 /* The tiling of a linear layer out[M,N] = x[M,K] @ w[N,K]^T (matmul, qmatmul): grid (cdiv(M, BM),
  * cdiv(N, BN), split); program rows rm [BM] and columns rn [BN] with their masks (nmask NULL when BN

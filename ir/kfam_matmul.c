@@ -137,7 +137,7 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
 /* out = epilogue(acc) for one [rows, cols] tile; offs/mask address it in out (and r), cols/nmask in bias. */
 void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, KirValue *acc, KirValue *acc2,
                           KirValue *bias, KirValue *r, KirValue *dst, KirValue *dst2, KirValue *cols,
-                          KirValue *nmask, KirValue *offs, KirValue *mask)
+                          KirValue *nmask, KirValue *offs, KirValue *mask, int trans)
 {
     int rows = acc->type.shape[0];
     KirValue *zero = kir_const_f(b, dt, 0);
@@ -149,7 +149,7 @@ void kfam_matmul_epilogue(KirBuilder *b, int epi, KirDtype dt, KirDtype odt, Kir
     }
     if (epi == KFAM_EPI_BIAS) {
         KirValue *bv = kir_cast(b, kir_load(b, bias, cols, nmask, nmask ? zero : NULL), KIR_F32);
-        y = kir_add(b, y, kfam_cols(b, bv, rows));
+        y = kir_add(b, y, trans ? kfam_rows(b, bv, acc->type.shape[1]) : kfam_cols(b, bv, rows));
     }
     KirValue *o = kir_cast(b, y, odt);
     if (epi == KFAM_EPI_RESIDUAL) {
@@ -311,7 +311,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     }
     if (split > 1) kfam_mm_splitk_sum(&b, &acc, 1, ws, sem, N, bn, split, c_offs, &c_mask);
     kfam_matmul_epilogue(&b, epi, dt, odt, acc, w2 ? loop->res[1] : NULL, bias, r, dst, dst2, rn, nmask,
-                         c_offs, c_mask);
+                         c_offs, c_mask, 0);
     return kfam_kernel_end(&b, out);
 }
 
@@ -445,7 +445,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirValue *offs = kir_expand(&b, kir_add(&b, kir_mul(&b, kir_pid(&b, 0), cN), cols), 0);
     KirValue *mask = nmask ? kir_expand(&b, nmask, 0) : NULL;
     KirValue *acc = kir_load(&b, ws, offs, mask, mask ? kir_const_f(&b, KIR_F32, 0) : NULL);
-    kfam_matmul_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, NULL, cols, nmask, offs, mask);
+    kfam_matmul_epilogue(&b, epi, dt, dt, acc, NULL, bias, r, dst, NULL, cols, nmask, offs, mask, 0);
     return kfam_kernel_end(&b, out);
 }
 

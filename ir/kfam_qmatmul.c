@@ -67,7 +67,10 @@
  * decode default splits K when few column tiles would leave SMs idle.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
- * (32 for GGUF formats), else the config is INVALID.
+ * (32 for GGUF formats), else the config is INVALID. SWAP (0/1, not with W8A8): 1 computes the transposed
+ * product out^T = dequant(w) x^T: the dequantized tile [BN,BK] is the dot's A operand, x^T [BK,BM] its B,
+ * the accumulator [BN,BM], stored through transposed offsets (the CUDA backend then dequantizes straight
+ * into the A fragments' registers; cg_cuda_layout.c). STAGES is the loop's pipeline hint.
  *
  * The K loop keeps the dense family's canonical shape: `for k in [lo, hi) step BK` carrying acc (and acc2);
  * the body loads the A tile [BM,BK] at rows*K + k + cols and builds the B tile [BK,BN] from loads at
@@ -78,12 +81,11 @@
  * (and GGUF's f16 halves) is gathered per element of the B tile: a group's lanes read the same address.
  * Offsets are i32: the weight bytes (N*K/2, N*K, N*(K/32)*B) and M*max(N, K) must stay below 2^31.
  *
- * Backends: the interpreter and the LLVM host lowering run this as written. The CUDA lowering compiles it
- * through its generic path today; a fast one needs a 'dequantize between cp.async and mma' path: stage
- * the packed bytes (and one scale per group, not per lane) in shared memory with cp.async, unpack into
- * registers in the mma fragment layout (or into a dtype smem tile for wgmma) and never round-trip the
- * dequantized tile through global memory. Recognising this loop (a B operand computed from integer loads
- * with a group-periodic scale gather) is that path's job; the IR stays as is.
+ * Backends: the interpreter and the LLVM host lowering run this as written. The CUDA backend streams the
+ * loop's loads by cp.async STAGES - 1 trips ahead (the dot operands as loaded into shared rings; the
+ * packed words of a dequantized tile into per-thread rings, or with SWAP=1 a shared image of one copy per
+ * word) and, with SWAP=1, computes the dequantized tile in the A fragments' layout, so it goes from its
+ * loads to wgmma or mma.sync without a shared-memory image (docs/KERNELS.md, qmatmul).
  */
 #include "kfam_impl.h"
 
@@ -142,7 +144,7 @@ static int b_computed(int fmt, int64_t g)
  * 128 x 128), 4 stages: wgmma k32 reads whole 128-byte rows of 8-bit codes, and the 1-byte images leave room
  * for the wide tile. BK is
  * at least the group and at most pow2(K); stages (4 for decode, else 3) drop until the dot operands'
- * pipeline fits 200 KiB of shared memory, and are 1 for a dequantized B tile (below). */
+ * pipeline fits 200 KiB of shared memory. w4a16 decode with one weight: SWAP=1 (below). */
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
@@ -168,9 +170,9 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     while (stages > 1 && stages * stage_bytes > 200 * 1024)
         stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
     if (fmt >= 0 && b_computed(fmt, g))
-        stages = 1; /* a dequantized B tile: STAGES - 1 K steps of loads carried ahead in registers, which
-                     * cost more (fewer resident programs) than they hide (H200, session 9, w4a16 g128
-                     * 4096 x 14336 M=1, 8 warps x 8 slices: 49.5 us at STAGES=1, 55.7 at 2, 73.4 at 4) */
+        stages = 1; /* a B tile dequantized into shared memory for the generic dot: streaming its words
+                     * (STAGES > 1) did not pay, the loop is bound by its own instructions (H200, session
+                     * 10, 4096 x 14336 M=1: 50.2 us at STAGES=1, 53.3 at 4); SWAP=1 below streams them */
     /* decode with split-K in the launch (ws=1): K slices of at least 512 (4 trips of 128), up to 8 slices
      * and 4096 programs, 8 warps: each program's loads are synchronous, so bytes in flight come from many
      * resident programs (H200, session 9, w4a16 g128 4096 x 14336 M=1: 47.9 us at 8 warps x 8 slices vs
@@ -185,6 +187,21 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     }
     kir_config_set(cfg, "WARPS", warps);
     kir_config_set(cfg, "STAGES", stages);
+    kir_config_set(cfg, "SPLIT_K", split);
+    kir_config_set(cfg, "SWAP", 0);
+    if (fmt != QF_W4A16 || !small_m || two || N < 128 || K < 128) return;
+    /* w4a16 decode: SWAP=1, 128 weight rows on 8 warps (an A operand in registers, the packed words
+     * streamed 3 trips ahead), K split in the launch until about 1024 programs (H200, session 10:
+     * 4096 x 14336 M=1 41 us at 8 slices; 28672 x 4096 74 us at 4, 86 at 8) */
+    kir_config_set(cfg, "SWAP", 1);
+    kir_config_set(cfg, "BN", 128);
+    kir_config_set(cfg, "BK", 128);
+    kir_config_set(cfg, "WARPS", 8);
+    kir_config_set(cfg, "STAGES", 4);
+    tiles = kfam_cdiv(N, 128), split = 1;
+    if (kfam_spec_i(s, "ws", 0) && bm <= KFAM_SPLITK_ROWS && K >= 4096)
+        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= 1024 && K / (split * 2) >= 512)
+            split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
 }
 
@@ -201,6 +218,7 @@ typedef struct QTile {
     KirValue *q_offs; /* element (w8a16), word (w4a16) or quant byte (GGUF) of (k0 + kk, n) */
     KirValue *s_offs; /* scale (w4a16) or block start (GGUF) of (k0 + kk, n) */
     KirValue *shift;  /* nibble shift [BK,BN] (w4a16, q4_0, q4_1) */
+    int swap;         /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
 } QTile;
 
 /* The f32 value of IEEE half bits (an i32 tile of values in [0, 65535]): see the design note. */
@@ -235,15 +253,6 @@ typedef struct QLeaves {
     KirValue *v[Q_LEAVES];
     int n;
 } QLeaves;
-
-/* Bytes per B tile element of a K step's leaves (dequant_loads) with scales of dtype sdt. */
-static int leaf_bytes(int fmt, int64_t group, KirDtype sdt, int zeros)
-{
-    if (fmt == QF_W4A16) return 4 + kir_dtype_bytes(sdt) + (zeros ? 1 : 0);
-    if (fmt == QF_FP8) return group > 1 ? 1 + 4 : 1;
-    if (per_row_scale(fmt)) return 1;
-    return fmt == QF_Q4_1 ? 5 : 3;
-}
 
 /* Issues the loads of the B tile for the K step starting at k (a multiple of BK), masked by m. */
 static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *k, KirValue *m,
@@ -311,24 +320,36 @@ static KirValue *div_pow2(KirBuilder *b, KirValue *x, int64_t p)
     return kir_binary(b, KIR_OP_SHR, x, kir_const_i32(b, s));
 }
 
+/* The [BK,BN] tile x[k] op y[n], or with t->swap its [BN,BK] transpose. */
+static KirValue *kn_outer(KirBuilder *b, const QTile *t, KirOp op, KirValue *x, KirValue *y)
+{
+    return t->swap ? kfam_outer(b, op, y, x) : kfam_outer(b, op, x, y);
+}
+
+/* [BK] -> the B tile's shape, constant along n. */
+static KirValue *k_bcast(KirBuilder *b, const QTile *t, KirValue *x, int bn)
+{
+    return t->swap ? kfam_cols(b, x, bn) : kfam_rows(b, x, bn);
+}
+
 /* Loop-invariant offsets of the B tile for rows rk [BK] (k0 = 0) and columns rn [BN]. */
 static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValue *rn)
 {
     int bn = rn->type.shape[0];
     t->shift = NULL;
     if (per_row_scale(t->fmt)) {
-        t->q_offs = kfam_outer(b, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
+        t->q_offs = kn_outer(b, t, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
         t->s_offs = t->group == 1 ? NULL
-                                  : kfam_outer(b, KIR_OP_ADD, div_pow2(b, rk, t->group),
+                                  : kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, t->group),
                                                kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         return;
     }
     if (t->fmt == QF_W4A16) {
         KirValue *c8 = kir_const_i32(b, 8);
-        t->q_offs = kfam_outer(b, KIR_OP_ADD, div_pow2(b, rk, 8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
-        t->s_offs = kfam_outer(b, KIR_OP_ADD, div_pow2(b, rk, t->group),
+        t->q_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, 8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
+        t->s_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, t->group),
                                kir_mul(b, rn, kir_const_i32(b, K / t->group)));
-        t->shift = kfam_rows(b, kir_mul(b, kir_binary(b, KIR_OP_REM, rk, c8), kir_const_i32(b, 4)), bn);
+        t->shift = k_bcast(b, t, kir_mul(b, kir_binary(b, KIR_OP_REM, rk, c8), kir_const_i32(b, 4)), bn);
         return;
     }
     KirValue *cb = kir_const_i32(b, t->block_bytes);
@@ -336,20 +357,21 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
     KirValue *blk = kir_mul(b, div_pow2(b, rk, 32), cb);                       /* [BK] */
     KirValue *j = kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, 31));         /* [BK] k % 32 */
     KirValue *byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 15));
-    t->q_offs = kfam_outer(
-        b, KIR_OP_ADD, kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
-    t->s_offs = kfam_outer(b, KIR_OP_ADD, blk, row);
+    t->q_offs = kn_outer(
+        b, t, KIR_OP_ADD, kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
+    t->s_offs = kn_outer(b, t, KIR_OP_ADD, blk, row);
     if (t->fmt != QF_Q8_0)
-        t->shift = kfam_rows(b, kir_mul(b, div_pow2(b, j, 16), kir_const_i32(b, 4)), bn);
+        t->shift = k_bcast(b, t, kir_mul(b, div_pow2(b, j, 16), kir_const_i32(b, 4)), bn);
 }
 
-/* acc * f32(scales[n]) for w8a16's and fp8's per-channel scale; fp8 scale=tensor: acc * scales[0]. */
+/* acc * f32(scales[n]) for w8a16's and fp8's per-channel scale; fp8 scale=tensor: acc * scales[0]. acc is
+ * [BM,BN], or [BN,BM] with swap. */
 static KirValue *channel_scale(KirBuilder *b, KirValue *acc, KirValue *scales, KirValue *rn, KirValue *nmask,
-                               int tensor)
+                               int tensor, int swap)
 {
     if (tensor) return kir_mul(b, acc, kir_load(b, scales, kir_const_i32(b, 0), NULL, NULL));
     KirValue *s = kir_cast(b, kir_load(b, scales, rn, nmask, NULL), KIR_F32);
-    return kir_mul(b, acc, kfam_cols(b, s, acc->type.shape[0]));
+    return kir_mul(b, acc, swap ? kfam_rows(b, s, acc->type.shape[1]) : kfam_cols(b, s, acc->type.shape[0]));
 }
 
 static void qweight_params(KirBuilder *b, int fmt, KirDtype dt, int zeros, const char *const names[3],
@@ -376,22 +398,31 @@ typedef struct QLoop {
     int bm, bn, bk;
 } QLoop;
 
+/* The k tail of the step at kk (K % BK != 0): k lanes past K are masked in the A tile (x, or x^T [BK,BM]
+ * with swap) and the B tile. */
+static void k_tail(KirBuilder *b, const QLoop *q, KirValue *kk, KirValue **am, KirValue **bmk)
+{
+    if (!q->t->swap) {
+        kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, kk, am, bmk);
+        return;
+    }
+    if (!(q->K % q->bk)) return;
+    KirValue *kmask = kir_lt(b, kir_add(b, q->mt->rk, kk), q->mt->cK);
+    *am = kir_binary(b, KIR_OP_AND, *am, kfam_rows(b, kmask, q->bm));
+    *bmk = kfam_and(b, kfam_cols(b, kmask, q->bn), *bmk);
+}
+
 /* One K step's operands as loaded: the A tile and the leaves of the B tile(s), flattened in that order. */
 typedef struct QTrip {
     KirValue *v[1 + 2 * Q_LEAVES];
     int n, n1; /* all; the first weight's leaves */
 } QTrip;
 
-/* Issues the loads of the K step at k, masked by the k tail and, for a step issued ahead, by `valid`
- * (k < hi: nothing is read past the program's K slice). */
-static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, KirValue *valid, QTrip *tr)
+/* Issues the loads of the K step at k, masked by the k tail. */
+static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
 {
     KirValue *am = q->a_mask, *bmk = q->b_mask;
-    kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, k, &am, &bmk);
-    if (valid) {
-        am = kfam_and(b, am, kir_splat(b, valid, 2, (int[]){q->bm, q->bk}));
-        bmk = kfam_and(b, kir_splat(b, valid, 2, (int[]){q->bk, q->bn}), bmk);
-    }
+    k_tail(b, q, k, &am, &bmk);
     QLeaves l1, l2 = {{0}, 0};
     dequant_loads(b, q->t, q->qw, k, bmk, &l1);
     if (q->qw2->w) dequant_loads(b, q->t, q->qw2, k, bmk, &l2);
@@ -470,9 +501,11 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         return d->status;
     int bm = (int)kir_config_get(&cfg, "BM", 0), bn = (int)kir_config_get(&cfg, "BN", 0);
     int bk = (int)kir_config_get(&cfg, "BK", 0), split = (int)kir_config_get(&cfg, "SPLIT_K", 1);
-    int stages = (int)kir_config_get(&cfg, "STAGES", 1);
+    int stages = (int)kir_config_get(&cfg, "STAGES", 1), swap = (int)kir_config_get(&cfg, "SWAP", 0);
     if (stages < 1 || stages > 8)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: STAGES=%d is outside [1, 8]", stages);
+    if (swap != 0 && (swap != 1 || at != dt))
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SWAP=%d (0, or 1 without W8A8)", swap);
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
                            (long long)g);
@@ -512,59 +545,33 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     kfam_mm_tiles(&b, kir_param(&b, "M", kir_scalar(KIR_I32), 0), N, K, bm, bn, bk, split, &mt);
     KirValue *cK = mt.cK, *cN = mt.cN, *rm = mt.rm, *rn = mt.rn, *rk = mt.rk, *mmask = mt.mmask,
              *nmask = mt.nmask;
-    KirValue *a_base = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
-    KirValue *a_mask = kfam_rows(&b, mmask, bk);                            /* [BM,BK] */
-    KirValue *b_mask = nmask ? kfam_cols(&b, nmask, bk) : NULL;             /* [BK,BN] */
-    QTile t = {.fmt = fmt, .dt = at, .group = g, .block_bytes = formats[fmt].block_bytes};
+    /* SWAP=1: out^T = dequant(w) x^T, the weights the dot's A operand ([BN,BK]) and x^T [BK,BM] its B, the
+     * accumulator [BN,BM] (the CUDA backend dequantizes straight into mma A fragments) */
+    KirValue *a_base = swap ? kfam_outer(&b, KIR_OP_ADD, rk, kir_mul(&b, rm, cK))  /* [BK,BM] */
+                            : kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
+    KirValue *a_mask = swap ? kfam_cols(&b, mmask, bk) : kfam_rows(&b, mmask, bk);
+    KirValue *b_mask = !nmask ? NULL : swap ? kfam_rows(&b, nmask, bk) : kfam_cols(&b, nmask, bk);
+    QTile t = {.fmt = fmt, .dt = at, .group = g, .block_bytes = formats[fmt].block_bytes, .swap = swap};
     KirValue *lo, *hi;
     kfam_mm_k_range(&b, &mt, split, ks, &lo, &hi);
-    int shape[2] = {bm, bn};
+    int shape[2] = {swap ? bn : bm, swap ? bm : bn};
     KirDtype acc_t = at == KIR_I8 ? KIR_I32 : KIR_F32; /* i8 dots accumulate in i32 */
     KirValue *zero = kir_const_f(&b, at, 0);
-    enum { MAX_AHEAD = 2 };
-    KirValue *inits[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)], *yields[2 + MAX_AHEAD * (1 + 2 * Q_LEAVES)];
+    KirValue *inits[2], *yields[2];
     inits[0] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     if (qw2.w) inits[1] = kir_splat(&b, kir_const_f(&b, acc_t, 0), 2, shape);
     qtile_init(&b, &t, K, rk, rn);
     QLoop ql = {&mt, &t, &qw, &qw2, x, a_base, a_mask, b_mask, zero, K, bm, bn, bk};
-    /* A B tile computed from its loads: the loads of the next `ahead` K steps are issued before this
-     * step's dequantization and dot and carried in registers (STAGES - 1 of them, at most 2), so each
-     * program keeps DRAM reads in flight while it computes; tiles used as loaded are pipelined by the
-     * backend instead (cp.async, STAGES as its ring). */
-    int ahead = b_computed(fmt, g) ? (stages - 1 < MAX_AHEAD ? stages - 1 : MAX_AHEAD) : 0;
-    int64_t trip_bytes = (int64_t)bm * bk * kir_dtype_bytes(at) +
-                         (qw2.w ? 2 : 1) * (int64_t)bk * bn * leaf_bytes(fmt, g, sdt, (int)zeros);
-    while (ahead > 0 && ahead * trip_bytes / (32 * (int64_t)kir_config_get(&cfg, "WARPS", 4)) / 4 > 64)
-        ahead--; /* the carried steps take at most a quarter of the registers (as kir_verify counts them) */
+    /* STAGES is the loop's pipeline hint: the CUDA backend streams the trip's loads (the dot operands as
+     * loaded, or the A tile and packed words of a dequantized B tile) STAGES - 1 trips ahead by cp.async */
     QTrip tr = {{0}, 0, 0};
-    int n_init = n_acc;
-    for (int p = 0; p < ahead; p++) {
-        KirValue *kp = p ? kir_add(&b, lo, kir_const_i32(&b, p * bk)) : lo;
-        trip_loads(&b, &ql, kp, kir_lt(&b, kp, hi), &tr);
-        for (int i = 0; i < tr.n; i++)
-            inits[n_init++] = tr.v[i];
+    KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
+    trip_loads(&b, &ql, body->args[0], &tr);
+    for (int j = 0; j < n_acc; j++) {
+        KirValue *wt = dequant_math(&b, &t, j ? &qw2 : &qw, tr.v + 1 + (j ? tr.n1 : 0));
+        yields[j] = swap ? kir_dot(&b, wt, tr.v[0], body->args[1 + j]) : kir_dot(&b, tr.v[0], wt, body->args[1 + j]);
     }
-    int per = ahead ? (n_init - n_acc) / ahead : 0;
-
-    KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_init,
-                                   !ahead && stages > 1 ? stages : 0);
-    KirValue *kk = body->args[0];
-    KirValue *const *cur = body->args + 1 + n_acc; /* this step's operands, loaded `ahead` steps before */
-    if (ahead) {
-        KirValue *kn = kir_add(&b, kk, kir_const_i32(&b, ahead * bk));
-        trip_loads(&b, &ql, kn, kir_lt(&b, kn, hi), &tr);
-    } else {
-        trip_loads(&b, &ql, kk, NULL, &tr);
-        cur = tr.v;
-    }
-    yields[0] = kir_dot(&b, cur[0], dequant_math(&b, &t, &qw, cur + 1), body->args[1]);
-    if (qw2.w) yields[1] = kir_dot(&b, cur[0], dequant_math(&b, &t, &qw2, cur + 1 + tr.n1), body->args[2]);
-    int n_yield = n_acc;
-    for (int i = per; i < ahead * per; i++) /* the steps after this one move up; the new one joins */
-        yields[n_yield++] = body->args[1 + n_acc + i];
-    for (int i = 0; ahead && i < tr.n; i++)
-        yields[n_yield++] = tr.v[i];
-    KirInst *loop = kir_for_end(&b, yields, n_yield);
+    KirInst *loop = kir_for_end(&b, yields, n_acc);
 
     KirValue *acc = loop->res[0], *acc2 = qw2.w ? loop->res[1] : NULL;
     if (xs) { /* W8A8: the f32 sum times the row's activation scale (then the channel's below) */
@@ -574,11 +581,12 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         if (acc2) acc2 = kir_mul(&b, acc_t == KIR_F32 ? acc2 : kir_cast(&b, acc2, KIR_F32), rs);
     }
     if (per_row_scale(fmt) && g == 1) {
-        acc = channel_scale(&b, acc, qw.scales, rn, nmask, tensor);
-        if (acc2) acc2 = channel_scale(&b, acc2, qw2.scales, rn, nmask, tensor);
+        acc = channel_scale(&b, acc, qw.scales, rn, nmask, tensor, swap);
+        if (acc2) acc2 = channel_scale(&b, acc2, qw2.scales, rn, nmask, tensor, swap);
     }
-    KirValue *c_offs = kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
-    KirValue *c_mask = kfam_outer_mask(&b, mmask, nmask, bm, bn);
+    KirValue *c_offs = swap ? kfam_outer(&b, KIR_OP_ADD, rn, kir_mul(&b, rm, cN))
+                            : kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
+    KirValue *c_mask = swap ? kfam_outer_mask(&b, nmask, mmask, bn, bm) : kfam_outer_mask(&b, mmask, nmask, bm, bn);
     if (split > 1 && !inl) {
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
         return kfam_kernel_end(&b, out);
@@ -588,19 +596,20 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         kfam_mm_splitk_sum(&b, accs, n_acc, ws, sem, N, bn, split, c_offs, &c_mask);
         acc = accs[0], acc2 = accs[1];
     }
-    kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, dst2, rn, nmask, c_offs, c_mask);
+    kfam_matmul_epilogue(&b, epi, dt, dt, acc, acc2, bias, r, dst, dst2, rn, nmask, c_offs, c_mask, swap);
     return kfam_kernel_end(&b, out);
 }
 
 const KfamFamily kfam_qmatmul = {
     .name = "qmatmul",
-    .n_space = 6,
+    .n_space = 7,
     .space = {{"BM", 5, {16, 32, 64, 128, 256}},
               {"BN", 5, {16, 32, 64, 128, 256}},
               {"BK", 4, {32, 64, 128, 256}},
               {"WARPS", 3, {2, 4, 8}},
               {"STAGES", 4, {1, 2, 3, 4}},
-              {"SPLIT_K", 4, {1, 2, 4, 8}}},
+              {"SPLIT_K", 4, {1, 2, 4, 8}},
+              {"SWAP", 2, {0, 1}}},
     .defaults = qmatmul_defaults,
     .build = qmatmul_build,
 };

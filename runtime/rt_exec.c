@@ -309,7 +309,8 @@ static KilnStatus dev_load(RtExec *x, const RtPlanBinary *pk, RtExecKernel *k, c
 {
     KilnStatus s = rt_dev_module_load(x->dev, pk->data, pk->size, &k->mod);
     if (s == KILN_OK) s = rt_dev_function(k->mod, pk->entry, &k->fn);
-    if (s == KILN_OK && pk->smem > 48 * 1024) s = rt_dev_function_set_smem(k->fn, pk->smem);
+    /* always: the static shared memory (a split-K ticket) counts against the 48 KiB default too */
+    if (s == KILN_OK && pk->smem > 0) s = rt_dev_function_set_smem(k->fn, pk->smem);
     if (s != KILN_OK) return rt_file_errf(err, errlen, s, "kernel %s: %s", k->name, rt_dev_errmsg());
     return KILN_OK;
 }

@@ -10,7 +10,8 @@
  *     CgCudaLaunch l;
  *     cg_cuda_launch_info(k, target, &l, &d);                      // block size and dynamic shared memory
  *     // launch: grid from kir_grid_eval, block (l.threads, 1, 1), l.smem_bytes of dynamic shared memory
- *     // (raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it when over 48 KiB)
+ *     // (raise CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to it whenever it is not 0: the
+ *     // kernel's static shared memory, a split-K ticket, counts against the 48 KiB default too)
  *
  * ABI of a generated kernel: `extern "C" __global__` named by the entry (the kernel name reduced to
  * [A-Za-z0-9_]); one argument per kernel param in order (pointers as device pointers, scalars by value in

@@ -15,7 +15,11 @@
  * fill. Each such load gets a ring of `stages`
  * shared-memory buffers (stages = the loop's pipeline hint) filled by cp.async, 16 bytes per copy when
  * the offsets allow; trip i computes from buffer i % stages while the copies for trip i + stages - 1
- * are in flight. One barrier per trip. The 8-bit wgmma loop (W8A8) leaves each trip's wgmma group in
+ * are in flight. One barrier per trip. The body's other loads (a dequantized tile's packed words; with a
+ * computed dot operand, every load that qualifies, plan_leaves) stream in the same copy groups: into a
+ * ring per thread (each thread reads back only its own copies), or, for a load whose elements repeat over
+ * runs of an MMA layout (cg_cuda_mma_run), into a shared image holding each element once. The 8-bit
+ * wgmma loop (W8A8) leaves each trip's wgmma group in
  * flight while the next trip waits for its tiles and issues its copies (wait_group 1; overlap_fits), so
  * the copies run stages - 2 trips ahead and the slot refilled is the one read two trips back.
  */
@@ -185,16 +189,13 @@ static int overlap_fits(const CgCudaGen *g, const CgCudaPipe *p)
            g->v[dot->res[0]->id].uses == 1;
 }
 
-static void plan_loop(CgCudaGen *g, const KirInst *loop)
+/* The dots' operands as piped loads (p->loads); 0 when some operand is not a load this loop can pipe. */
+static int plan_dots(const CgCudaGen *g, CgCudaPipe *p)
 {
-    const KirBlock *body = loop->body;
-    CgCudaPipe p;
-    memset(&p, 0, sizeof p);
-    p.loop = loop;
+    const KirBlock *body = p->loop->body;
     int dots = 0;
     for (int i = 0; i < body->n_insts; i++) {
         const KirInst *in = body->insts[i];
-        if (in->op == KIR_OP_FOR) return; /* keep the pipelined body flat */
         if (in->op != KIR_OP_DOT) continue;
         KirDtype t = in->ops[0]->type.dtype;
         if (!cg_cuda_dot_is_mma(t) && t != KIR_I8) continue; /* i8: only on wgmma (below) */
@@ -202,36 +203,105 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
             if (role == 0 && a_in_regs(g, in))
                 continue; /* A from registers (P, or Q loaded before the loop) */
             const KirInst *ld = g->v[in->ops[role]->id].def;
-            if (!ld) return;
+            if (!ld) return 0;
             int have = -1;
-            for (int j = 0; j < p.n_loads; j++)
-                if (p.loads[j].ld == ld) have = j;
+            for (int j = 0; j < p->n_loads; j++)
+                if (p->loads[j].ld == ld) have = j;
             if (have >= 0) {
-                if (p.loads[have].role != role) return;
+                if (p->loads[have].role != role) return 0;
                 continue;
             }
-            if (p.n_loads == CG_CUDA_PIPE_LOADS || !plan_load(g, ld, role, body, &p.loads[p.n_loads])) return;
-            p.n_loads++;
+            if (p->n_loads == CG_CUDA_PIPE_LOADS || !plan_load(g, ld, role, body, &p->loads[p->n_loads]))
+                return 0;
+            p->n_loads++;
         }
         dots++;
     }
-    if (!dots) return;
+    if (!dots) return 0;
     /* every use of a piped load must be a dot operand in this body */
-    for (int j = 0; j < p.n_loads; j++) {
-        const KirValue *r = p.loads[j].ld->res[0];
+    for (int j = 0; j < p->n_loads; j++) {
+        const KirValue *r = p->loads[j].ld->res[0];
         int n = 0;
         for (int i = 0; i < body->n_insts; i++) {
             const KirInst *in = body->insts[i];
             for (int k = 0; k < in->n_ops; k++)
                 if (in->ops[k] == r) n += in->op == KIR_OP_DOT && k < 2 ? 1 : 1000;
         }
-        if (n != g->v[r->id].uses) return;
+        if (n != g->v[r->id].uses) return 0;
+    }
+    return 1;
+}
+
+/* A dot loop whose operand is computed in the body (a dequantized weight tile): its loads from read-only
+ * memory with offsets computable for any trip, 4, 8 or 16 bytes per access and masks constant over an
+ * access (zero fill), stream through rings (CgCudaPipeLeaf); the others stay where they are. afeed_only:
+ * beside piped dot operands, only the loads that feed a register A operand (count_afeeds). 0 when none
+ * qualifies. */
+static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
+{
+    const KirBlock *body = p->loop->body;
+    int mma = 0;
+    for (int i = 0; i < body->n_insts; i++)
+        mma |= body->insts[i]->op == KIR_OP_DOT && cg_cuda_dot_is_mma(body->insts[i]->ops[0]->type.dtype);
+    if (!mma || p->loop->pipeline < 2 || cg_cuda_has_store(body)) return 0;
+    for (int i = 0; i < body->n_insts && p->n_leaves < CG_CUDA_PIPE_LOADS; i++) {
+        const KirInst *ld = body->insts[i];
+        int piped = 0;
+        for (int j = 0; j < p->n_loads; j++)
+            piped |= p->loads[j].ld == ld;
+        if (ld->op != KIR_OP_LOAD || ld->ops[1]->type.rank == 0 || piped) continue;
+        const CgCudaVal *L = &g->v[ld->res[0]->id], *P = &g->v[ld->ops[0]->id];
+        if (afeed_only && L->afeed_uses != L->uses) continue;
+        const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+        if (L->form != CG_CUDA_REG || !P->def || P->def->op != KIR_OP_PARAM ||
+            !(g->k->params[P->def->i].flags & KIR_PARAM_RDONLY) || g->v[offs->id].form != CG_CUDA_VIRT)
+            continue;
+        if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) continue;
+        if ((ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) || !recomputable(g, offs, body, 0) ||
+            (mask && !recomputable(g, mask, body, 0)))
+            continue;
+        int step, dyn, w = cg_cuda_load_access(g, ld, &step, &dyn), run = cg_cuda_mma_run(g, ld);
+        int bytes = (run ? 1 : w) * kir_dtype_bytes(ld->ops[0]->type.dtype);
+        if ((dyn && !run) || (bytes != 4 && bytes != 8 && bytes != 16)) continue;
+        CgCudaPipeLeaf *lf = &p->leaves[p->n_leaves++];
+        const CgCudaLayout *ll = &g->lay[L->lay];
+        lf->ld = ld;
+        lf->lay = L->lay;
+        lf->step = step;
+        lf->w = w;
+        lf->run = run;
+        lf->bytes = bytes;
+        if (run) { /* one copy per distinct element; rows padded by one element against bank conflicts */
+            lf->lines = ll->m;
+            lf->pitch = ll->n / run + 1;
+            lf->stage_bytes = (lf->lines * lf->pitch * bytes + 127) / 128 * 128;
+        } else {
+            lf->stage_bytes = ((ll->slots + step - 1) / step * g->threads * bytes + 127) / 128 * 128;
+        }
+    }
+    return p->n_leaves > 0;
+}
+
+static void plan_loop(CgCudaGen *g, const KirInst *loop)
+{
+    const KirBlock *body = loop->body;
+    CgCudaPipe p;
+    memset(&p, 0, sizeof p);
+    p.loop = loop;
+    for (int i = 0; i < body->n_insts; i++)
+        if (body->insts[i]->op == KIR_OP_FOR) return; /* keep the pipelined body flat */
+    if (!plan_dots(g, &p)) {
+        memset(&p, 0, sizeof p);
+        p.loop = loop;
+        if (!plan_leaves(g, &p, 0)) return;
+    } else {
+        plan_leaves(g, &p, 1); /* the loads a register A operand is computed from stream too */
     }
     const KirLimits *lim = cg_target_limits(g->t);
     int budget = (lim ? lim->smem_bytes : 48 * 1024) - 8 * 1024;
     p.stages = loop->pipeline > 1 ? loop->pipeline : 1;
     if (p.stages > 8) p.stages = 8;
-    p.wgmma = wgmma_fits(g, &p);
+    p.wgmma = p.n_loads && wgmma_fits(g, &p);
     int per = 0;
     for (int j = 0; j < p.n_loads; j++) {
         CgCudaPipeLoad *pl = &p.loads[j];
@@ -240,12 +310,20 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
             pl->stage_bytes = (pl->lines * pl->len * pipe_esz(pl) + 1023) / 1024 * 1024;
         per += pl->stage_bytes;
     }
+    for (int j = 0; j < p.n_leaves; j++)
+        per += p.leaves[j].stage_bytes;
+    if (p.n_leaves) budget /= 2; /* the generic dot's staging takes shared memory too */
     while (p.stages > 1 && (int64_t)per * p.stages + 1024 > budget)
         p.stages--;
+    if (p.n_leaves && p.stages < 2) return;
     int off = 0;
     for (int j = 0; j < p.n_loads; j++) {
         p.loads[j].offset = off;
         off += p.loads[j].stage_bytes * p.stages;
+    }
+    for (int j = 0; j < p.n_leaves; j++) {
+        p.leaves[j].offset = off;
+        off += p.leaves[j].stage_bytes * p.stages;
     }
     p.bytes = off + (p.wgmma ? 1024 : 0); /* wgmma: slack to align the base to 1024 bytes at run time */
     p.overlap = overlap_fits(g, &p);
@@ -788,6 +866,75 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         cg_cuda_close(g);
         if (P > 1) cg_cuda_close(g);
     }
+    const char *base = p->wgmma ? "kb" : "kd_smem"; /* wgmma: offsets from the 1024-aligned base */
+    for (int j = 0; j < p->n_leaves; j++) { /* each thread copies the accesses it will read */
+        const CgCudaPipeLeaf *lf = &p->leaves[j];
+        const KirInst *ld = lf->ld;
+        const KirValue *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+        const char *pn = cg_cuda_scalar(g, ld->ops[0]);
+        if (lf->run) { /* element (r, c) of each run, rows of n / run of them over the threads */
+            int per = lf->pitch - 1, n = lf->lines * per, T = g->threads;
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_open(g, "for (int i = 0; i < %d; i++)", (n + T - 1) / T);
+            cg_cuda_line(g, "const int q = (int)threadIdx.x + i * %d;", T);
+            if (n % T) cg_cuda_line(g, "if (q >= %d) break;", n);
+            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run);
+            const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
+            cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
+            cg_cuda_line(g, "kd_cp_async<%d>(%s + %d + %s * %d + (r * %d + q %% %d) * %d, m ? %s + %s : %s, m);",
+                         lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->pitch, per, lf->bytes, pn, o, pn);
+            cg_cuda_close(g);
+            continue;
+        }
+        cg_cuda_slot_loop(g, lf->lay, lf->step);
+        cg_cuda_open(g, "if (ok)");
+        const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
+        cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
+        cg_cuda_line(g, "kd_cp_async<%d>(%s + %d + %s * %d + ((s / %d) * %d + (int)threadIdx.x) * %d, m ? %s + %s : %s, m);",
+                     lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->step, g->threads, lf->bytes, pn, o, pn);
+        cg_cuda_close(g);
+        cg_cuda_close(g);
+    }
+}
+
+int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
+{
+    const CgCudaPipe *p = g->cur_pipe;
+    const CgCudaPipeLeaf *lf = NULL;
+    for (int j = 0; p && j < p->n_leaves; j++)
+        if (p->leaves[j].ld == in) lf = &p->leaves[j];
+    if (!lf) return 0;
+    const KirValue *res = in->res[0];
+    const char *R = val(g, res)->name;
+    KirDtype t = in->ops[0]->type.dtype;
+    const char *mt = cg_cuda_mem_type(t), *zero = kir_dtype_is_float(t) ? "0.0f" : "0";
+    const char *base = p->wgmma ? "kb" : "kd_smem"; /* as emit_issue */
+    cg_cuda_declare(g, res);
+    if (lf->run) {
+        cg_cuda_mma_run_loop(g, lf->lay, lf->run);
+        cg_cuda_line(g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + r * %d + c / %d;", mt, mt, base,
+                     lf->offset, lf->stage_bytes, lf->pitch, lf->run);
+        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"), zero);
+        cg_cuda_mma_run_fill(g, R, lf->run);
+        cg_cuda_close(g);
+        return 1;
+    }
+    cg_cuda_slot_loop(g, lf->lay, lf->step);
+    cg_cuda_line(g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + ((s / %d) * %d + (int)threadIdx.x) * %d;",
+                 mt, mt, base, lf->offset, lf->stage_bytes, lf->step, g->threads, lf->w);
+    if (lf->w == 1) { /* one element for a run of slots */
+        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"), zero);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_line(g, "for (int i = 0; i < %d; i++) %s[s + i] = x;", lf->step, R);
+    } else {
+        cg_cuda_line(g, "%s u[%d];", mt, lf->w);
+        cg_cuda_line(g, "kd_vload<%d, false>(u, t);", lf->w);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_line(g, "for (int i = 0; i < %d; i++) %s[s + i] = ok ? %s : %s;", lf->w, R,
+                     cg_cuda_from_mem(g, t, "u[i]"), zero);
+    }
+    cg_cuda_close(g);
+    return 1;
 }
 
 void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPipe *p)
@@ -800,7 +947,8 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     const char *fence = p->wgmma ? "kd_fence_proxy_async(); " : "";
     cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
                  S > 1 ? "s" : "",
-                 !p->wgmma                  ? "mma.sync m16n8k16"
+                 !p->n_loads                ? "the loads streamed beside the dot, which stages its own tiles"
+                 : !p->wgmma                ? "mma.sync m16n8k16"
                  : pipe_esz(&p->loads[0]) == 1 ? "wgmma m64nNk32 (8-bit) from 128-byte-swizzled tiles"
                                                 : "wgmma m64nNk16 from 128-byte-swizzled tiles");
     int packs = declare_loop_a(g, p);
@@ -844,7 +992,11 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     g->subst_body = body;
     if (S > 1) {
         cg_cuda_line(g, "kd_cp_async_wait<%d>(); %s/* this trip's tiles have landed */", ahead - 1, fence);
-        cg_cuda_line(g, "__syncthreads(); /* ... for every thread; and the slot to refill is free */");
+        int shared = p->n_loads > 0;
+        for (int j = 0; j < p->n_leaves; j++)
+            shared |= p->leaves[j].run > 0;
+        if (shared) /* (per-thread leaf rings alone: a thread reads only its own copies) */
+            cg_cuda_line(g, "__syncthreads(); /* ... for every thread; and the slot to refill is free */");
         cg_cuda_begin(g);
         cg_cuda_line(g, "const int ivn = %s + %d * %s;", iv, ahead, step);
         cg_cuda_open(g, "if (ivn < %s)", hi);

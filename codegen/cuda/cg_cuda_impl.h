@@ -66,6 +66,7 @@ typedef struct CgCudaVal {
     const KirBlock *blk; /* block the value is defined in */
     int uses;
     int dot_a_uses; /* uses as the A operand of a dot */
+    int afeed_uses; /* uses that reach only dots' A operands through element-wise ops of its shape */
     int expand_uses; /* uses as the operand of an expand (a 1-D tile broadcast along a new dim) */
     int pipe;       /* PIPE: index of its CgCudaPipe + 1 */
 } CgCudaVal;
@@ -82,6 +83,23 @@ typedef struct CgCudaPipeLoad {
     int stage_bytes;
 } CgCudaPipeLoad;
 
+/* A load of a pipelined loop's body read where it stands rather than as a piped dot operand (the packed
+ * words of a dequantized weight tile, the A tile the generic dot stages), streamed by cp.async into a
+ * ring in shared memory: each thread copies the accesses it will read into a ring of its own (access a of
+ * thread t at (a * threads + t) * bytes in a stage: no barrier guards it), or (run > 0) the threads copy
+ * the distinct elements once, cooperatively, into a shared image. */
+typedef struct CgCudaPipeLeaf {
+    const KirInst *ld;
+    int lay;         /* the result's layout: the slot loop of the copies and of the read */
+    int step, w;     /* slots per access; elements read per access (1 with step > 1: a run of slots) */
+    int run;         /* > 0: a cg_cuda_mma_run load, copied once per run into a shared image of `lines`
+                      * rows of `pitch` elements (element (r, c) at r * pitch + c / run), read by
+                      * every thread that holds a slot of the run (after the trip's barrier) */
+    int lines, pitch;
+    int bytes;       /* per access: 4, 8 or 16 */
+    int offset, stage_bytes;
+} CgCudaPipeLeaf;
+
 /* A canonical dot loop lowered to a software pipeline: `stages` ring buffers per load, cp.async copies
  * for trip i + stages - 1 issued while trip i computes. */
 typedef struct CgCudaPipe {
@@ -92,6 +110,8 @@ typedef struct CgCudaPipe {
                   * copies run stages - 2 trips ahead, so the slot refilled was read two trips back */
     int n_loads;
     CgCudaPipeLoad loads[CG_CUDA_PIPE_LOADS];
+    int n_leaves; /* with n_loads == 0: the dots' operands are computed in the body from these loads */
+    CgCudaPipeLeaf leaves[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */
 } CgCudaPipe;
 
@@ -148,6 +168,22 @@ typedef struct CgCudaGen {
     int tmp;                    /* counter for fresh names */
     int oom;
 } CgCudaGen;
+
+/* ---- cg_cuda_mem.c ---- */
+/* How load `in` runs over its result layout's slots: returns the elements read per access, with *step
+ * slots per access (more than that when one element fills a run of slots whose offsets are equal);
+ * *dyn = 1 when the mask may vary within an access (see access_width). */
+int cg_cuda_load_access(CgCudaGen *g, const KirInst *in, int *step, int *dyn);
+/* An MMA-layout load whose offsets and mask are constant over aligned runs of R >= 8 along dim 1 (packed
+ * words, group scales of a dequantized A operand): R, each thread reading one element per row half and
+ * run of each row fragment; else 0. */
+int cg_cuda_mma_run(CgCudaGen *g, const KirInst *in);
+/* Opens the loop over such a load's accesses in layout lay (u; its first slot s, r, c, ok); returns their
+ * number. cg_cuda_mma_run_fill copies `x` to the run's slots of array name. */
+int cg_cuda_mma_run_loop(CgCudaGen *g, int lay, int R);
+void cg_cuda_mma_run_fill(CgCudaGen *g, const char *name, int R);
+/* A pipelined loop's leaf load (cur_pipe) read from its ring; 0 when `in` is not one. */
+int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in);
 
 /* ---- cg_cuda_layout.c ---- */
 /* Numbers values, computes axis info, forms and layouts, and plans pipelined dot loops. */

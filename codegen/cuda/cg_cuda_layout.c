@@ -5,7 +5,9 @@
  * broadcasts of them cost no registers and no shared memory); every other tile (including
  * transcendentals and float division of VIRT tiles) is REG, distributed by a layout. Layout choice, forward
  * over the IR: loads take the BLOCKED layout of their offsets' contiguous dimension (coalesced, 16-byte
- * vectors), dot results the mma.sync accumulator layout, reduce and broadcast results the canonical BLOCKED
+ * vectors) or, when they only feed dots' A operands through element-wise ops (a weight tile dequantized
+ * from its loads, count_afeeds), the MMA layout, so the whole chain runs in the A fragments' registers;
+ * dot results the mma.sync accumulator layout, reduce and broadcast results the canonical BLOCKED
  * layout, element-wise results the layout of their first MMA operand, else of their first REG operand (others
  * are converted at use). Loop-carried values iterate to a fixed point: a carried tile takes the layout its
  * yield produces.
@@ -454,6 +456,8 @@ static void assign(CgCudaGen *g, const KirInst *in)
         else if (g->mma_rows && V->uses && V->dot_a_uses == V->uses && m % 16 == 0 && n % 16 == 0 &&
                  (res->type.dtype == KIR_BF16 || res->type.dtype == KIR_F16))
             V->lay = cg_cuda_layout_mma(g, m, n); /* only an A operand: loaded as mma fragments (dot.c) */
+        else if (V->uses && V->afeed_uses == V->uses && !V->dot_a_uses && m % 16 == 0 && n % 16 == 0)
+            V->lay = cg_cuda_layout_mma(g, m, n); /* computed into an A operand: in its fragments' layout */
         else if (is_reg(g, in->ops[1]))
             V->lay = val(g, in->ops[1])->lay;
         else
@@ -599,6 +603,39 @@ static void count_broadcasts(CgCudaGen *g, const KirBlock *blk)
     }
 }
 
+/* A tile that only feeds tensor-core dots' A operands, through element-wise ops of its own shape (a
+ * weight tile dequantized from its loads: qmatmul SWAP=1): counted back from the dots so that its loads
+ * can take the A fragment's layout and the whole chain runs in it, no layout change before the dot. */
+static void count_afeeds(CgCudaGen *g, const KirBlock *blk)
+{
+    for (int i = blk->n_insts - 1; i >= 0; i--) {
+        const KirInst *in = blk->insts[i];
+        if (in->op == KIR_OP_FOR) count_afeeds(g, in->body);
+        if (in->op == KIR_OP_DOT && cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) {
+            val(g, in->ops[0])->afeed_uses++;
+            continue;
+        }
+        if (!(kir_op_flags(in->op) & KIR_F_ELEM) || in->res[0]->type.rank != 2) continue;
+        const CgCudaVal *R = val(g, in->res[0]);
+        if (!R->uses || R->afeed_uses != R->uses) continue;
+        for (int k = 0; k < in->n_ops; k++)
+            if (in->ops[k]->type.rank == 2) val(g, in->ops[k])->afeed_uses++;
+    }
+}
+
+/* Does a dot's A operand come from loads through element-wise ops (count_afeeds)? Its accumulator then
+ * keeps one row fragment per warp (wn 1), the A fragment's row split. */
+static void find_afeed_dots(CgCudaGen *g, const KirBlock *blk)
+{
+    for (int i = 0; i < blk->n_insts; i++) {
+        const KirInst *in = blk->insts[i];
+        if (in->op == KIR_OP_FOR) find_afeed_dots(g, in->body);
+        if (in->op != KIR_OP_DOT || !cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) continue;
+        const KirInst *d = val(g, in->ops[0])->def;
+        if (d && d->op != KIR_OP_LOAD && (kir_op_flags(d->op) & KIR_F_ELEM)) g->mma_rows = 1;
+    }
+}
+
 /* C names: params "p_<name>" (made unique), scalars and pointers "s<N>", tiles "v<N>"; a loop's results
  * share their loop-carried variables. */
 static void name_values(CgCudaGen *g, const KirBlock *blk)
@@ -671,6 +708,8 @@ IrStatus cg_cuda_analyze(CgCudaGen *g)
     int next = 0;
     number_block(g, k->body, &next);
     count_broadcasts(g, k->body);
+    count_afeeds(g, k->body);
+    find_afeed_dots(g, k->body);
     find_row_reductions(g, k->body);
     analyze_block(g, k->body);
     cg_cuda_plan_pipes(g);

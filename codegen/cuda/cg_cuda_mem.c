@@ -17,6 +17,11 @@ static CgCudaVal *val(CgCudaGen *g, const KirValue *v)
     return &g->v[v->id];
 }
 
+static int imin(int a, int b)
+{
+    return a < b ? a : b;
+}
+
 static const char *zero_of(KirDtype t)
 {
     return kir_dtype_is_float(t) ? "0.0f" : t == KIR_I1 ? "false" : "0";
@@ -122,6 +127,83 @@ static const char *vector_mask(CgCudaGen *g, const KirValue *mask, int lay, int 
     return mask ? cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, lay)) : "ok";
 }
 
+/* Offsets (and mask) constant over a whole BLOCKED chunk (packed words, group scales): one load, copied to
+ * the chunk's slots; returns the run length, or 1. */
+static int load_run(CgCudaGen *g, const KirInst *in)
+{
+    const CgCudaLayout *L = &g->lay[val(g, in->res[0])->lay];
+    const KirValue *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
+    const CgCudaAxis *ao = &val(g, offs)->ax, *am = mask ? &val(g, mask)->ax : NULL;
+    return L->kind == CG_CUDA_BLOCKED && L->vec > 1 && ao->cnst[L->order] % L->vec == 0 &&
+                   (!am || am->cnst[L->order] % L->vec == 0)
+               ? L->vec
+               : 1;
+}
+
+/* (cg_cuda_impl.h) A thread's fragments f..f + R/8 - 1 of a row half read the same element. */
+int cg_cuda_mma_run(CgCudaGen *g, const KirInst *in)
+{
+    const CgCudaLayout *L = &g->lay[val(g, in->res[0])->lay];
+    const KirValue *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
+    if (L->kind != CG_CUDA_MMA || L->n % 8) return 0;
+    int c = val(g, offs)->ax.cnst[1];
+    if (mask) c = imin(c, val(g, mask)->ax.cnst[1]);
+    int R = 8;
+    while (R * 2 <= c && c % (R * 2) == 0 && (L->fn * 8) % (R * 2) == 0)
+        R *= 2;
+    return c >= 8 && c % 8 == 0 ? R : 0;
+}
+
+int cg_cuda_mma_run_loop(CgCudaGen *g, int lay, int R)
+{
+    const CgCudaLayout *L = &g->lay[lay];
+    int G = L->fn * 8 / R, n = L->fm * 2 * G; /* runs per row fragment's row half; accesses */
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_open(g, "for (int u = 0; u < %d; u++)", n);
+    cg_cuda_line(g, "const int s = ((u / %d) * %d + (u %% %d) * %d) * 4 + ((u / %d) %% 2) * 2;", 2 * G, L->fn, G,
+                 R / 8, G);
+    cg_cuda_line(g, "int r, c;");
+    cg_cuda_line(g, "const bool ok = L%d_at(s, r, c);", lay);
+    return n;
+}
+
+void cg_cuda_mma_run_fill(CgCudaGen *g, const char *name, int R)
+{
+    cg_cuda_line(g, "#pragma unroll");
+    cg_cuda_line(g, "for (int j = 0; j < %d; j++) %s[s + j * 4] = %s[s + j * 4 + 1] = x;", R / 8, name, name);
+}
+
+/* cg_cuda_mma_run's load: one access per row half and run of each row fragment, copied to the run's
+ * slots. */
+static void emit_mma_run_load(CgCudaGen *g, const KirInst *in, int R, int nc)
+{
+    const KirValue *p = in->ops[0], *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
+    const CgCudaVal *V = val(g, in->res[0]);
+    KirDtype t = p->type.dtype;
+    const char *other = in->n_ops > 3 ? cg_cuda_scalar(g, in->ops[3]) : zero_of(t);
+    const char *pn = cg_cuda_scalar(g, p);
+    cg_cuda_mma_run_loop(g, V->lay, R);
+    const char *o = cg_cuda_at(g, offs, V->lay);
+    const char *m = mask ? cg_cuda_fmt(g, "ok && %s", cg_cuda_at(g, mask, V->lay)) : "ok";
+    const char *x = cg_cuda_from_mem(g, t, cg_cuda_fmt(g, nc ? "__ldg(%s + %s)" : "%s[%s]", pn, o));
+    cg_cuda_line(g, "const %s x = %s ? %s : %s;", cg_cuda_reg_type(t), m, x, other);
+    cg_cuda_mma_run_fill(g, V->name, R);
+    cg_cuda_close(g);
+}
+
+int cg_cuda_load_access(CgCudaGen *g, const KirInst *in, int *step, int *dyn)
+{
+    const KirValue *mask = in->n_ops > 2 ? in->ops[2] : NULL;
+    int rep = load_run(g, in);
+    int w = access_width(g, val(g, in->res[0])->lay, in->ops[0]->type.dtype, in->ops[1], mask, dyn);
+    if (rep > 1) {
+        *step = rep, *dyn = 0;
+        return 1;
+    }
+    *step = w;
+    return w;
+}
+
 void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
 {
     const KirValue *p = in->ops[0], *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
@@ -140,18 +222,18 @@ void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
             cg_cuda_line(g, "const %s %s = %s;", cg_cuda_reg_type(t), R->name, x);
         return;
     }
+    if (cg_cuda_emit_leaf_load(g, in)) return;
     int dyn, lay = R->lay, w = access_width(g, lay, t, offs, mask, &dyn);
     int nc = load_nc(g, p, nc_ok);
     cg_cuda_prepare(g, offs, lay);
     if (mask) cg_cuda_prepare(g, mask, lay);
     cg_cuda_declare(g, res);
-    /* offsets constant over a whole chunk (packed words, group scales): one load, copied to its slots */
-    const CgCudaLayout *L = &g->lay[lay];
-    const CgCudaAxis *ao = &val(g, offs)->ax, *am = mask ? &val(g, mask)->ax : NULL;
-    int rep = L->kind == CG_CUDA_BLOCKED && L->vec > 1 && ao->cnst[L->order] % L->vec == 0 &&
-                      (!am || am->cnst[L->order] % L->vec == 0)
-                  ? L->vec
-                  : 1;
+    int run = cg_cuda_mma_run(g, in);
+    if (run) {
+        emit_mma_run_load(g, in, run, nc);
+        return;
+    }
+    int rep = load_run(g, in); /* one load per run of equal offsets, copied to its slots */
     cg_cuda_slot_loop(g, lay, rep > 1 ? rep : w);
     const char *o = cg_cuda_at(g, offs, lay);
     if (w == 1 || rep > 1) {

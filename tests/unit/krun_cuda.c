@@ -67,7 +67,7 @@ static IrStatus cuda_run(const KirKernel *k, KRunArg *a, IrDiag *d)
     if (s != IR_OK) goto done;
     if ((ks = rt_dev_module_load(gpu, cubin.data, cubin.size, &mod)) != KILN_OK ||
         (ks = rt_dev_function(mod, cubin.entry, &fn)) != KILN_OK ||
-        (l.smem_bytes > 48 * 1024 && (ks = rt_dev_function_set_smem(fn, l.smem_bytes)) != KILN_OK)) {
+        (l.smem_bytes > 0 && (ks = rt_dev_function_set_smem(fn, l.smem_bytes)) != KILN_OK)) {
         s = dev_err(d, k, ks);
         goto done;
     }

@@ -1074,13 +1074,20 @@ done:
 
 /* The sm_90a CUDA source of qmatmul spec s at its default config into *src (src->s NULL when it does not
  * build). */
-static void qmatmul_source(const KfamSpec *s, IrBuf *src)
+/* The sm_90a source of a qmatmul kernel at config cfg (NULL: the defaults). */
+static void qmatmul_source_at(const KfamSpec *s, const KirConfig *cfg, IrBuf *src)
 {
     KirKernel *k = NULL;
     IrDiag d = {0};
     KirConfig dflt = {0};
-    KT_CHECK(kfam_find("qmatmul")->build(arena, s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
+    KT_CHECK(kfam_find("qmatmul")->build(arena, s, cfg ? cfg : &dflt, &k, &d) == IR_OK, "qmatmul build: %s",
+             d.msg);
     if (k) cg_cuda_source(k, cg_target_find("sm_90a"), src, &d);
+}
+
+static void qmatmul_source(const KfamSpec *s, IrBuf *src)
+{
+    qmatmul_source_at(s, NULL, src);
 }
 
 /* Packed weights: the w4a16 decode kernel loads each 32-bit word once per chunk of 8 slots (the 8
@@ -1092,14 +1099,42 @@ static void check_packed_loads(void)
     KfamSpec s = kfam_spec("qmatmul");
     kfam_spec_int(&s, "N", 4096), kfam_spec_int(&s, "K", 14336), kfam_spec_str(&s, "dtype", "bf16");
     kfam_spec_str(&s, "wfmt", "w4a16"), kfam_spec_int(&s, "group", 128), kfam_spec_int(&s, "m_hint", 1);
+    KirConfig b_tile = {0};
+    kir_config_set(&b_tile, "BM", 16), kir_config_set(&b_tile, "BN", 32), kir_config_set(&b_tile, "BK", 128);
+    kir_config_set(&b_tile, "WARPS", 8), kir_config_set(&b_tile, "STAGES", 1), kir_config_set(&b_tile, "SWAP", 0);
     IrBuf src = {0};
-    qmatmul_source(&s, &src);
+    qmatmul_source_at(&s, &b_tile, &src);
     KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
              "w4a16: the dequantized B tile is chunked along k");
     KT_CHECK(src.s && strstr(src.s, "const int x = ok ? p_w["), "w4a16: one word load per chunk");
     KT_CHECK(src.s && strstr(src.s, "const float x = ok ? kd_bf16_to_f32(__ldg(p_scales + "),
              "w4a16: one scale load per chunk");
     ir_buf_free(&src);
+    /* the same B tile with STAGES 4: the words and the x tile stream into per-thread rings (each thread
+     * reads back only its own copies: no barrier for them) */
+    kir_config_set(&b_tile, "STAGES", 4);
+    IrBuf ring = {0};
+    qmatmul_source_at(&s, &b_tile, &ring);
+    KT_CHECK(ring.s && strstr(ring.s, "the loads streamed beside the dot") &&
+                 strstr(ring.s, "kd_cp_async<4>(kd_smem + 0 + wr * 2048 + ((s / 8) * 256 + (int)threadIdx.x) * 4") &&
+                 strstr(ring.s, "const int *const t = (const int *)(kd_smem + 0 + rd * 2048)") &&
+                 !strstr(ring.s, "/* ... for every thread"),
+             "w4a16 STAGES=4: packed words in per-thread cp.async rings");
+    ir_buf_free(&ring);
+    /* the decode default, SWAP=1: the dequantized weights are wgmma's A operand in registers (no shared
+     * image of them), their packed words are copied once per trip into a shared image (rows of 16 words
+     * padded to 17) three trips ahead, and each thread loads a group scale once per row half */
+    IrBuf sw = {0};
+    qmatmul_source(&s, &sw);
+    KT_CHECK(sw.s && strstr(sw.s, "SWAP=1") && strstr(sw.s, "(A in registers, pipelined B, wgmma)") &&
+                 strstr(sw.s, "[128,128] mma.sync m16n8 accumulators: 8x1 warps, 1x16 fragments per warp"),
+             "w4a16 SWAP=1: the weights dequantized in the A fragments' layout");
+    KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<4>(kb + ") && strstr(sw.s, " * 8704 + (r * 17 + q % 16) * 4, m ? p_w + ") &&
+                 strstr(sw.s, "+ r * 17 + c / 8;"),
+             "w4a16 SWAP=1: the packed words streamed into a shared image, read by the run's threads");
+    const char *sc = sw.s ? strstr(sw.s, "(__ldg(p_scales + ") : NULL;
+    KT_CHECK(sc && strstr(sw.s, "for (int u = 0; u < 2; u++)"), "w4a16 SWAP=1: one scale load per row half");
+    ir_buf_free(&sw);
 }
 
 /* W8A8 FP8 at large M: both e4m3 operands piped K-major into 128-byte-swizzled rings and multiplied by

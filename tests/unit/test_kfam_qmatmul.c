@@ -520,16 +520,18 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* M, N, K in groups (w8a16, fp8: K = groups * 32 + 15) */
     static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}, {5, 40, 3}};
     static const int large[][3] = {{1, 1000, 8}, {130, 257, 4}};
-    KirConfig cfgs[6];
+    KirConfig cfgs[7];
     cfgs[0] = ksweep_cfg(0);
     cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 32, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1);
     cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 64, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
     cfgs[3] = ksweep_cfg(6, "BM", 64, "BN", 16, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1);
     cfgs[4] = ksweep_cfg(6, "BM", 16, "BN", 128, "BK", 256, "WARPS", 8, "STAGES", 2, "SPLIT_K", 4);
     cfgs[5] = ksweep_cfg(6, "BM", 128, "BN", 64, "BK", 128, "WARPS", 8, "STAGES", 4, "SPLIT_K", 1);
+    /* SWAP=1: out^T = w x^T, the dequantized weights an A operand in registers (2 warps: mma.sync) */
+    cfgs[6] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1);
     /* the interpreter runs every config; compiled executors (compile-bound; NVRTC on a GPU machine) the
      * default and one other, rotating with the case */
-    static const int all[6] = {0, 1, 2, 3, 4, 5};
+    static const int all[7] = {0, 1, 2, 3, 4, 5, 6};
     int big = ksweep_big(r), n_case = 0;
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
         for (int d = 0; d < 2; d++) {
@@ -542,34 +544,38 @@ static void sweep(const KRunner *r, KrefRng *g)
                 /* every epilogue once per (format, dtype) */
                 const char *epi = epilogues[(i + d * 2 + (int)fi) % N_EPI];
                 Case c = {.f = f, .dt = dtypes[d], .M = small[i][0], .N = small[i][1], .epi = epi};
-                int pick[2] = {0, 1 + n_case % 5};
+                int pick[2] = {0, 1 + n_case % 6};
                 c.K = small[i][2] * G + (w8 ? 15 : 0);
-                run_case(r, g, c, cfgs, big ? pick : all, big ? 2 : 6);
+                run_case(r, g, c, cfgs, big ? pick : all, big ? 2 : 7);
             }
             for (int i = 0; big && i < 2; i++)
                 if ((i + (int)fi) % 2 == d) {
                     Case c = {
                         .f = f, .dt = dtypes[d], .M = large[i][0], .N = large[i][1], .epi = epilogues[i]};
-                    int pick[2] = {0, 1 + (n_case + 2 * i) % 5};
+                    int pick[2] = {0, 1 + (n_case + 2 * i) % 6};
                     c.K = large[i][2] * (G < 64 ? 64 : G) + (w8 ? 15 : 0);
                     run_case(r, g, c, cfgs, pick, 2);
                 }
         }
     /* split-K reduced in the launch (ws=1, the runtime's decode form), every format, every epilogue over
      * the formats (silu_mul and pair keep acc2's slices after acc's: 4 x 2 fills the workspace's 8):
-     * 4 slices of 16 rows and 2 of 32 rows (STAGES 2: one K step's loads carried ahead), BK 128 (a
+     * 4 slices of 16 rows and 2 of 32 rows (STAGES 2: streamed a trip ahead), BK 128 (a
      * multiple of every group), K of 8 such steps (+ a tail where the format allows), M within BM (the
      * runtime takes a split binary for at most its BM rows); each format must run at least one */
-    KirConfig wcfg[2];
+    KirConfig wcfg[3];
     wcfg[0] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 128, "WARPS", 4, "STAGES", 1, "SPLIT_K", 4);
     wcfg[1] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 128, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2);
+    /* the decode form with SWAP=1: 128 weight rows on 8 warps (wgmma with A in registers), N = 72 masked,
+     * 4 trips per slice: every stage of the rings is written (the packed words' image beside the x ring) */
+    wcfg[2] = ksweep_cfg(7, "BM", 16, "BN", 128, "BK", 128, "WARPS", 8, "STAGES", 4, "SPLIT_K", 2, "SWAP", 1);
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
         int before = ws_split_runs;
-        for (int j = 0; j < 2; j++) {
-            Case c = {.f = &fmts[fi], .dt = dtypes[0], .M = j ? 29 : 1 + (int)fi % 16, .N = 72,
+        for (int j = 0; j < 3; j++) {
+            Case c = {.f = &fmts[fi], .dt = dtypes[0], .M = j == 1 ? 29 : 1 + (int)fi % 16, .N = 72,
                       .epi = epilogues[(fi + 2 * (unsigned)j) % N_EPI], .inl = 1};
             c.K = 8 * 128 + (per_row(c.f) ? 15 : 0);
             int pick = j;
+            if (j == 2 && !strcmp(r->name, "host")) continue; /* a CUDA form; the host JIT's time is the budget */
             run_case(r, g, c, wcfg, &pick, 1);
         }
         ksweep_check(r, NULL, ws_split_runs > before, "qmatmul %s g%d: no split-K launch with ws=1 ran",
