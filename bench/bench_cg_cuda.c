@@ -42,7 +42,7 @@ static float time_kernel(const KirKernel *k, void **args, const unsigned grid[3]
     RtModule *mod;
     RtFunction *fn;
     if (rt_dev_module_load(dev, cubin.data, cubin.size, &mod) || rt_dev_function(mod, cubin.entry, &fn) ||
-        (l.smem_bytes > 48 * 1024 && rt_dev_function_set_smem(fn, l.smem_bytes))) {
+        (l.smem_bytes > 0 && rt_dev_function_set_smem(fn, l.smem_bytes))) {
         printf("%s: %s\n", k->name, rt_dev_errmsg());
         return -1;
     }

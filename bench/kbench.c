@@ -139,8 +139,7 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
     kir_config_print(&kb->k->cfg, &kb->config);
     if (rt_dev_module_load(dev, cubin.data, cubin.size, &kb->mod) != KILN_OK ||
         rt_dev_function(kb->mod, cubin.entry, &kb->fn) != KILN_OK ||
-        (kb->launch.smem_bytes > 0 &&
-         rt_dev_function_set_smem(kb->fn, kb->launch.smem_bytes) != KILN_OK)) {
+        (kb->launch.smem_bytes > 0 && rt_dev_function_set_smem(kb->fn, kb->launch.smem_bytes) != KILN_OK)) {
         fail(err, n, "%s%s", rt_dev_errmsg(), "");
         goto bad;
     }

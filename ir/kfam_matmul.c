@@ -335,8 +335,7 @@ IrStatus kfam_mm_splitk_check(const char *family, int64_t N, int inl, int split,
     if (inl && KFAM_SPLITK_WS(N) > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "%s: ws=1 needs N <= %lld", family,
                            KFAM_MAX_I32_OFFSET / KFAM_SPLITK_WS(1));
-    if (inl && split > 1 &&
-        (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || n_acc * split > KFAM_SPLITK_MAX))
+    if (inl && split > 1 && (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || n_acc * split > KFAM_SPLITK_MAX))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
                            "%s: split-K in the launch needs 16 <= BM <= %d, BN >= 16, SPLIT_K <= %d", family,
                            KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX / n_acc);

@@ -169,10 +169,10 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * esz, stages = small_m || f8 ? 4 : 3;
     while (stages > 1 && stages * stage_bytes > 200 * 1024)
         stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
-    if (fmt >= 0 && b_computed(fmt, g))
-        stages = 1; /* a B tile dequantized into shared memory for the generic dot: streaming its words
+    if (fmt >= 0 && !f8)
+        stages = 1; /* a B tile computed for the generic dot (dequantized, or cast): streaming its loads
                      * (STAGES > 1) did not pay, the loop is bound by its own instructions (H200, session
-                     * 10, 4096 x 14336 M=1: 50.2 us at STAGES=1, 53.3 at 4); SWAP=1 below streams them */
+                     * 10, w4a16 4096 x 14336 M=1: 50.2 us at STAGES=1, 53.3 at 4); SWAP=1 below streams */
     /* decode with split-K in the launch (ws=1): K slices of at least 512 (4 trips of 128), up to 8 slices
      * and 4096 programs, 8 warps: each program's loads are synchronous, so bytes in flight come from many
      * resident programs (H200, session 9, w4a16 g128 4096 x 14336 M=1: 47.9 us at 8 warps x 8 slices vs
@@ -180,8 +180,8 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t split = 1, tiles = kfam_cdiv(N, bn), warps = small_m ? 4 : 8;
     if (kfam_spec_i(s, "ws", 0) && small_m && bm <= KFAM_SPLITK_ROWS && K >= 4096) {
         /* silu_mul and pair: two accumulators' slices share the workspace (at most 4 slices each) */
-        while (split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split * 2 <= 4096 && K / (split * 2) >= 512 &&
-               K / (split * 2) >= bk)
+        while (split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split * 2 <= 4096 &&
+               K / (split * 2) >= 512 && K / (split * 2) >= bk)
             split *= 2;
         if (split > 1) warps = 8;
     }
@@ -189,19 +189,19 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "STAGES", stages);
     kir_config_set(cfg, "SPLIT_K", split);
     kir_config_set(cfg, "SWAP", 0);
-    if (fmt != QF_W4A16 || !small_m || two || N < 128 || K < 128) return;
-    /* w4a16 decode: SWAP=1, 128 weight rows on 8 warps (an A operand in registers, the packed words
-     * streamed 3 trips ahead), K split in the launch until about 1024 programs (H200, session 10:
-     * 4096 x 14336 M=1 41 us at 8 slices; 28672 x 4096 74 us at 4, 86 at 8) */
+    if (fmt != QF_W4A16 || !small_m || two || N < 128 || K < 4096 || !kfam_spec_i(s, "ws", 0)) return;
+    /* w4a16 decode with K split in the launch (the shapes measured): SWAP=1, 128 weight rows on 8 warps
+     * (an A operand in registers, the packed words streamed 3 trips ahead), K split until about 1024
+     * programs (H200, session 10: 4096 x 14336 M=1 41 us at 8 slices; 28672 x 4096 74 us at 4, 86 at 8) */
     kir_config_set(cfg, "SWAP", 1);
     kir_config_set(cfg, "BN", 128);
     kir_config_set(cfg, "BK", 128);
     kir_config_set(cfg, "WARPS", 8);
     kir_config_set(cfg, "STAGES", 4);
     tiles = kfam_cdiv(N, 128), split = 1;
-    if (kfam_spec_i(s, "ws", 0) && bm <= KFAM_SPLITK_ROWS && K >= 4096)
-        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= 1024 && K / (split * 2) >= 512)
-            split *= 2;
+    while (bm <= KFAM_SPLITK_ROWS && split < KFAM_SPLITK_MAX && tiles * split * 2 <= 1024 &&
+           K / (split * 2) >= 512)
+        split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
 }
 
@@ -210,14 +210,15 @@ typedef struct QWeight {
     KirValue *w, *scales, *zeros;
 } QWeight;
 
-/* What the B tile's dequantization needs, loop-invariant: offset tiles [BK,BN] at k = 0 and shifts. */
+/* What the B tile's dequantization needs, loop-invariant: offset tiles [BK,BN] ([BN,BK] with swap) at
+ * k = 0 and shifts. */
 typedef struct QTile {
     int fmt;
     KirDtype dt;
     int64_t group, block_bytes;
     KirValue *q_offs; /* element (w8a16), word (w4a16) or quant byte (GGUF) of (k0 + kk, n) */
     KirValue *s_offs; /* scale (w4a16) or block start (GGUF) of (k0 + kk, n) */
-    KirValue *shift;  /* nibble shift [BK,BN] (w4a16, q4_0, q4_1) */
+    KirValue *shift;  /* nibble shift, the tiles' shape (w4a16, q4_0, q4_1) */
     int swap;         /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
 } QTile;
 
@@ -247,7 +248,7 @@ static KirValue *half_of(KirBuilder *b, KirValue *lo, KirValue *hi)
 }
 
 /* The loads of one K step's B tile (its leaves: codes or words, scales, zero points, GGUF block halves)
- * and what dequant_math makes of them: the loop may issue them trips ahead of their use. */
+ * and what dequant_math makes of them (the CUDA backend may stream the loads trips ahead). */
 enum { Q_LEAVES = 6 };
 typedef struct QLeaves {
     KirValue *v[Q_LEAVES];
@@ -262,13 +263,14 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
     if (per_row_scale(t->fmt) || t->fmt == QF_FP8) {
         lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, k), m, NULL);
         if (t->fmt == QF_FP8 && t->group > 1)
-            lv->v[lv->n++] =
-                kir_load(b, qw->scales, kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group))), m, NULL);
+            lv->v[lv->n++] = kir_load(
+                b, qw->scales, kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group))), m, NULL);
         return;
     }
     if (t->fmt == QF_W4A16) {
         KirValue *g_offs = kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group)));
-        lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
+        lv->v[lv->n++] =
+            kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
         lv->v[lv->n++] = kir_load(b, qw->scales, g_offs, m, NULL);
         if (qw->zeros) lv->v[lv->n++] = kir_load(b, qw->zeros, g_offs, m, NULL);
         return;
@@ -280,7 +282,7 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
         lv->v[lv->n++] = kir_load(b, qw->w, i ? kir_add(b, blk, kir_const_i32(b, i)) : blk, m, NULL);
 }
 
-/* The dtype B tile [BK,BN] from its leaves (dequant_loads). */
+/* The dtype B tile [BK,BN] ([BN,BK] with swap) from its leaves (dequant_loads). */
 static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, KirValue *const *lv)
 {
     KirValue *v;
@@ -289,10 +291,12 @@ static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, 
     if (t->fmt == QF_FP8) /* block-scaled e4m3: dtype(f32(q) * f32(s[n, k/G])) */
         return kir_cast(b, kir_mul(b, kir_cast(b, lv[0], KIR_F32), lv[1]), t->dt);
     if (t->fmt == QF_W4A16) {
-        KirValue *q = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, lv[0], t->shift), kir_const_i32(b, 15));
+        KirValue *q =
+            kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, lv[0], t->shift), kir_const_i32(b, 15));
         /* f32(q) - f32(z), exact (both below 2^24) and each a conversion of a value of a few bits, which
          * the CUDA backend makes with integer ops instead of the slower int-to-float unit */
-        KirValue *z = qw->zeros ? kir_cast(b, kir_cast(b, lv[2], KIR_I32), KIR_F32) : kir_const_f(b, KIR_F32, 8);
+        KirValue *z =
+            qw->zeros ? kir_cast(b, kir_cast(b, lv[2], KIR_I32), KIR_F32) : kir_const_f(b, KIR_F32, 8);
         KirValue *qf = kir_sub(b, kir_cast(b, q, KIR_F32), z);
         v = kir_mul(b, qf, kir_cast(b, lv[1], KIR_F32));
         return kir_cast(b, v, t->dt);
@@ -341,14 +345,14 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
         t->q_offs = kn_outer(b, t, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
         t->s_offs = t->group == 1 ? NULL
                                   : kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, t->group),
-                                               kir_mul(b, rn, kir_const_i32(b, K / t->group)));
+                                             kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         return;
     }
     if (t->fmt == QF_W4A16) {
         KirValue *c8 = kir_const_i32(b, 8);
         t->q_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, 8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
         t->s_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, t->group),
-                               kir_mul(b, rn, kir_const_i32(b, K / t->group)));
+                             kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         t->shift = k_bcast(b, t, kir_mul(b, kir_binary(b, KIR_OP_REM, rk, c8), kir_const_i32(b, 4)), bn);
         return;
     }
@@ -357,11 +361,10 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
     KirValue *blk = kir_mul(b, div_pow2(b, rk, 32), cb);                       /* [BK] */
     KirValue *j = kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, 31));         /* [BK] k % 32 */
     KirValue *byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 15));
-    t->q_offs = kn_outer(
-        b, t, KIR_OP_ADD, kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
+    t->q_offs = kn_outer(b, t, KIR_OP_ADD,
+                         kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
     t->s_offs = kn_outer(b, t, KIR_OP_ADD, blk, row);
-    if (t->fmt != QF_Q8_0)
-        t->shift = k_bcast(b, t, kir_mul(b, div_pow2(b, j, 16), kir_const_i32(b, 4)), bn);
+    if (t->fmt != QF_Q8_0) t->shift = k_bcast(b, t, kir_mul(b, div_pow2(b, j, 16), kir_const_i32(b, 4)), bn);
 }
 
 /* acc * f32(scales[n]) for w8a16's and fp8's per-channel scale; fp8 scale=tensor: acc * scales[0]. acc is
@@ -495,6 +498,9 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: %lld weight bytes need 64-bit offsets",
                            (long long)wbytes);
     kfam_config_merge(&kfam_qmatmul, s, given, &cfg);
+    /* a config that names its tiles but not SWAP (a tuning store or a bench from before SWAP) means
+     * SWAP=0: the defaults' SWAP=1 belongs with the defaults' own tiles */
+    if (given && given->n && kir_config_get(given, "SWAP", -1) < 0) kir_config_set(&cfg, "SWAP", 0);
     if (kfam_config_pow2(s, &cfg, "BM", 512, d) || kfam_config_pow2(s, &cfg, "BN", 512, d) ||
         kfam_config_pow2(s, &cfg, "BK", 512, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d) ||
         kfam_config_pow2(s, &cfg, "SPLIT_K", 64, d))
@@ -511,7 +517,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                            (long long)g);
     int inl = (int)kfam_spec_i(s, "ws", 0), n_acc = kfam_epilogue_two_weights(epi) ? 2 : 1;
     if (split > 1 && !inl && n_acc == 2)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: silu_mul and pair split K only in the launch (ws=1)");
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
+                           "qmatmul: silu_mul and pair split K only in the launch (ws=1)");
     if (kfam_mm_splitk_check("qmatmul", N, inl, split, bm, bn, n_acc, d)) return d->status;
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
@@ -525,7 +532,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                                                                                        "zeros2"};
     QWeight qw = {0}, qw2 = {0};
     KirValue *x = kir_param(&b, "x", kir_ptr(at), KIR_PARAM_RDONLY);
-    KirValue *xs = at != dt ? kir_param(&b, "xs", kir_ptr(KIR_F32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS) : NULL;
+    KirValue *xs =
+        at != dt ? kir_param(&b, "xs", kir_ptr(KIR_F32), KIR_PARAM_RDONLY | KIR_PARAM_NOALIAS) : NULL;
     qweight_params(&b, fmt, sdt, (int)zeros, names1, &qw);
     KirValue *bias = NULL, *r = NULL, *dst = NULL, *dst2 = NULL, *ws = NULL, *sem = NULL;
     if (split > 1 && !inl) {
@@ -569,7 +577,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     trip_loads(&b, &ql, body->args[0], &tr);
     for (int j = 0; j < n_acc; j++) {
         KirValue *wt = dequant_math(&b, &t, j ? &qw2 : &qw, tr.v + 1 + (j ? tr.n1 : 0));
-        yields[j] = swap ? kir_dot(&b, wt, tr.v[0], body->args[1 + j]) : kir_dot(&b, tr.v[0], wt, body->args[1 + j]);
+        yields[j] =
+            swap ? kir_dot(&b, wt, tr.v[0], body->args[1 + j]) : kir_dot(&b, tr.v[0], wt, body->args[1 + j]);
     }
     KirInst *loop = kir_for_end(&b, yields, n_acc);
 
@@ -586,7 +595,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     }
     KirValue *c_offs = swap ? kfam_outer(&b, KIR_OP_ADD, rn, kir_mul(&b, rm, cN))
                             : kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cN), rn);
-    KirValue *c_mask = swap ? kfam_outer_mask(&b, nmask, mmask, bn, bm) : kfam_outer_mask(&b, mmask, nmask, bm, bn);
+    KirValue *c_mask =
+        swap ? kfam_outer_mask(&b, nmask, mmask, bn, bm) : kfam_outer_mask(&b, mmask, nmask, bm, bn);
     if (split > 1 && !inl) {
         kir_atomic_add(&b, ws, c_offs, acc, c_mask);
         return kfam_kernel_end(&b, out);

@@ -5,7 +5,7 @@
  *     if (rt_dev_open(0, &dev) != KILN_OK) { puts(rt_dev_errmsg()); ... }   // KILN_ERR_UNSUPPORTED: no GPU
  *     RtModule *mod; RtFunction *fn;
  *     rt_dev_module_load(dev, cubin, size, &mod);  rt_dev_function(mod, "rmsnorm_4096", &fn);
- *     rt_dev_function_set_smem(fn, smem_bytes);                 // before launching with > 48 KiB
+ *     rt_dev_function_set_smem(fn, smem_bytes);                 // before launching with any
  *     uint64_t x; rt_dev_alloc(dev, bytes, &x); rt_dev_copy_htod(dev, x, host, bytes);
  *     void *args[] = {&x, &n};  unsigned grid[3] = {n, 1, 1}, block[3] = {256, 1, 1};
  *     rt_dev_launch(fn, grid, block, smem_bytes, NULL, args);   // NULL stream: the device's default
@@ -65,7 +65,8 @@ const char *rt_dev_target(const RtDevice *dev);
 KilnStatus rt_dev_module_load(RtDevice *dev, const void *image, size_t size, RtModule **out);
 void rt_dev_module_unload(RtModule *m);
 KilnStatus rt_dev_function(RtModule *m, const char *name, RtFunction **out);
-/* Allows `bytes` of dynamic shared memory per launch (needed above 48 KiB). */
+/* Allows `bytes` of dynamic shared memory per launch (needed above 48 KiB less the kernel's static shared
+ * memory: kiln sets it for every kernel that uses dynamic shared memory). */
 KilnStatus rt_dev_function_set_smem(RtFunction *f, int bytes);
 /* Registers per thread and local (spill) bytes per thread of a loaded function. */
 KilnStatus rt_dev_function_regs(RtFunction *f, int *regs, int *local_bytes);

@@ -88,7 +88,8 @@ static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirB
     if (L->blk != body || ld->op != KIR_OP_LOAD || L->form != CG_CUDA_REG) return 0;
     const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
     KirDtype t = ld->ops[0]->type.dtype;
-    if ((t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3 && t != KIR_I8) || g->v[offs->id].form != CG_CUDA_VIRT)
+    if ((t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3 && t != KIR_I8) ||
+        g->v[offs->id].form != CG_CUDA_VIRT)
         return 0;
     if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) return 0;
     if (ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) return 0;
@@ -148,13 +149,14 @@ static int wgmma_fits(const CgCudaGen *g, const CgCudaPipe *p)
         const KirInst *in = body->insts[i];
         if (in->op != KIR_OP_DOT) continue;
         const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
-        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16 && a->dtype != KIR_F8E4M3 && a->dtype != KIR_I8) return 0;
+        if (a->dtype != KIR_BF16 && a->dtype != KIR_F16 && a->dtype != KIR_F8E4M3 && a->dtype != KIR_I8)
+            return 0;
         int n = b->shape[1];
         if (a->dtype == KIR_I8 && n > 24 && (n % 16 || n > 224)) return 0;
         if (a->shape[0] != 16 * g->warps || b->shape[1] % 8 || b->shape[1] > 256) return 0;
         int ja = pipe_load_index(g, p, in->ops[0]), jb = pipe_load_index(g, p, in->ops[1]);
         if (a->dtype == KIR_F8E4M3 || a->dtype == KIR_I8) { /* no transposed 8-bit operands; whole
-                                                               * 128-element swizzle rows */
+                                                             * 128-element swizzle rows */
             if (ja < 0 || jb < 0 || p->loads[ja].trans || p->loads[jb].trans || a->shape[1] % 128) return 0;
             continue;
         }
@@ -306,13 +308,13 @@ static void plan_loop(CgCudaGen *g, const KirInst *loop)
     for (int j = 0; j < p.n_loads; j++) {
         CgCudaPipeLoad *pl = &p.loads[j];
         if (!p.wgmma && pipe_esz(pl) == 1) return; /* e4m3 images are read by wgmma only */
-        if (p.wgmma) /* unpadded, swizzled images; 1024-byte aligned stages */
+        if (p.wgmma)                               /* unpadded, swizzled images; 1024-byte aligned stages */
             pl->stage_bytes = (pl->lines * pl->len * pipe_esz(pl) + 1023) / 1024 * 1024;
         per += pl->stage_bytes;
     }
     for (int j = 0; j < p.n_leaves; j++)
         per += p.leaves[j].stage_bytes;
-    if (p.n_leaves) budget /= 2; /* the generic dot's staging takes shared memory too */
+    if (p.n_leaves) budget /= 2; /* the generic dot's staging or the epilogue's scratch takes its share */
     while (p.stages > 1 && (int64_t)per * p.stages + 1024 > budget)
         p.stages--;
     if (p.n_leaves && p.stages < 2) return;
@@ -581,8 +583,8 @@ static void stage_b16(CgCudaGen *g, const KirValue *x, KirDtype st, const char *
     cg_cuda_open(g, "if (ok)");
     cg_cuda_line(g, "unsigned t[%d];", L->vec / 2);
     cg_cuda_line(g, "#pragma unroll");
-    cg_cuda_line(g, "for (int i = 0; i < %d; i++) t[i] = %s(%s[s + 2 * i], %s[s + 2 * i + 1]);", L->vec / 2, pk,
-                 src, src);
+    cg_cuda_line(g, "for (int i = 0; i < %d; i++) t[i] = %s(%s[s + 2 * i], %s[s + 2 * i + 1]);", L->vec / 2,
+                 pk, src, src);
     cg_cuda_line(g, "kd_vstore<%d>((unsigned *)(%s + %s), t);", L->vec / 2, ptr, index);
     cg_cuda_close(g);
     cg_cuda_close(g);
@@ -696,13 +698,14 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
     const char *rd = p->stages > 1 ? "rd" : "0";
     KirDtype dt = in->ops[0]->type.dtype;
     const char *kind = dt == KIR_BF16 ? "bf16" : dt == KIR_F16 ? "f16" : dt == KIR_I8 ? "s8" : "e4m3";
-    const char *ty = cg_cuda_mem_type(dt), *acc_t = dt == KIR_I8 ? "s32" : "f32", *cons = dt == KIR_I8 ? "+r" : "+f";
+    const char *ty = cg_cuda_mem_type(dt), *acc_t = dt == KIR_I8 ? "s32" : "f32",
+               *cons = dt == KIR_I8 ? "+r" : "+f";
     /* elements per 128-byte swizzle row (AT) and per instruction's k slice of 32 bytes (KS) */
     int esz = kir_dtype_bytes(dt), AT = 128 / esz, KS = 32 / esz;
     cg_cuda_begin(g);
     if (A) {
-        cg_cuda_line(g, "const %s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * %d;", ty, ja, rd,
-                     A->stage_bytes / esz, AT);
+        cg_cuda_line(g, "const %s *const ta = kp%d + %s * %d + ((int)threadIdx.x / 128) * 64 * %d;", ty, ja,
+                     rd, A->stage_bytes / esz, AT);
     } else if (!a_packed(g, in->ops[0])) { /* packed before the fence: registers written between wgmmas
                                             * make ptxas serialize them */
         emit_pack_a(g, in->ops[0], "af");
@@ -857,8 +860,8 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
          * of 16-byte chunks (C elements) */
         int esz = pipe_esz(pl), A = 128 / esz, C = 16 / esz;
         const char *idx =
-            p->wgmma ? cg_cuda_fmt(g, "(%s / %d) * %d + %s * %d + (((%s %% %d) / %d) ^ (%s %% 8)) * %d", pos, A,
-                                   pl->lines * A, line, A, pos, A, C, line, C)
+            p->wgmma ? cg_cuda_fmt(g, "(%s / %d) * %d + %s * %d + (((%s %% %d) / %d) ^ (%s %% 8)) * %d", pos,
+                                   A, pl->lines * A, line, A, pos, A, C, line, C)
                      : cg_cuda_fmt(g, "%s * %d + %s", line, pl->len + 8, pos);
         cg_cuda_line(g, "const bool m = %s;", msk);
         cg_cuda_line(g, "kd_cp_async<%d>(kp%d + %s * %d + %s, m ? %s + %s : %s, m);", pl->vw * esz, j, stage,
@@ -867,7 +870,7 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         if (P > 1) cg_cuda_close(g);
     }
     const char *base = p->wgmma ? "kb" : "kd_smem"; /* wgmma: offsets from the 1024-aligned base */
-    for (int j = 0; j < p->n_leaves; j++) { /* each thread copies the accesses it will read */
+    for (int j = 0; j < p->n_leaves; j++) {         /* each thread copies the accesses it will read */
         const CgCudaPipeLeaf *lf = &p->leaves[j];
         const KirInst *ld = lf->ld;
         const KirValue *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
@@ -881,8 +884,9 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
             cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run);
             const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
             cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-            cg_cuda_line(g, "kd_cp_async<%d>(%s + %d + %s * %d + (r * %d + q %% %d) * %d, m ? %s + %s : %s, m);",
-                         lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->pitch, per, lf->bytes, pn, o, pn);
+            cg_cuda_line(
+                g, "kd_cp_async<%d>(%s + %d + %s * %d + (r * %d + q %% %d) * %d, m ? %s + %s : %s, m);",
+                lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->pitch, per, lf->bytes, pn, o, pn);
             cg_cuda_close(g);
             continue;
         }
@@ -890,8 +894,11 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         cg_cuda_open(g, "if (ok)");
         const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
         cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-        cg_cuda_line(g, "kd_cp_async<%d>(%s + %d + %s * %d + ((s / %d) * %d + (int)threadIdx.x) * %d, m ? %s + %s : %s, m);",
-                     lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->step, g->threads, lf->bytes, pn, o, pn);
+        cg_cuda_line(g,
+                     "kd_cp_async<%d>(%s + %d + %s * %d + ((s / %d) * %d + (int)threadIdx.x) * %d, m ? %s + "
+                     "%s : %s, m);",
+                     lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->step, g->threads, lf->bytes, pn,
+                     o, pn);
         cg_cuda_close(g);
         cg_cuda_close(g);
     }
@@ -907,23 +914,26 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     const KirValue *res = in->res[0];
     const char *R = val(g, res)->name;
     KirDtype t = in->ops[0]->type.dtype;
-    const char *mt = cg_cuda_mem_type(t), *zero = kir_dtype_is_float(t) ? "0.0f" : "0";
+    const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t);
     const char *base = p->wgmma ? "kb" : "kd_smem"; /* as emit_issue */
     cg_cuda_declare(g, res);
     if (lf->run) {
         cg_cuda_mma_run_loop(g, lf->lay, lf->run);
-        cg_cuda_line(g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + r * %d + c / %d;", mt, mt, base,
-                     lf->offset, lf->stage_bytes, lf->pitch, lf->run);
-        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"), zero);
+        cg_cuda_line(g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + r * %d + c / %d;", mt, mt,
+                     base, lf->offset, lf->stage_bytes, lf->pitch, lf->run);
+        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
+                     zero);
         cg_cuda_mma_run_fill(g, R, lf->run);
         cg_cuda_close(g);
         return 1;
     }
     cg_cuda_slot_loop(g, lf->lay, lf->step);
-    cg_cuda_line(g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + ((s / %d) * %d + (int)threadIdx.x) * %d;",
-                 mt, mt, base, lf->offset, lf->stage_bytes, lf->step, g->threads, lf->w);
+    cg_cuda_line(
+        g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + ((s / %d) * %d + (int)threadIdx.x) * %d;",
+        mt, mt, base, lf->offset, lf->stage_bytes, lf->step, g->threads, lf->w);
     if (lf->w == 1) { /* one element for a run of slots */
-        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"), zero);
+        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
+                     zero);
         cg_cuda_line(g, "#pragma unroll");
         cg_cuda_line(g, "for (int i = 0; i < %d; i++) %s[s + i] = x;", lf->step, R);
     } else {
@@ -947,10 +957,10 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     const char *fence = p->wgmma ? "kd_fence_proxy_async(); " : "";
     cg_cuda_line(g, "/* pipelined dot loop: %d stage%s, cp.async into shared memory, %s */", S,
                  S > 1 ? "s" : "",
-                 !p->n_loads                ? "the loads streamed beside the dot, which stages its own tiles"
-                 : !p->wgmma                ? "mma.sync m16n8k16"
+                 !p->n_loads ? "the loads streamed beside the dot, which stages its own tiles"
+                 : !p->wgmma ? "mma.sync m16n8k16"
                  : pipe_esz(&p->loads[0]) == 1 ? "wgmma m64nNk32 (8-bit) from 128-byte-swizzled tiles"
-                                                : "wgmma m64nNk16 from 128-byte-swizzled tiles");
+                                               : "wgmma m64nNk16 from 128-byte-swizzled tiles");
     int packs = declare_loop_a(g, p);
     cg_cuda_begin(g);
     if (p->wgmma)

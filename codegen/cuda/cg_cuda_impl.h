@@ -65,10 +65,10 @@ typedef struct CgCudaVal {
     const KirInst *def;  /* defining instruction, NULL for block arguments */
     const KirBlock *blk; /* block the value is defined in */
     int uses;
-    int dot_a_uses; /* uses as the A operand of a dot */
-    int afeed_uses; /* uses that reach only dots' A operands through element-wise ops of its shape */
+    int dot_a_uses;  /* uses as the A operand of a dot */
+    int afeed_uses;  /* uses that reach only dots' A operands through element-wise ops of its shape */
     int expand_uses; /* uses as the operand of an expand (a 1-D tile broadcast along a new dim) */
-    int pipe;       /* PIPE: index of its CgCudaPipe + 1 */
+    int pipe;        /* PIPE: index of its CgCudaPipe + 1 */
 } CgCudaVal;
 
 /* One tile load fed through shared memory by a pipelined dot loop. */
@@ -90,27 +90,27 @@ typedef struct CgCudaPipeLoad {
  * the distinct elements once, cooperatively, into a shared image. */
 typedef struct CgCudaPipeLeaf {
     const KirInst *ld;
-    int lay;         /* the result's layout: the slot loop of the copies and of the read */
-    int step, w;     /* slots per access; elements read per access (1 with step > 1: a run of slots) */
-    int run;         /* > 0: a cg_cuda_mma_run load, copied once per run into a shared image of `lines`
-                      * rows of `pitch` elements (element (r, c) at r * pitch + c / run), read by
-                      * every thread that holds a slot of the run (after the trip's barrier) */
+    int lay;     /* the result's layout: the slot loop of the copies and of the read */
+    int step, w; /* slots per access; elements read per access (1 with step > 1: a run of slots) */
+    int run;     /* > 0: a cg_cuda_mma_run load, copied once per run into a shared image of `lines`
+                  * rows of `pitch` elements (element (r, c) at r * pitch + c / run), read by
+                  * every thread that holds a slot of the run (after the trip's barrier) */
     int lines, pitch;
-    int bytes;       /* per access: 4, 8 or 16 */
+    int bytes; /* per access: 4, 8 or 16 */
     int offset, stage_bytes;
 } CgCudaPipeLeaf;
 
 /* A canonical dot loop lowered to a software pipeline: `stages` ring buffers per load, cp.async copies
- * for trip i + stages - 1 issued while trip i computes. */
+ * for trip i + stages - 1 (overlap: i + stages - 2) issued while trip i computes. */
 typedef struct CgCudaPipe {
     const KirInst *loop;
     int stages;
-    int wgmma; /* sm_90a: 128-byte-swizzled images read by wgmma (else padded rows, mma.sync) */
+    int wgmma;   /* sm_90a: 128-byte-swizzled images read by wgmma (else padded rows, mma.sync) */
     int overlap; /* 1: a trip's wgmma group is left in flight while the next trip issues (wait_group 1);
                   * copies run stages - 2 trips ahead, so the slot refilled was read two trips back */
     int n_loads;
     CgCudaPipeLoad loads[CG_CUDA_PIPE_LOADS];
-    int n_leaves; /* with n_loads == 0: the dots' operands are computed in the body from these loads */
+    int n_leaves; /* loads streamed beside the piped operands (plan_leaves) */
     CgCudaPipeLeaf leaves[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */
 } CgCudaPipe;
@@ -162,10 +162,10 @@ typedef struct CgCudaGen {
     const CgCudaPipe *cur_pipe; /* while emitting a pipelined loop's body: dots read stage `rd` */
     const char *inflight;       /* an overlapped wgmma's accumulator (na registers) still in flight */
     int inflight_n;
-    const char **pname;         /* declared C names of the params */
-    int nc_ok;                  /* every store goes through a noalias param */
-    int pending_store;          /* a global store may precede the next load: a barrier is due */
-    int tmp;                    /* counter for fresh names */
+    const char **pname; /* declared C names of the params */
+    int nc_ok;          /* every store goes through a noalias param */
+    int pending_store;  /* a global store may precede the next load: a barrier is due */
+    int tmp;            /* counter for fresh names */
     int oom;
 } CgCudaGen;
 
@@ -182,8 +182,8 @@ int cg_cuda_mma_run(CgCudaGen *g, const KirInst *in);
  * number. cg_cuda_mma_run_fill copies `x` to the run's slots of array name. */
 int cg_cuda_mma_run_loop(CgCudaGen *g, int lay, int R);
 void cg_cuda_mma_run_fill(CgCudaGen *g, const char *name, int R);
-/* A pipelined loop's leaf load (cur_pipe) read from its ring; 0 when `in` is not one. */
-int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in);
+/* The C literal of a zero of dtype t (a masked-off load's value). */
+const char *cg_cuda_zero_of(KirDtype t);
 
 /* ---- cg_cuda_layout.c ---- */
 /* Numbers values, computes axis info, forms and layouts, and plans pipelined dot loops. */
@@ -286,5 +286,7 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in);
 /* Emits a `for` that has a pipeline plan. */
 void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPipe *p);
 const CgCudaPipe *cg_cuda_pipe_of(const CgCudaGen *g, const KirInst *loop);
+/* A pipelined loop's leaf load (cur_pipe) read from its ring or image; 0 when `in` is not one. */
+int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in);
 
 #endif

@@ -84,8 +84,8 @@ int cg_cuda_layout_blocked(CgCudaGen *g, int m, int n, const CgCudaAxis *ax)
     l.order = 1;
     /* chunks along dim 0 when the values run (contiguous, or constant: packed words, group scales) along
      * dim 0 only */
-    if (m > 1 && (n == 1 || (ax && ax->contig[1] < 2 &&
-                             (ax->contig[0] >= 2 || (ax->cnst[0] >= 2 && ax->cnst[1] < 2)))))
+    if (m > 1 && (n == 1 ||
+                  (ax && ax->contig[1] < 2 && (ax->contig[0] >= 2 || (ax->cnst[0] >= 2 && ax->cnst[1] < 2)))))
         l.order = 0;
     int len = l.order ? n : m, numel = m * n;
     /* 8 elements per chunk (16-byte accesses for 2-byte dtypes) unless that leaves threads idle */

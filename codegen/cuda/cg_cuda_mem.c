@@ -22,7 +22,7 @@ static int imin(int a, int b)
     return a < b ? a : b;
 }
 
-static const char *zero_of(KirDtype t)
+const char *cg_cuda_zero_of(KirDtype t)
 {
     return kir_dtype_is_float(t) ? "0.0f" : t == KIR_I1 ? "false" : "0";
 }
@@ -160,8 +160,8 @@ int cg_cuda_mma_run_loop(CgCudaGen *g, int lay, int R)
     int G = L->fn * 8 / R, n = L->fm * 2 * G; /* runs per row fragment's row half; accesses */
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_open(g, "for (int u = 0; u < %d; u++)", n);
-    cg_cuda_line(g, "const int s = ((u / %d) * %d + (u %% %d) * %d) * 4 + ((u / %d) %% 2) * 2;", 2 * G, L->fn, G,
-                 R / 8, G);
+    cg_cuda_line(g, "const int s = ((u / %d) * %d + (u %% %d) * %d) * 4 + ((u / %d) %% 2) * 2;", 2 * G, L->fn,
+                 G, R / 8, G);
     cg_cuda_line(g, "int r, c;");
     cg_cuda_line(g, "const bool ok = L%d_at(s, r, c);", lay);
     return n;
@@ -180,7 +180,7 @@ static void emit_mma_run_load(CgCudaGen *g, const KirInst *in, int R, int nc)
     const KirValue *p = in->ops[0], *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
     const CgCudaVal *V = val(g, in->res[0]);
     KirDtype t = p->type.dtype;
-    const char *other = in->n_ops > 3 ? cg_cuda_scalar(g, in->ops[3]) : zero_of(t);
+    const char *other = in->n_ops > 3 ? cg_cuda_scalar(g, in->ops[3]) : cg_cuda_zero_of(t);
     const char *pn = cg_cuda_scalar(g, p);
     cg_cuda_mma_run_loop(g, V->lay, R);
     const char *o = cg_cuda_at(g, offs, V->lay);
@@ -210,7 +210,7 @@ void cg_cuda_emit_load(CgCudaGen *g, const KirInst *in, int nc_ok)
     const KirValue *res = in->res[0];
     const CgCudaVal *R = val(g, res);
     KirDtype t = p->type.dtype;
-    const char *other = in->n_ops > 3 ? cg_cuda_scalar(g, in->ops[3]) : zero_of(t);
+    const char *other = in->n_ops > 3 ? cg_cuda_scalar(g, in->ops[3]) : cg_cuda_zero_of(t);
     const char *pn = cg_cuda_scalar(g, p);
     load_barrier(g, p);
     if (R->form == CG_CUDA_SCALAR) {

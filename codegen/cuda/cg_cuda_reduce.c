@@ -25,11 +25,6 @@ static int reg_size(KirDtype t)
     return t == KIR_I1 || t == KIR_I8 || t == KIR_U8 ? 1 : t == KIR_I64 ? 8 : 4;
 }
 
-static const char *zero_of(KirDtype t)
-{
-    return kir_dtype_is_float(t) ? "0.0f" : t == KIR_I1 ? "false" : "0";
-}
-
 void cg_cuda_emit_convert(CgCudaGen *g, const KirValue *v, int lay, const char *name)
 {
     const CgCudaVal *V = val(g, v);
@@ -46,7 +41,7 @@ void cg_cuda_emit_convert(CgCudaGen *g, const KirValue *v, int lay, const char *
     cg_cuda_close(g);
     cg_cuda_line(g, "__syncthreads();");
     cg_cuda_slot_loop(g, lay, 1);
-    cg_cuda_line(g, "%s[s] = ok ? kt[r * %d + c] : %s;", name, pitch, zero_of(v->type.dtype));
+    cg_cuda_line(g, "%s[s] = ok ? kt[r * %d + c] : %s;", name, pitch, cg_cuda_zero_of(v->type.dtype));
     cg_cuda_close(g);
     cg_cuda_close(g);
 }
@@ -82,7 +77,7 @@ void cg_cuda_emit_broadcast(CgCudaGen *g, const KirInst *in)
     cg_cuda_close(g);
     cg_cuda_line(g, "__syncthreads();");
     cg_cuda_slot_loop(g, R->lay, 1);
-    cg_cuda_line(g, "%s[s] = ok ? kt[%s] : %s;", R->name, row ? "c" : "r", zero_of(x->type.dtype));
+    cg_cuda_line(g, "%s[s] = ok ? kt[%s] : %s;", R->name, row ? "c" : "r", cg_cuda_zero_of(x->type.dtype));
     cg_cuda_close(g);
     cg_cuda_close(g);
 }
@@ -97,7 +92,7 @@ typedef struct Red {
 
 static const char *identity(CgCudaGen *g, const Red *r)
 {
-    if (r->kind == KIR_RED_SUM) return zero_of(r->rt);
+    if (r->kind == KIR_RED_SUM) return cg_cuda_zero_of(r->rt);
     int mx = r->kind == KIR_RED_MAX;
     switch (r->rt) {
     case KIR_F32: return mx ? "-__int_as_float(0x7f800000)" : "__int_as_float(0x7f800000)";

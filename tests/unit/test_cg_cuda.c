@@ -1072,9 +1072,8 @@ done:
     }
 }
 
-/* The sm_90a CUDA source of qmatmul spec s at its default config into *src (src->s NULL when it does not
- * build). */
-/* The sm_90a source of a qmatmul kernel at config cfg (NULL: the defaults). */
+/* The sm_90a CUDA source of qmatmul spec s at config cfg (NULL: the defaults) into *src (src->s NULL when
+ * it does not build). */
 static void qmatmul_source_at(const KfamSpec *s, const KirConfig *cfg, IrBuf *src)
 {
     KirKernel *k = NULL;
@@ -1101,7 +1100,8 @@ static void check_packed_loads(void)
     kfam_spec_str(&s, "wfmt", "w4a16"), kfam_spec_int(&s, "group", 128), kfam_spec_int(&s, "m_hint", 1);
     KirConfig b_tile = {0};
     kir_config_set(&b_tile, "BM", 16), kir_config_set(&b_tile, "BN", 32), kir_config_set(&b_tile, "BK", 128);
-    kir_config_set(&b_tile, "WARPS", 8), kir_config_set(&b_tile, "STAGES", 1), kir_config_set(&b_tile, "SWAP", 0);
+    kir_config_set(&b_tile, "WARPS", 8), kir_config_set(&b_tile, "STAGES", 1),
+        kir_config_set(&b_tile, "SWAP", 0);
     IrBuf src = {0};
     qmatmul_source_at(&s, &b_tile, &src);
     KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
@@ -1116,24 +1116,31 @@ static void check_packed_loads(void)
     IrBuf ring = {0};
     qmatmul_source_at(&s, &b_tile, &ring);
     KT_CHECK(ring.s && strstr(ring.s, "the loads streamed beside the dot") &&
-                 strstr(ring.s, "kd_cp_async<4>(kd_smem + 0 + wr * 2048 + ((s / 8) * 256 + (int)threadIdx.x) * 4") &&
+                 strstr(ring.s,
+                        "kd_cp_async<4>(kd_smem + 0 + wr * 2048 + ((s / 8) * 256 + (int)threadIdx.x) * 4") &&
                  strstr(ring.s, "const int *const t = (const int *)(kd_smem + 0 + rd * 2048)") &&
                  !strstr(ring.s, "/* ... for every thread"),
              "w4a16 STAGES=4: packed words in per-thread cp.async rings");
     ir_buf_free(&ring);
-    /* the decode default, SWAP=1: the dequantized weights are wgmma's A operand in registers (no shared
-     * image of them), their packed words are copied once per trip into a shared image (rows of 16 words
-     * padded to 17) three trips ahead, and each thread loads a group scale once per row half */
+    /* the decode default with K split in the launch, SWAP=1: the dequantized weights are wgmma's A operand
+     * in registers (no shared image of them), their packed words are copied once per trip into a shared
+     * image (rows of 16 words padded to 17) three trips ahead, and each thread loads a group scale once per
+     * row half */
+    kfam_spec_int(&s, "ws", 1);
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);
     KT_CHECK(sw.s && strstr(sw.s, "SWAP=1") && strstr(sw.s, "(A in registers, pipelined B, wgmma)") &&
                  strstr(sw.s, "[128,128] mma.sync m16n8 accumulators: 8x1 warps, 1x16 fragments per warp"),
              "w4a16 SWAP=1: the weights dequantized in the A fragments' layout");
-    KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<4>(kb + ") && strstr(sw.s, " * 8704 + (r * 17 + q % 16) * 4, m ? p_w + ") &&
+    KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<4>(kb + ") &&
+                 strstr(sw.s, " * 8704 + (r * 17 + q % 16) * 4, m ? p_w + ") &&
                  strstr(sw.s, "+ r * 17 + c / 8;"),
              "w4a16 SWAP=1: the packed words streamed into a shared image, read by the run's threads");
-    const char *sc = sw.s ? strstr(sw.s, "(__ldg(p_scales + ") : NULL;
-    KT_CHECK(sc && strstr(sw.s, "for (int u = 0; u < 2; u++)"), "w4a16 SWAP=1: one scale load per row half");
+    const char *sc = sw.s ? strstr(sw.s, "(__ldg(p_scales + ") : NULL, *loop = NULL;
+    for (const char *u = sw.s ? strstr(sw.s, "for (int ") : NULL; u && u < sc; u = strstr(u + 1, "for (int "))
+        loop = u; /* the loop the scale load is in */
+    KT_CHECK(loop && !strncmp(loop, "for (int u = 0; u < 2; u++)", 27),
+             "w4a16 SWAP=1: one scale load per row half");
     ir_buf_free(&sw);
 }
 
@@ -1149,7 +1156,8 @@ static void check_fp8_wgmma(void)
     qmatmul_source(&s, &src);
     KT_CHECK(src.s && strstr(src.s, "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"),
              "w8a8 fp8: wgmma k32 on e4m3 codes");
-    KT_CHECK(src.s && strstr(src.s, "kd_cp_async<16>(kp1 + "), "w8a8 fp8: 16-byte copies of the weight codes");
+    KT_CHECK(src.s && strstr(src.s, "kd_cp_async<16>(kp1 + "),
+             "w8a8 fp8: 16-byte copies of the weight codes");
     KT_CHECK(src.s && !strstr(src.s, "kt = (float *)kd_scratch"), "w8a8 fp8: no layout change of the scales");
     /* one wgmma group left in flight across trips: copies two trips ahead (4 stages), the slot refilled
      * read two trips back, and the last group waited for after the loop */

@@ -427,7 +427,8 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     if (ran > 0 && c->inl && split > 1) ws_split_runs++;
     for (size_t i = 0; ran > 0 && i < n_sem; i++)
         if (sem[i]) {
-            ksweep_check(r, k, 0, "qmatmul ws=1 M=%d N=%d: tile counter %zu left %d", c->M, c->N, i, (int)sem[i]);
+            ksweep_check(r, k, 0, "qmatmul ws=1 M=%d N=%d: tile counter %zu left %d", c->M, c->N, i,
+                         (int)sem[i]);
             break;
         }
     if (ran > 0 && ek) {
@@ -528,7 +529,7 @@ static void sweep(const KRunner *r, KrefRng *g)
     cfgs[4] = ksweep_cfg(6, "BM", 16, "BN", 128, "BK", 256, "WARPS", 8, "STAGES", 2, "SPLIT_K", 4);
     cfgs[5] = ksweep_cfg(6, "BM", 128, "BN", 64, "BK", 128, "WARPS", 8, "STAGES", 4, "SPLIT_K", 1);
     /* SWAP=1: out^T = w x^T, the dequantized weights an A operand in registers (2 warps: mma.sync) */
-    cfgs[6] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1);
+    cfgs[6] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
     /* the interpreter runs every config; compiled executors (compile-bound; NVRTC on a GPU machine) the
      * default and one other, rotating with the case */
     static const int all[7] = {0, 1, 2, 3, 4, 5, 6};
@@ -571,11 +572,16 @@ static void sweep(const KRunner *r, KrefRng *g)
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
         int before = ws_split_runs;
         for (int j = 0; j < 3; j++) {
-            Case c = {.f = &fmts[fi], .dt = dtypes[0], .M = j == 1 ? 29 : 1 + (int)fi % 16, .N = 72,
-                      .epi = epilogues[(fi + 2 * (unsigned)j) % N_EPI], .inl = 1};
+            Case c = {.f = &fmts[fi],
+                      .dt = dtypes[0],
+                      .M = j == 1 ? 29 : 1 + (int)fi % 16,
+                      .N = 72,
+                      .epi = epilogues[(fi + 2 * (unsigned)j) % N_EPI],
+                      .inl = 1};
             c.K = 8 * 128 + (per_row(c.f) ? 15 : 0);
             int pick = j;
-            if (j == 2 && !strcmp(r->name, "host")) continue; /* a CUDA form; the host JIT's time is the budget */
+            if (j == 2 && !strcmp(r->name, "host"))
+                continue; /* a CUDA form; the host JIT's time is the budget */
             run_case(r, g, c, wcfg, &pick, 1);
         }
         ksweep_check(r, NULL, ws_split_runs > before, "qmatmul %s g%d: no split-K launch with ws=1 ran",
