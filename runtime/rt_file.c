@@ -61,6 +61,25 @@ KilnStatus rt_file_map(const char *path, const char *kind, unsigned char **map, 
     return s;
 }
 
+const char *rt_file_quote(RtFileQuoted *q, const char *name)
+{
+    size_t o = 0;
+    q->s[o++] = '\'';
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        if (o >= RT_FILE_QUOTE_MAX) {
+            while (o > 1 && ((unsigned char)q->s[o - 1] & 0xc0) == 0x80)
+                o--; /* not mid-character */
+            if (o > 1 && (unsigned char)q->s[o - 1] >= 0xc0) o--;
+            memcpy(q->s + o, "...", 3), o += 3;
+            break;
+        }
+        q->s[o++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
+    }
+    q->s[o++] = '\'';
+    q->s[o] = 0;
+    return q->s;
+}
+
 void rt_file_unmap(void *map, size_t size)
 {
     if (map) munmap(map, size);

@@ -1,4 +1,5 @@
-/* rt_file.h — what the runtime's file readers share: one-line error messages and read-only mappings.
+/* rt_file.h — what the runtime's file readers share: one-line error messages, quoted names from files and
+ * read-only mappings.
  * Prefix rt_file_. Used by the package, safetensors, GGUF and tokenizer modules.
  */
 #ifndef KILN_RT_FILE_H
@@ -26,5 +27,13 @@ KilnStatus rt_file_verrf(char *err, int errlen, KilnStatus s, const char *fmt, v
 KilnStatus rt_file_map(const char *path, const char *kind, unsigned char **map, size_t *size, char *err,
                        int errlen);
 void rt_file_unmap(void *map, size_t size); /* NULL is fine */
+
+/* A name or key from a file, quoted for a message: control characters shown as '?', cut with "..." (not
+ * inside a UTF-8 character) past RT_FILE_QUOTE_MAX bytes. Returns q->s. */
+enum { RT_FILE_QUOTE_MAX = 120 };
+typedef struct RtFileQuoted {
+    char s[RT_FILE_QUOTE_MAX + 16];
+} RtFileQuoted;
+const char *rt_file_quote(RtFileQuoted *q, const char *name);
 
 #endif

@@ -124,28 +124,7 @@ const char *rt_gguf_val_name(RtGgufVal type)
     return (unsigned)type < RT_GGUF_VAL_COUNT ? rt_gguf_vals[type].name : "?";
 }
 
-/* ---- messages and bytes ------------------------------------------------------------------------------ */
-
-/* A key or name from the file, quoted for a message: control characters shown as '?', cut at ~100 bytes. */
-typedef struct RtGgufQuoted {
-    char s[112];
-} RtGgufQuoted;
-
-static const char *rt_gguf_quote(RtGgufQuoted *q, const char *name)
-{
-    size_t o = 0;
-    q->s[o++] = '\'';
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        if (o >= 100) {
-            memcpy(q->s + o, "...", 3), o += 3;
-            break;
-        }
-        q->s[o++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
-    }
-    q->s[o++] = '\'';
-    q->s[o] = 0;
-    return q->s;
-}
+/* ---- bytes ------------------------------------------------------------------------------------------ */
 
 static uint16_t rt_gguf_le16(const unsigned char *p)
 {
@@ -170,7 +149,8 @@ typedef struct RtGgufReader {
     const char *path;
     char *err;
     int errlen;
-    char where[160]; /* what is being read, for truncation messages: "key/value 3 ('general.name')" */
+    /* what is being read, for truncation messages: "key/value 3 ('general.name')" */
+    char where[RT_FILE_QUOTE_MAX + 64];
 } RtGgufReader;
 
 static KilnStatus rt_gguf_need(RtGgufReader *r, uint64_t n)
@@ -233,7 +213,7 @@ static KilnStatus rt_gguf_string(RtGgufReader *r, const unsigned char **bytes, u
 /* Reads the value of kv (key and type already set) at the cursor. */
 static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     KilnStatus s;
     uint32_t elem;
     kv->elem = kv->type, kv->count = 1;
@@ -245,17 +225,17 @@ static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
         if (kv->type == RT_GGUF_VAL_BOOL && kv->data[0] > 1)
             return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: key %s: bool value %u (must be 0 or 1)", r->path,
-                                rt_gguf_quote(&q, kv->key), kv->data[0]);
+                                rt_file_quote(&q, kv->key), kv->data[0]);
         return KILN_OK;
     }
     if ((s = rt_gguf_u32(r, &elem))) return s;
     if (elem >= RT_GGUF_VAL_COUNT)
         return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s: unknown array element type %u",
-                            r->path, rt_gguf_quote(&q, kv->key), elem);
+                            r->path, rt_file_quote(&q, kv->key), elem);
     if (elem == RT_GGUF_VAL_ARRAY)
         return rt_file_errf(r->err, r->errlen, KILN_ERR_UNSUPPORTED,
                             "%s: key %s: arrays of arrays are not supported", r->path,
-                            rt_gguf_quote(&q, kv->key));
+                            rt_file_quote(&q, kv->key));
     kv->elem = (RtGgufVal)elem;
     if ((s = rt_gguf_u64(r, &kv->count))) return s;
     uint64_t left = r->size - r->pos;
@@ -265,7 +245,7 @@ static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
         return rt_file_errf(
             r->err, r->errlen, KILN_ERR_CORRUPT,
             "%s: key %s: an array of %llu %s elements cannot fit in the %llu bytes left in the file", r->path,
-            rt_gguf_quote(&q, kv->key), (unsigned long long)kv->count, rt_gguf_vals[elem].name,
+            rt_file_quote(&q, kv->key), (unsigned long long)kv->count, rt_gguf_vals[elem].name,
             (unsigned long long)left);
     if (elem != RT_GGUF_VAL_STRING) {
         kv->data = r->p + r->pos, kv->len = kv->count * least, r->pos += kv->len;
@@ -273,7 +253,7 @@ static KilnStatus rt_gguf_value(RtGgufReader *r, RtGgufKv *kv)
             if (kv->data[i] > 1)
                 return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                     "%s: key %s: element %llu is bool value %u (must be 0 or 1)", r->path,
-                                    rt_gguf_quote(&q, kv->key), (unsigned long long)i, kv->data[i]);
+                                    rt_file_quote(&q, kv->key), (unsigned long long)i, kv->data[i]);
         return KILN_OK;
     }
     /* count <= bytes left / 8, so this table is at most as large as the file */
@@ -311,7 +291,7 @@ static int rt_gguf_cmp_offset(const void *a, const void *b)
 
 static KilnStatus rt_gguf_read_kvs(RtGgufFile *g, RtGgufReader *r)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     KilnStatus s;
     for (int i = 0; i < g->n_kv; i++) {
         RtGgufKv *kv = &g->kv[i];
@@ -323,11 +303,11 @@ static KilnStatus rt_gguf_read_kvs(RtGgufFile *g, RtGgufReader *r)
         if (!kv->key[0])
             return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key/value %d has an empty key",
                                 g->path, i);
-        snprintf(r->where, sizeof r->where, "key/value %d (%s)", i, rt_gguf_quote(&q, kv->key));
+        snprintf(r->where, sizeof r->where, "key/value %d (%s)", i, rt_file_quote(&q, kv->key));
         if ((s = rt_gguf_u32(r, &type))) return s;
         if (type >= RT_GGUF_VAL_COUNT)
             return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s: unknown value type %u",
-                                g->path, rt_gguf_quote(&q, kv->key), type);
+                                g->path, rt_file_quote(&q, kv->key), type);
         kv->type = (RtGgufVal)type;
         if ((s = rt_gguf_value(r, kv))) return s;
         g->kv_by_key[i] = kv;
@@ -336,7 +316,7 @@ static KilnStatus rt_gguf_read_kvs(RtGgufFile *g, RtGgufReader *r)
     for (int i = 1; i < g->n_kv; i++)
         if (!strcmp(g->kv_by_key[i]->key, g->kv_by_key[i - 1]->key))
             return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: key %s appears twice", g->path,
-                                rt_gguf_quote(&q, g->kv_by_key[i]->key));
+                                rt_file_quote(&q, g->kv_by_key[i]->key));
 
     const RtGgufKv *al = rt_gguf_kv_find(g, "general.alignment");
     g->alignment = RT_GGUF_DEFAULT_ALIGNMENT;
@@ -358,14 +338,14 @@ static KilnStatus rt_gguf_read_kvs(RtGgufFile *g, RtGgufReader *r)
 static KilnStatus rt_gguf_read_tensor(RtGgufFile *g, RtGgufReader *r, int i)
 {
     RtGgufTensor *t = &g->tensors[i];
-    RtGgufQuoted q;
+    RtFileQuoted q;
     KilnStatus s;
     uint32_t n_dims, type;
     snprintf(r->where, sizeof r->where, "tensor info %d", i);
     char *name;
     if ((s = rt_gguf_name(r, "tensor name", &name))) return s;
     t->name = name;
-    rt_gguf_quote(&q, t->name);
+    rt_file_quote(&q, t->name);
     snprintf(r->where, sizeof r->where, "tensor info %d (%s)", i, q.s);
     if ((s = rt_gguf_u32(r, &n_dims))) return s;
     if (n_dims > RT_GGUF_MAX_DIMS)
@@ -429,7 +409,7 @@ static KilnStatus rt_gguf_read_tensor(RtGgufFile *g, RtGgufReader *r, int i)
 /* Places every tensor in the data section and checks that they fit and do not overlap. */
 static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
 {
-    RtGgufQuoted q, q2;
+    RtFileQuoted q, q2;
     uint64_t start = r->pos + (g->alignment - r->pos % g->alignment) % g->alignment;
     g->data_offset = start;
     if (g->n_tensors == 0) return KILN_OK; /* the padding may be missing when nothing follows */
@@ -447,7 +427,7 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
                 r->err, r->errlen, KILN_ERR_CORRUPT,
                 "%s: tensor %s (%s, %llu bytes at data offset %llu) runs past the end of the file "
                 "(the data section has %llu bytes): truncated?",
-                g->path, rt_gguf_quote(&q, t->name), rt_gguf_type_name(t->type),
+                g->path, rt_file_quote(&q, t->name), rt_gguf_type_name(t->type),
                 (unsigned long long)t->nbytes, (unsigned long long)t->offset, (unsigned long long)data_size);
         t->data = g->map + start + t->offset;
     }
@@ -458,15 +438,15 @@ static KilnStatus rt_gguf_place(RtGgufFile *g, RtGgufReader *r)
         if (b->offset < a->offset + a->nbytes)
             return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT,
                                 "%s: tensors %s [%llu, %llu) and %s [%llu, %llu) overlap in the data section",
-                                g->path, rt_gguf_quote(&q, a->name), (unsigned long long)a->offset,
-                                (unsigned long long)(a->offset + a->nbytes), rt_gguf_quote(&q2, b->name),
+                                g->path, rt_file_quote(&q, a->name), (unsigned long long)a->offset,
+                                (unsigned long long)(a->offset + a->nbytes), rt_file_quote(&q2, b->name),
                                 (unsigned long long)b->offset, (unsigned long long)(b->offset + b->nbytes));
     }
     qsort(g->by_name, (size_t)g->n_tensors, sizeof *g->by_name, rt_gguf_cmp_name);
     for (int i = 1; i < g->n_tensors; i++)
         if (!strcmp(g->by_name[i]->name, g->by_name[i - 1]->name))
             return rt_file_errf(r->err, r->errlen, KILN_ERR_CORRUPT, "%s: tensor %s appears twice", g->path,
-                                rt_gguf_quote(&q, g->by_name[i]->name));
+                                rt_file_quote(&q, g->by_name[i]->name));
     return KILN_OK;
 }
 
@@ -682,15 +662,15 @@ static double rt_gguf_f64_at(const unsigned char *p)
 static KilnStatus rt_gguf_scalar(const RtGgufFile *g, const char *key, const char *want, const RtGgufKv **kv,
                                  char *err, int errlen)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     if (!g || !key)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_get: NULL %s", g ? "key" : "file");
     *kv = rt_gguf_kv_find(g, key);
     if (!*kv)
-        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_gguf_quote(&q, key));
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_file_quote(&q, key));
     if ((*kv)->type == RT_GGUF_VAL_ARRAY)
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is an array of %s, not %s", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name((*kv)->elem), want);
+                            rt_file_quote(&q, key), rt_gguf_val_name((*kv)->elem), want);
     return KILN_OK;
 }
 
@@ -699,19 +679,19 @@ static KilnStatus rt_gguf_get_int(const RtGgufFile *g, const char *key, const ch
                                   uint64_t hi, int64_t *sv, uint64_t *uv, int *is_signed, char *err,
                                   int errlen)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     const RtGgufKv *kv = NULL;
     KilnStatus s = rt_gguf_scalar(g, key, want, &kv, err, errlen);
     if (s) return s;
     if (!rt_gguf_int_at(kv->data, kv->type, is_signed, sv, uv))
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not %s", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type), want);
+                            rt_file_quote(&q, key), rt_gguf_val_name(kv->type), want);
     if (!rt_gguf_int_fits(*is_signed, *sv, *uv, lo, hi)) {
         if (*is_signed)
             return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is %lld, out of range for %s",
-                                g->path, rt_gguf_quote(&q, key), (long long)*sv, want);
+                                g->path, rt_file_quote(&q, key), (long long)*sv, want);
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is %llu, out of range for %s", g->path,
-                            rt_gguf_quote(&q, key), (unsigned long long)*uv, want);
+                            rt_file_quote(&q, key), (unsigned long long)*uv, want);
     }
     return KILN_OK;
 }
@@ -748,26 +728,26 @@ KilnStatus rt_gguf_get_u64(const RtGgufFile *g, const char *key, uint64_t *out, 
 
 KilnStatus rt_gguf_get_f32(const RtGgufFile *g, const char *key, float *out, char *err, int errlen)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     const RtGgufKv *kv = NULL;
     KilnStatus s = rt_gguf_scalar(g, key, "f32", &kv, err, errlen);
     if (s) return s;
     if (kv->type != RT_GGUF_VAL_F32 && kv->type != RT_GGUF_VAL_F64)
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not f32", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type));
+                            rt_file_quote(&q, key), rt_gguf_val_name(kv->type));
     if (out) *out = kv->type == RT_GGUF_VAL_F32 ? rt_gguf_f32_at(kv->data) : (float)rt_gguf_f64_at(kv->data);
     return KILN_OK;
 }
 
 KilnStatus rt_gguf_get_bool(const RtGgufFile *g, const char *key, int *out, char *err, int errlen)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     const RtGgufKv *kv = NULL;
     KilnStatus s = rt_gguf_scalar(g, key, "bool", &kv, err, errlen);
     if (s) return s;
     if (kv->type != RT_GGUF_VAL_BOOL)
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not bool", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type));
+                            rt_file_quote(&q, key), rt_gguf_val_name(kv->type));
     if (out) *out = kv->data[0];
     return KILN_OK;
 }
@@ -775,13 +755,13 @@ KilnStatus rt_gguf_get_bool(const RtGgufFile *g, const char *key, int *out, char
 KilnStatus rt_gguf_get_str(const RtGgufFile *g, const char *key, const char **str, uint64_t *len, char *err,
                            int errlen)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     const RtGgufKv *kv = NULL;
     KilnStatus s = rt_gguf_scalar(g, key, "string", &kv, err, errlen);
     if (s) return s;
     if (kv->type != RT_GGUF_VAL_STRING)
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not string", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type));
+                            rt_file_quote(&q, key), rt_gguf_val_name(kv->type));
     if (str) *str = (const char *)kv->data;
     if (len) *len = kv->len;
     return KILN_OK;
@@ -790,18 +770,18 @@ KilnStatus rt_gguf_get_str(const RtGgufFile *g, const char *key, const char **st
 KilnStatus rt_gguf_get_arr(const RtGgufFile *g, const char *key, RtGgufVal elem, const RtGgufKv **out,
                            char *err, int errlen)
 {
-    RtGgufQuoted q;
+    RtFileQuoted q;
     if (out) *out = NULL;
     if (!g || !key)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_gguf_get_arr: NULL %s", g ? "key" : "file");
     const RtGgufKv *kv = rt_gguf_kv_find(g, key);
-    if (!kv) return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_gguf_quote(&q, key));
+    if (!kv) return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: no key %s", g->path, rt_file_quote(&q, key));
     if (kv->type != RT_GGUF_VAL_ARRAY)
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is a %s, not an array of %s", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name(kv->type), rt_gguf_val_name(elem));
+                            rt_file_quote(&q, key), rt_gguf_val_name(kv->type), rt_gguf_val_name(elem));
     if (kv->elem != elem)
         return rt_file_errf(err, errlen, KILN_ERR_FORMAT, "%s: key %s is an array of %s, not of %s", g->path,
-                            rt_gguf_quote(&q, key), rt_gguf_val_name(kv->elem), rt_gguf_val_name(elem));
+                            rt_file_quote(&q, key), rt_gguf_val_name(kv->elem), rt_gguf_val_name(elem));
     if (out) *out = kv;
     return KILN_OK;
 }

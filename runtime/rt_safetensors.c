@@ -32,32 +32,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- messages ------------------------------------------------------------------------------------- */
-
-/* A name from the file, quoted for a message: control characters shown as '?', cut at ~120 bytes. */
-typedef struct RtStQuoted {
-    char s[136];
-} RtStQuoted;
-
-static const char *rt_st_quote(RtStQuoted *q, const char *name)
-{
-    size_t o = 0;
-    q->s[o++] = '\'';
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-        if (o >= 120) {
-            while (o > 1 && ((unsigned char)q->s[o - 1] & 0xc0) == 0x80)
-                o--; /* not mid-character */
-            if (o > 1 && (unsigned char)q->s[o - 1] >= 0xc0) o--;
-            memcpy(q->s + o, "...", 3), o += 3;
-            break;
-        }
-        q->s[o++] = *p < 0x20 || *p == 0x7f ? '?' : (char)*p;
-    }
-    q->s[o++] = '\'';
-    q->s[o] = 0;
-    return q->s;
-}
-
 /* ---- dtypes ----------------------------------------------------------------------------------------- */
 
 static const struct {
@@ -550,11 +524,11 @@ static KilnStatus rt_st_tensor_parse(const RtStShard *sh, const RtStJsonDoc *d, 
                                      uint64_t data_start, uint64_t data_size, RtStTensor *t, char *err,
                                      int errlen)
 {
-    RtStQuoted q;
+    RtFileQuoted q;
     char buf[64], sbuf[256];
     int twice, dt, sh_node, off_node;
     const char *path = sh->path;
-    rt_st_quote(&q, name);
+    rt_file_quote(&q, name);
     if (d->nodes[v].type != RT_JSON_OBJECT)
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s: its entry is %s, not an object",
                             path, q.s, rt_st_jdescribe(d, v, buf, sizeof buf));
@@ -577,13 +551,13 @@ static KilnStatus rt_st_tensor_parse(const RtStShard *sh, const RtStJsonDoc *d, 
                             q.s, rt_st_jdescribe(d, dt, buf, sizeof buf));
     int dtype = rt_st_dtype_from_name(d->nodes[dt].s);
     if (dtype < 0) {
-        RtStQuoted qd;
+        RtFileQuoted qd;
         const char *s = d->nodes[dt].s;
         int subbyte = !strcmp(s, "F4") || !strcmp(s, "F6_E2M3") || !strcmp(s, "F6_E3M2");
         return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
                             subbyte ? "%s: tensor %s: dtype %s (smaller than a byte) is not supported"
                                     : "%s: tensor %s: unknown dtype %s",
-                            path, q.s, rt_st_quote(&qd, s));
+                            path, q.s, rt_file_quote(&qd, s));
     }
     t->dtype = (RtStDtype)dtype;
 
@@ -655,7 +629,7 @@ static KilnStatus rt_st_tensor_parse(const RtStShard *sh, const RtStJsonDoc *d, 
 static KilnStatus rt_st_meta_parse(RtStShard *sh, const RtStJsonDoc *d, int v, char *err, int errlen)
 {
     char buf[64];
-    RtStQuoted q;
+    RtFileQuoted q;
     if (d->nodes[v].type == RT_JSON_NULL) return KILN_OK;
     if (d->nodes[v].type != RT_JSON_OBJECT)
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ is %s, not an object", sh->path,
@@ -666,7 +640,7 @@ static KilnStatus rt_st_meta_parse(RtStShard *sh, const RtStJsonDoc *d, int v, c
         int val = d->nodes[k].next;
         if (d->nodes[val].type != RT_JSON_STRING)
             return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ %s is %s, not a string",
-                                sh->path, rt_st_quote(&q, d->nodes[k].s),
+                                sh->path, rt_file_quote(&q, d->nodes[k].s),
                                 rt_st_jdescribe(d, val, buf, sizeof buf));
         sh->meta[2 * sh->n_meta] = d->nodes[k].s, sh->meta[2 * sh->n_meta + 1] = d->nodes[val].s;
         sh->n_meta++;
@@ -675,7 +649,7 @@ static KilnStatus rt_st_meta_parse(RtStShard *sh, const RtStJsonDoc *d, int v, c
     for (int i = 1; i < sh->n_meta; i++)
         if (!strcmp(sh->meta[2 * i], sh->meta[2 * i - 2]))
             return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: __metadata__ has the key %s twice",
-                                sh->path, rt_st_quote(&q, sh->meta[2 * i]));
+                                sh->path, rt_file_quote(&q, sh->meta[2 * i]));
     return KILN_OK;
 }
 
@@ -685,7 +659,7 @@ static KilnStatus rt_st_shard_load(RtStShard *sh, int index, RtStTensor **tensor
                                    int errlen)
 {
     RtStJsonDoc doc;
-    RtStQuoted q, q2;
+    RtFileQuoted q, q2;
     KilnStatus s;
     RtStTensor *ts = NULL;
     int nt = 0, seen_meta = 0;
@@ -755,9 +729,9 @@ static KilnStatus rt_st_shard_load(RtStShard *sh, int index, RtStTensor **tensor
             s = rt_file_errf(
                 err, errlen, KILN_ERR_CORRUPT,
                 "%s: tensor %s: data_offsets [%llu, %llu] overlap tensor %s [%llu, %llu]", path,
-                rt_st_quote(&q, ts[i].name), (unsigned long long)(ts[i].file_offset - data_start),
+                rt_file_quote(&q, ts[i].name), (unsigned long long)(ts[i].file_offset - data_start),
                 (unsigned long long)(ts[i].file_offset - data_start + ts[i].nbytes),
-                rt_st_quote(&q2, ts[i - 1].name), (unsigned long long)(ts[i - 1].file_offset - data_start),
+                rt_file_quote(&q2, ts[i - 1].name), (unsigned long long)(ts[i - 1].file_offset - data_start),
                 (unsigned long long)(at - data_start));
             goto done;
         }
@@ -766,7 +740,7 @@ static KilnStatus rt_st_shard_load(RtStShard *sh, int index, RtStTensor **tensor
                              "%s: bytes [%llu, %llu) of the data section belong to no tensor (before %s)",
                              path, (unsigned long long)(at - data_start),
                              (unsigned long long)(ts[i].file_offset - data_start),
-                             rt_st_quote(&q, ts[i].name));
+                             rt_file_quote(&q, ts[i].name));
             goto done;
         }
         at = ts[i].file_offset + ts[i].nbytes;
@@ -781,7 +755,7 @@ static KilnStatus rt_st_shard_load(RtStShard *sh, int index, RtStTensor **tensor
     for (int i = 1; i < nt; i++)
         if (!strcmp(ts[i].name, ts[i - 1].name)) {
             s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s appears twice in the header", path,
-                             rt_st_quote(&q, ts[i].name));
+                             rt_file_quote(&q, ts[i].name));
             goto done;
         }
     sh->strings = doc.strings, doc.strings = NULL; /* names and metadata live on in the shard */
@@ -861,7 +835,7 @@ static int rt_st_cmp_entry_name(const void *a, const void *b)
 static KilnStatus rt_st_index_parse(const char *path, const RtStJsonDoc *d, RtStMapEntry **entries,
                                     int *n_entries, int *n_files, char *err, int errlen)
 {
-    RtStQuoted q, q2;
+    RtFileQuoted q, q2;
     char buf[64];
     int twice;
     *entries = NULL, *n_entries = 0, *n_files = 0;
@@ -888,7 +862,7 @@ static KilnStatus rt_st_index_parse(const char *path, const RtStJsonDoc *d, RtSt
             free(e);
             return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
                                 "%s: weight_map: tensor %s maps to %s, not a file name", path,
-                                rt_st_quote(&q, d->nodes[k].s), rt_st_jdescribe(d, v, buf, sizeof buf));
+                                rt_file_quote(&q, d->nodes[k].s), rt_st_jdescribe(d, v, buf, sizeof buf));
         }
         const char *f = d->nodes[v].s;
         if (!*f || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..")) {
@@ -897,7 +871,7 @@ static KilnStatus rt_st_index_parse(const char *path, const RtStJsonDoc *d, RtSt
                 err, errlen, KILN_ERR_CORRUPT,
                 "%s: weight_map: tensor %s maps to %s, which is not a plain file name in the index's "
                 "directory",
-                path, rt_st_quote(&q, d->nodes[k].s), rt_st_quote(&q2, f));
+                path, rt_file_quote(&q, d->nodes[k].s), rt_file_quote(&q2, f));
         }
         e[n].name = d->nodes[k].s, e[n].file = f, e[n].shard = 0, n++;
     }
@@ -913,7 +887,7 @@ static KilnStatus rt_st_index_parse(const char *path, const RtStJsonDoc *d, RtSt
 
 KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *err, int errlen)
 {
-    RtStQuoted q;
+    RtFileQuoted q;
     RtStJsonDoc doc;
     RtStMapEntry *e = NULL;
     RtStTensor **parts = NULL;
@@ -984,7 +958,8 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
             const RtStTensor *a = &ck->tensors[i - 1], *b = &ck->tensors[i];
             if (a->shard > b->shard) a = b, b = &ck->tensors[i - 1];
             s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s is also in %s",
-                             ck->shards[b->shard].path, rt_st_quote(&q, b->name), ck->shards[a->shard].path);
+                             ck->shards[b->shard].path, rt_file_quote(&q, b->name),
+                             ck->shards[a->shard].path);
             goto done;
         }
 
@@ -993,7 +968,7 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
     for (int i = 1; i < n_e; i++)
         if (!strcmp(e[i].name, e[i - 1].name)) {
             s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: weight_map lists tensor %s twice", path,
-                             rt_st_quote(&q, e[i].name));
+                             rt_file_quote(&q, e[i].name));
             goto done;
         }
     for (int i = 0, j = 0; i < n_e || j < total;) {
@@ -1001,13 +976,13 @@ KilnStatus rt_st_open_index(const char *index_path, RtStCheckpoint **out, char *
         if (c > 0) {
             const RtStTensor *t = &ck->tensors[j];
             s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: tensor %s is not in the weight_map of %s",
-                             ck->shards[t->shard].path, rt_st_quote(&q, t->name), path);
+                             ck->shards[t->shard].path, rt_file_quote(&q, t->name), path);
             goto done;
         }
         if (c < 0 || ck->tensors[j].shard != e[i].shard) {
             s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
                              "%s: weight_map puts tensor %s in %s, which has no such tensor", path,
-                             rt_st_quote(&q, e[i].name), e[i].file);
+                             rt_file_quote(&q, e[i].name), e[i].file);
             goto done;
         }
         i++, j++;
