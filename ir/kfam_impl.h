@@ -79,9 +79,10 @@ IrStatus kfam_mm_splitk_check(const char *family, int64_t N, int inl, int split,
 void kfam_mm_splitk_sum(KirBuilder *b, KirValue **accs, int n_acc, KirValue *ws, KirValue *sem, int64_t N,
                         int bn, int split, KirValue *c_offs, KirValue **c_mask);
 /* Inside the K loop at kk: when BK does not divide K, ands the k-tail mask into the A mask *am [BM,BK]
- * and the B mask *bmk [BK,BN] (NULL: all). */
+ * and the B mask *bmk [BK,BN] (NULL: all); trans: into their transposes [BK,BM] and [BN,BK] (qmatmul
+ * SWAP=1). */
 void kfam_mm_k_tail(KirBuilder *b, const KfamMmTiles *t, int64_t K, int bm, int bn, int bk, KirValue *kk,
-                    KirValue **am, KirValue **bmk);
+                    KirValue **am, KirValue **bmk, int trans);
 
 /* ---- RoPE (HF rotate_half), shared by rope and kv_write: the math is in kfam_rope.c's note ---- */
 /* Checks the spec's rope keys (theta, scaling none|linear|llama3, factor, low_freq_factor,

@@ -294,7 +294,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
     KirValue *kk = body->args[0];
     KirValue *am = a_mask, *bmk = b_mask;
-    kfam_mm_k_tail(&b, &t, K, bm, bn, bk, kk, &am, &bmk);
+    kfam_mm_k_tail(&b, &t, K, bm, bn, bk, kk, &am, &bmk, 0);
     KirValue *at = kir_load(&b, x, kir_add(&b, a_base, kk), am, zero);
     KirValue *b_offs = kir_add(&b, b_base, kk);
     KirValue *bt = kir_load(&b, w, b_offs, bmk, bmk ? zero : NULL);
@@ -379,12 +379,12 @@ void kfam_mm_k_range(KirBuilder *b, const KfamMmTiles *t, int split, int64_t ks,
 }
 
 void kfam_mm_k_tail(KirBuilder *b, const KfamMmTiles *t, int64_t K, int bm, int bn, int bk, KirValue *kk,
-                    KirValue **am, KirValue **bmk)
+                    KirValue **am, KirValue **bmk, int trans)
 {
     if (!(K % bk)) return;
     KirValue *kmask = kir_lt(b, kir_add(b, t->rk, kk), t->cK);
-    *am = kir_binary(b, KIR_OP_AND, *am, kfam_cols(b, kmask, bm));
-    *bmk = kfam_and(b, kfam_rows(b, kmask, bn), *bmk);
+    *am = kir_binary(b, KIR_OP_AND, *am, trans ? kfam_rows(b, kmask, bm) : kfam_cols(b, kmask, bm));
+    *bmk = kfam_and(b, trans ? kfam_cols(b, kmask, bn) : kfam_rows(b, kmask, bn), *bmk);
 }
 
 const KfamFamily kfam_matmul = {

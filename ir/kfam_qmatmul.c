@@ -401,20 +401,6 @@ typedef struct QLoop {
     int bm, bn, bk;
 } QLoop;
 
-/* The k tail of the step at kk (K % BK != 0): k lanes past K are masked in the A tile (x, or x^T [BK,BM]
- * with swap) and the B tile. */
-static void k_tail(KirBuilder *b, const QLoop *q, KirValue *kk, KirValue **am, KirValue **bmk)
-{
-    if (!q->t->swap) {
-        kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, kk, am, bmk);
-        return;
-    }
-    if (!(q->K % q->bk)) return;
-    KirValue *kmask = kir_lt(b, kir_add(b, q->mt->rk, kk), q->mt->cK);
-    *am = kir_binary(b, KIR_OP_AND, *am, kfam_rows(b, kmask, q->bm));
-    *bmk = kfam_and(b, kfam_cols(b, kmask, q->bn), *bmk);
-}
-
 /* One K step's operands as loaded: the A tile and the leaves of the B tile(s), flattened in that order. */
 typedef struct QTrip {
     KirValue *v[1 + 2 * Q_LEAVES];
@@ -425,7 +411,7 @@ typedef struct QTrip {
 static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
 {
     KirValue *am = q->a_mask, *bmk = q->b_mask;
-    k_tail(b, q, k, &am, &bmk);
+    kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, k, &am, &bmk, q->t->swap);
     QLeaves l1, l2 = {{0}, 0};
     dequant_loads(b, q->t, q->qw, k, bmk, &l1);
     if (q->qw2->w) dequant_loads(b, q->t, q->qw2, k, bmk, &l2);

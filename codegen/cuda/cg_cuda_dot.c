@@ -18,10 +18,10 @@
  * are in flight. One barrier per trip. The body's other loads (a dequantized tile's packed words; with a
  * computed dot operand, every load that qualifies, plan_leaves) stream in the same copy groups: into a
  * ring per thread (each thread reads back only its own copies), or, for a load whose elements repeat over
- * runs of an MMA layout (cg_cuda_mma_run), into a shared image holding each element once. The 8-bit
- * wgmma loop (W8A8) leaves each trip's wgmma group in
- * flight while the next trip waits for its tiles and issues its copies (wait_group 1; overlap_fits), so
- * the copies run stages - 2 trips ahead and the slot refilled is the one read two trips back.
+ * runs of an MMA layout (cg_cuda_mma_run), into a shared image holding each element once. The 8-bit wgmma
+ * loop (W8A8) leaves each trip's wgmma group in flight while the next trip waits for its tiles and issues
+ * its copies (wait_group 1; overlap_fits), so the copies run stages - 2 trips ahead and the slot refilled
+ * is the one read two trips back.
  */
 #include "cg_cuda_impl.h"
 
@@ -80,20 +80,28 @@ static int is_zero_const(const KirValue *v, const CgCudaGen *g)
     return d && d->op == KIR_OP_CONST && d->f == 0.0 && d->i == 0;
 }
 
+/* Can `ld`, an instruction of loop body `body`, be copied trips ahead by cp.async: a load of a register tile
+ * whose offsets (VIRT) and mask can be computed for any trip, with masked-off lanes zero (the copy's zero
+ * fill)? */
+static int copyable_ahead(const CgCudaGen *g, const KirInst *ld, const KirBlock *body)
+{
+    if (ld->op != KIR_OP_LOAD) return 0;
+    const CgCudaVal *L = &g->v[ld->res[0]->id];
+    const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+    if (L->blk != body || L->form != CG_CUDA_REG || g->v[offs->id].form != CG_CUDA_VIRT) return 0;
+    if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) return 0;
+    if (ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) return 0;
+    return recomputable(g, offs, body, 0) && (!mask || recomputable(g, mask, body, 0));
+}
+
 /* Fills pl for load `ld` as operand `role` of a dot in loop body `body`; 0 when it cannot be pipelined. */
 static int plan_load(const CgCudaGen *g, const KirInst *ld, int role, const KirBlock *body,
                      CgCudaPipeLoad *pl)
 {
-    const CgCudaVal *L = &g->v[ld->res[0]->id];
-    if (L->blk != body || ld->op != KIR_OP_LOAD || L->form != CG_CUDA_REG) return 0;
+    if (!copyable_ahead(g, ld, body)) return 0;
     const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
     KirDtype t = ld->ops[0]->type.dtype;
-    if ((t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3 && t != KIR_I8) ||
-        g->v[offs->id].form != CG_CUDA_VIRT)
-        return 0;
-    if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) return 0;
-    if (ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) return 0;
-    if (!recomputable(g, offs, body, 0) || (mask && !recomputable(g, mask, body, 0))) return 0;
+    if (t != KIR_BF16 && t != KIR_F16 && t != KIR_F8E4M3 && t != KIR_I8) return 0;
     int m, n;
     cg_cuda_shape(&ld->res[0]->type, &m, &n);
     if (role == 0 && (m % 16 || n % 16)) return 0;
@@ -248,19 +256,10 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
     if (!mma || p->loop->pipeline < 2 || cg_cuda_has_store(body)) return 0;
     for (int i = 0; i < body->n_insts && p->n_leaves < CG_CUDA_PIPE_LOADS; i++) {
         const KirInst *ld = body->insts[i];
-        int piped = 0;
-        for (int j = 0; j < p->n_loads; j++)
-            piped |= p->loads[j].ld == ld;
-        if (ld->op != KIR_OP_LOAD || ld->ops[1]->type.rank == 0 || piped) continue;
+        if (!copyable_ahead(g, ld, body) || pipe_load_index(g, p, ld->res[0]) >= 0) continue;
         const CgCudaVal *L = &g->v[ld->res[0]->id], *P = &g->v[ld->ops[0]->id];
-        if (afeed_only && L->afeed_uses != L->uses) continue;
-        const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
-        if (L->form != CG_CUDA_REG || !P->def || P->def->op != KIR_OP_PARAM ||
-            !(g->k->params[P->def->i].flags & KIR_PARAM_RDONLY) || g->v[offs->id].form != CG_CUDA_VIRT)
-            continue;
-        if (mask && g->v[mask->id].form != CG_CUDA_VIRT && g->v[mask->id].form != CG_CUDA_SCALAR) continue;
-        if ((ld->n_ops > 3 && !is_zero_const(ld->ops[3], g)) || !recomputable(g, offs, body, 0) ||
-            (mask && !recomputable(g, mask, body, 0)))
+        if ((afeed_only && L->afeed_uses != L->uses) || !P->def || P->def->op != KIR_OP_PARAM ||
+            !(g->k->params[P->def->i].flags & KIR_PARAM_RDONLY))
             continue;
         int step, dyn, w = cg_cuda_load_access(g, ld, &step, &dyn), run = cg_cuda_mma_run(g, ld);
         int bytes = (run ? 1 : w) * kir_dtype_bytes(ld->ops[0]->type.dtype);
@@ -818,6 +817,14 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
 
 /* Issues the cp.async copies of every piped load for the trip whose induction variable is `ivn` into
  * ring slot `stage`. */
+/* The shared-memory address of stage `stage` of leaf lf's ring or image (wgmma pipes place their rings
+ * from the 1024-aligned base kb). */
+static const char *leaf_stage(CgCudaGen *g, const CgCudaPipe *p, const CgCudaPipeLeaf *lf, const char *stage)
+{
+    return cg_cuda_fmt(g, "%s + %d + %s * %d", p->wgmma ? "kb" : "kd_smem", lf->offset, stage,
+                       lf->stage_bytes);
+}
+
 static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
 {
     for (int j = 0; j < p->n_loads; j++) {
@@ -869,8 +876,7 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         cg_cuda_close(g);
         if (P > 1) cg_cuda_close(g);
     }
-    const char *base = p->wgmma ? "kb" : "kd_smem"; /* wgmma: offsets from the 1024-aligned base */
-    for (int j = 0; j < p->n_leaves; j++) {         /* each thread copies the accesses it will read */
+    for (int j = 0; j < p->n_leaves; j++) { /* each thread copies the accesses it will read */
         const CgCudaPipeLeaf *lf = &p->leaves[j];
         const KirInst *ld = lf->ld;
         const KirValue *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
@@ -884,9 +890,8 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
             cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run);
             const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
             cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-            cg_cuda_line(
-                g, "kd_cp_async<%d>(%s + %d + %s * %d + (r * %d + q %% %d) * %d, m ? %s + %s : %s, m);",
-                lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->pitch, per, lf->bytes, pn, o, pn);
+            cg_cuda_line(g, "kd_cp_async<%d>(%s + (r * %d + q %% %d) * %d, m ? %s + %s : %s, m);", lf->bytes,
+                         leaf_stage(g, p, lf, stage), lf->pitch, per, lf->bytes, pn, o, pn);
             cg_cuda_close(g);
             continue;
         }
@@ -894,11 +899,8 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         cg_cuda_open(g, "if (ok)");
         const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
         cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-        cg_cuda_line(g,
-                     "kd_cp_async<%d>(%s + %d + %s * %d + ((s / %d) * %d + (int)threadIdx.x) * %d, m ? %s + "
-                     "%s : %s, m);",
-                     lf->bytes, base, lf->offset, stage, lf->stage_bytes, lf->step, g->threads, lf->bytes, pn,
-                     o, pn);
+        cg_cuda_line(g, "kd_cp_async<%d>(%s + ((s / %d) * %d + (int)threadIdx.x) * %d, m ? %s + %s : %s, m);",
+                     lf->bytes, leaf_stage(g, p, lf, stage), lf->step, g->threads, lf->bytes, pn, o, pn);
         cg_cuda_close(g);
         cg_cuda_close(g);
     }
@@ -914,13 +916,12 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     const KirValue *res = in->res[0];
     const char *R = val(g, res)->name;
     KirDtype t = in->ops[0]->type.dtype;
-    const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t);
-    const char *base = p->wgmma ? "kb" : "kd_smem"; /* as emit_issue */
+    const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t), *ring = leaf_stage(g, p, lf, "rd");
     cg_cuda_declare(g, res);
     if (lf->run) {
         cg_cuda_mma_run_loop(g, lf->lay, lf->run);
-        cg_cuda_line(g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + r * %d + c / %d;", mt, mt,
-                     base, lf->offset, lf->stage_bytes, lf->pitch, lf->run);
+        cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,
+                     lf->run);
         cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
                      zero);
         cg_cuda_mma_run_fill(g, R, lf->run);
@@ -928,9 +929,8 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
         return 1;
     }
     cg_cuda_slot_loop(g, lf->lay, lf->step);
-    cg_cuda_line(
-        g, "const %s *const t = (const %s *)(%s + %d + rd * %d) + ((s / %d) * %d + (int)threadIdx.x) * %d;",
-        mt, mt, base, lf->offset, lf->stage_bytes, lf->step, g->threads, lf->w);
+    cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + ((s / %d) * %d + (int)threadIdx.x) * %d;", mt, mt,
+                 ring, lf->step, g->threads, lf->w);
     if (lf->w == 1) { /* one element for a run of slots */
         cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
                      zero);

@@ -605,13 +605,17 @@ static void count_broadcasts(CgCudaGen *g, const KirBlock *blk)
 
 /* A tile that only feeds tensor-core dots' A operands, through element-wise ops of its own shape (a
  * weight tile dequantized from its loads: qmatmul SWAP=1): counted back from the dots so that its loads
- * can take the A fragment's layout and the whole chain runs in it, no layout change before the dot. */
+ * can take the A fragment's layout and the whole chain runs in it, no layout change before the dot. A dot
+ * whose A operand is computed element-wise keeps one row fragment per warp in its accumulator (wn 1,
+ * mma_rows: the A fragment's row split). */
 static void count_afeeds(CgCudaGen *g, const KirBlock *blk)
 {
     for (int i = blk->n_insts - 1; i >= 0; i--) {
         const KirInst *in = blk->insts[i];
         if (in->op == KIR_OP_FOR) count_afeeds(g, in->body);
         if (in->op == KIR_OP_DOT && cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) {
+            const KirInst *d = val(g, in->ops[0])->def;
+            if (d && d->op != KIR_OP_LOAD && (kir_op_flags(d->op) & KIR_F_ELEM)) g->mma_rows = 1;
             val(g, in->ops[0])->afeed_uses++;
             continue;
         }
@@ -620,19 +624,6 @@ static void count_afeeds(CgCudaGen *g, const KirBlock *blk)
         if (!R->uses || R->afeed_uses != R->uses) continue;
         for (int k = 0; k < in->n_ops; k++)
             if (in->ops[k]->type.rank == 2) val(g, in->ops[k])->afeed_uses++;
-    }
-}
-
-/* Does a dot's A operand come from loads through element-wise ops (count_afeeds)? Its accumulator then
- * keeps one row fragment per warp (wn 1), the A fragment's row split. */
-static void find_afeed_dots(CgCudaGen *g, const KirBlock *blk)
-{
-    for (int i = 0; i < blk->n_insts; i++) {
-        const KirInst *in = blk->insts[i];
-        if (in->op == KIR_OP_FOR) find_afeed_dots(g, in->body);
-        if (in->op != KIR_OP_DOT || !cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) continue;
-        const KirInst *d = val(g, in->ops[0])->def;
-        if (d && d->op != KIR_OP_LOAD && (kir_op_flags(d->op) & KIR_F_ELEM)) g->mma_rows = 1;
     }
 }
 
@@ -709,7 +700,6 @@ IrStatus cg_cuda_analyze(CgCudaGen *g)
     number_block(g, k->body, &next);
     count_broadcasts(g, k->body);
     count_afeeds(g, k->body);
-    find_afeed_dots(g, k->body);
     find_row_reductions(g, k->body);
     analyze_block(g, k->body);
     cg_cuda_plan_pipes(g);

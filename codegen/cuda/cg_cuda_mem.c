@@ -17,11 +17,6 @@ static CgCudaVal *val(CgCudaGen *g, const KirValue *v)
     return &g->v[v->id];
 }
 
-static int imin(int a, int b)
-{
-    return a < b ? a : b;
-}
-
 const char *cg_cuda_zero_of(KirDtype t)
 {
     return kir_dtype_is_float(t) ? "0.0f" : t == KIR_I1 ? "false" : "0";
@@ -147,7 +142,7 @@ int cg_cuda_mma_run(CgCudaGen *g, const KirInst *in)
     const KirValue *offs = in->ops[1], *mask = in->n_ops > 2 ? in->ops[2] : NULL;
     if (L->kind != CG_CUDA_MMA || L->n % 8) return 0;
     int c = val(g, offs)->ax.cnst[1];
-    if (mask) c = imin(c, val(g, mask)->ax.cnst[1]);
+    if (mask && val(g, mask)->ax.cnst[1] < c) c = val(g, mask)->ax.cnst[1];
     int R = 8;
     while (R * 2 <= c && c % (R * 2) == 0 && (L->fn * 8) % (R * 2) == 0)
         R *= 2;
