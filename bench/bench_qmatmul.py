@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_qmatmul.py — issue 5's w4a16 line on the H200: the qmatmul kernel (wfmt=w4a16, group 128, zero
-points, f16 scales as packages keep them: spec sdtype=f16) against cuBLAS bf16 (torch.matmul on the dense
+points, bf16 scales or (--sdtype f16) f16 as packages keep them) against cuBLAS bf16 (torch.matmul on the dense
 weights) in the same run, for Llama-3-8B's N x K = 28672x4096 and 4096x14336 at M = 1, 4, 16, 64.
 Correctness first: out against float64 x @ dequant(w)^T (relative L2 < 1e-2), dequant(w) = f32(q - z) *
 f32(s) rounded to bf16, as the kernel does. The target: kiln >= 3.0x cuBLAS's speed at M <= 16, >= 1.5x
@@ -29,10 +29,13 @@ p.add_argument("--epilogue", default="none", choices=["none", "silu_mul", "pair"
 p.add_argument("--shapes", default=None, help="NxK,... (default: 28672x4096,4096x14336; silu_mul 14336x4096; "
                                               "pair 1024x4096)")
 p.add_argument("--m", default="1,4,16,64")
+p.add_argument("--sdtype", default="bf16", choices=["bf16", "f16"],
+               help="the scales' dtype (packages store bf16: the activations' dtype)")
 args = p.parse_args()
 kb.init(args.lib)
 dev = torch.device("cuda")
 G = args.group
+sdt = torch.bfloat16 if args.sdtype == "bf16" else torch.float16
 epi = args.epilogue
 nw = 1 if epi == "none" else 2
 default_shapes = {"none": "28672x4096,4096x14336", "silu_mul": "14336x4096", "pair": "1024x4096"}[epi]
@@ -40,10 +43,10 @@ shapes = [tuple(int(v) for v in s.split("x")) for s in (args.shapes or default_s
 
 
 def make_weight(N, K, g):
-    """Random codes, zero points and f16 scales in kiln's layout; and the dense bf16 weight they mean."""
+    """Random codes, zero points and scales in kiln's layout; and the dense bf16 weight they mean."""
     q = torch.randint(0, 16, (N, K), device=dev, dtype=torch.int32, generator=g)
     z = torch.randint(0, 16, (N, K // G), device=dev, dtype=torch.int32, generator=g)
-    s = (torch.rand((N, K // G), device=dev, generator=g) * 0.004 + 0.002).half()
+    s = (torch.rand((N, K // G), device=dev, generator=g) * 0.004 + 0.002).to(sdt)
     shifts = torch.arange(8, device=dev, dtype=torch.int32) * 4
     words = (q.view(N, K // 8, 8) << shifts).sum(-1, dtype=torch.int64).to(torch.int64)
     words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
@@ -69,7 +72,7 @@ for N, K in shapes:
     dense = [torch.cat([w[3] for w in wt]) for wt in wts]  # [nw * N, K]
     wsb, sem = kb.splitk_buffers(N)  # ws=1: split-K reduced in the launch (the runtime's own form)
     for M in (int(m) for m in args.m.split(",")):
-        spec = (f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype=f16 epilogue={epi} ws=1 "
+        spec = (f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype={args.sdtype} epilogue={epi} ws=1 "
                 f"m_hint={M}")
         xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
         outs = [[torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(sets)]
@@ -94,7 +97,7 @@ for N, K in shapes:
                   f"cuBLAS bf16 {peer_ms * 1e3:.1f} us, {speed:.2f}x (target >= {want}x)", flush=True)
 
 print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  runs/median {args.runs}  w4a16 g{G} "
-      f"zeros, f16 scales, bf16 activations, epilogue {epi}")
+      f"zeros, {args.sdtype} scales, bf16 activations, epilogue {epi}")
 print(f"{'shape':12} {'M':>3} {'config':44} {'rel L2':>8} {'kiln us':>8} {'cuBLAS us':>9} {'speedup':>8} target")
 for shape, M, cfg, err, k_us, p_us, speed, want in rows:
     print(f"{shape:12} {M:3d} {cfg:44} {err:8.1e} {k_us:8.1f} {p_us:9.1f} {speed:7.2f}x >= {want}x "

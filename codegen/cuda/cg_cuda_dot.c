@@ -242,6 +242,29 @@ static int plan_dots(const CgCudaGen *g, CgCudaPipe *p)
     return 1;
 }
 
+/* Distinct elements of a run leaf per copy (4, 2 or 1: at most 16 bytes): consecutive runs whose
+ * offsets are consecutive and whose first offset is aligned to the copy (compile-time facts along the
+ * columns, the same for every row and trip), under a mask constant over them; `per` runs per row. */
+static int run_vec(CgCudaGen *g, const KirInst *ld, int per, int run, int bytes)
+{
+    const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+    const CgCudaLayout *L = &g->lay[val(g, ld->res[0])->lay];
+    for (int V = 16 / bytes; V > 1; V /= 2) {
+        /* the read loop (cg_cuda_mma_run_loop at run * V) needs whole groups in a fragment row */
+        int ok =
+            per % V == 0 && (L->fn * 8) % (run * V) == 0 && (!mask || val(g, mask)->ax.cnst[1] >= V * run);
+        for (int j = 0; ok && j < per; j += V) {
+            ok = cg_cuda_col_div(g, offs, (int64_t)j * run) % V == 0;
+            for (int i = 1; ok && i < V; i++) {
+                int64_t d;
+                ok = cg_cuda_col_delta(offs, (int64_t)j * run, (int64_t)(j + i) * run, &d) && d == i;
+            }
+        }
+        if (ok) return V;
+    }
+    return 1;
+}
+
 /* A dot loop whose operand is computed in the body (a dequantized weight tile): its loads from read-only
  * memory with offsets computable for any trip, 4, 8 or 16 bytes per access and masks constant over an
  * access (zero fill), stream through rings (CgCudaPipeLeaf); the others stay where they are. afeed_only:
@@ -272,9 +295,12 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
         lf->w = w;
         lf->run = run;
         lf->bytes = bytes;
-        if (run) { /* one copy per distinct element; rows padded by one element against bank conflicts */
+        lf->vec = 1;
+        if (run) { /* one copy per distinct element (vec of them per copy); rows padded by vec elements
+                    * (one when vec is 1) against bank conflicts */
+            lf->vec = run_vec(g, ld, ll->n / run, run, bytes);
             lf->lines = ll->m;
-            lf->pitch = ll->n / run + 1;
+            lf->pitch = ll->n / run + lf->vec;
             lf->stage_bytes = (lf->lines * lf->pitch * bytes + 127) / 128 * 128;
         } else {
             lf->stage_bytes = ((ll->slots + step - 1) / step * g->threads * bytes + 127) / 128 * 128;
@@ -390,6 +416,7 @@ typedef struct Opnd {
     const char *reg;
     int reg_fn;     /* reg: n8 fragments per row fragment */
     const char *pk; /* reg packed before the loop (a_packed) */
+    const char *pr; /* reg's b16 pairs (cg_cuda_nib_pairs) */
 } Opnd;
 
 /* Can the dot read its A operand from the registers of an MMA layout (no shared-memory staging)? */
@@ -421,11 +448,15 @@ static const char *a_reg_name(CgCudaGen *g, const KirValue *x)
 static void fill_pack_a(CgCudaGen *g, const KirValue *x, const char *arr)
 {
     const char *r = a_reg_name(g, x), *pk = x->type.dtype == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
+    const char *pr = cg_cuda_nib_pairs(g, x);
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_open(g, "for (int s = 0; s < %d; s++)", x->type.shape[1] / 16);
     for (int i = 0; i < 4; i++)
-        cg_cuda_line(g, "%s[s][%d] = %s(%s[s * 8 + %d], %s[s * 8 + %d]);", arr, i, pk, r, 2 * i, r,
-                     2 * i + 1);
+        if (pr)
+            cg_cuda_line(g, "%s[s][%d] = %s[s * 4 + %d];", arr, i, pr, i);
+        else
+            cg_cuda_line(g, "%s[s][%d] = %s(%s[s * 8 + %d], %s[s * 8 + %d]);", arr, i, pk, r, 2 * i, r,
+                         2 * i + 1);
     cg_cuda_close(g);
 }
 
@@ -483,6 +514,12 @@ static void emit_mma(CgCudaGen *g, int lay, const char *acc, KirDtype dt, const 
     cg_cuda_line(g, "#pragma unroll");
     if (A->pk) {
         cg_cuda_line(g, "for (int i = 0; i < 4; i++) a[0][i] = %s[kk / 16][i];", A->pk);
+    } else if (A->pr) { /* b16 pairs built by cg_cuda_nib_pairs: pair i = slots 2i, 2i + 1 */
+        cg_cuda_open(g, "for (int i = 0; i < %d; i++)", L->fm);
+        cg_cuda_line(g, "const int f0 = (i * %d + kk / 8) * 2, f1 = f0 + 2;", A->reg_fn);
+        cg_cuda_line(g, "a[i][0] = %s[f0], a[i][1] = %s[f0 + 1], a[i][2] = %s[f1], a[i][3] = %s[f1 + 1];",
+                     A->pr, A->pr, A->pr, A->pr);
+        cg_cuda_close(g);
     } else if (A->reg) {
         const char *pk = dt == KIR_BF16 ? "kd_pack_bf16x2" : "kd_pack_f16x2";
         cg_cuda_open(g, "for (int i = 0; i < %d; i++)", L->fm);
@@ -612,10 +649,11 @@ static void emit_dot_mma(CgCudaGen *g, const KirInst *in)
     if (!areg) stage_b16(g, a, st, "sa", pa, !at);
     stage_b16(g, b, st, "sb", pb, bt);
     cg_cuda_line(g, "__syncthreads();");
-    Opnd A = {"sa", pa, at, NULL, 0, NULL}, B = {"sb", pb, bt, NULL, 0, NULL};
+    Opnd A = {"sa", pa, at, NULL, 0, NULL, NULL}, B = {"sb", pb, bt, NULL, 0, NULL, NULL};
     if (areg) {
         A.reg = a_reg_name(g, a);
         A.reg_fn = g->lay[val(g, a)->lay].fn;
+        A.pr = cg_cuda_nib_pairs(g, a);
     }
     emit_mma(g, R->lay, R->name, st, &A, &B, Kp);
     cg_cuda_close(g);
@@ -664,6 +702,7 @@ static Opnd piped(CgCudaGen *g, const KirValue *x)
                       pl->trans,
                       NULL,
                       0,
+                      NULL,
                       NULL};
             return o;
         }
@@ -803,7 +842,9 @@ void cg_cuda_emit_dot(CgCudaGen *g, const KirInst *in)
                        0,
                        a_reg_name(g, in->ops[0]),
                        g->lay[val(g, in->ops[0])->lay].fn,
-                       a_packed(g, in->ops[0])};
+                       a_packed(g, in->ops[0]),
+                       NULL};
+            if (!A.pk) A.pr = cg_cuda_nib_pairs(g, in->ops[0]);
         }
         emit_mma(g, R->lay, R->name, in->ops[0]->type.dtype, &A, &B, K);
     } else if (cg_cuda_dot_is_mma(in->ops[0]->type.dtype)) {
@@ -881,17 +922,17 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         const KirInst *ld = lf->ld;
         const KirValue *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
         const char *pn = cg_cuda_scalar(g, ld->ops[0]);
-        if (lf->run) { /* element (r, c) of each run, rows of n / run of them over the threads */
-            int per = lf->pitch - 1, n = lf->lines * per, T = g->threads;
+        if (lf->run) { /* elements (r, c) of vec runs from each, rows of n / run of them over the threads */
+            int V = lf->vec, per = (lf->pitch - V) / V, n = lf->lines * per, T = g->threads;
             cg_cuda_line(g, "#pragma unroll");
             cg_cuda_open(g, "for (int i = 0; i < %d; i++)", (n + T - 1) / T);
             cg_cuda_line(g, "const int q = (int)threadIdx.x + i * %d;", T);
             if (n % T) cg_cuda_line(g, "if (q >= %d) break;", n);
-            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run);
+            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run * V);
             const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
             cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-            cg_cuda_line(g, "kd_cp_async<%d>(%s + (r * %d + q %% %d) * %d, m ? %s + %s : %s, m);", lf->bytes,
-                         leaf_stage(g, p, lf, stage), lf->pitch, per, lf->bytes, pn, o, pn);
+            cg_cuda_line(g, "kd_cp_async<%d>(%s + (r * %d + (q %% %d) * %d) * %d, m ? %s + %s : %s, m);",
+                         lf->bytes * V, leaf_stage(g, p, lf, stage), lf->pitch, per, V, lf->bytes, pn, o, pn);
             cg_cuda_close(g);
             continue;
         }
@@ -918,6 +959,25 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     KirDtype t = in->ops[0]->type.dtype;
     const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t), *ring = leaf_stage(g, p, lf, "rd");
     cg_cuda_declare(g, res);
+    if (lf->run && lf->vec > 1) { /* vec consecutive runs of a row in one read */
+        int V = lf->vec, q = lf->run / 8;
+        cg_cuda_mma_run_loop(g, lf->lay, lf->run * V);
+        cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,
+                     lf->run);
+        cg_cuda_line(g, "%s vw[%d];", mt, V);
+        cg_cuda_line(g, "kd_vload<%d, false>(vw, t);", V);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_open(g, "for (int i = 0; i < %d; i++)", V);
+        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "vw[i]"),
+                     zero);
+        cg_cuda_line(g, "#pragma unroll");
+        cg_cuda_line(
+            g, "for (int j = 0; j < %d; j++) %s[s + (i * %d + j) * 4] = %s[s + (i * %d + j) * 4 + 1] = x;", q,
+            R, q, R, q);
+        cg_cuda_close(g);
+        cg_cuda_close(g);
+        return 1;
+    }
     if (lf->run) {
         cg_cuda_mma_run_loop(g, lf->lay, lf->run);
         cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,

@@ -229,7 +229,8 @@ static int int_bits(const CgCudaGen *g, const KirValue *x, int depth)
     case KIR_OP_CONST: {
         if (kir_dtype_is_float(x->type.dtype) || d->i < 0) return 64;
         int n = 0;
-        while (n < 63 && (d->i >> n)) n++;
+        while (n < 63 && (d->i >> n))
+            n++;
         return n;
     }
     case KIR_OP_SPLAT:
@@ -257,8 +258,8 @@ static const char *elem_expr(CgCudaGen *g, const KirInst *in, const char *const 
 {
     /* an i32 of at most 23 bits to f32: 2^23 + x by its bits, less 2^23 (exact; two integer-pipe ops
      * instead of the int-to-float unit's quarter rate: dequantized nibbles) */
-    if (in->op == KIR_OP_CAST && in->ops[0]->type.dtype == KIR_I32 && kir_dtype_is_float(in->res[0]->type.dtype) &&
-        int_bits(g, in->ops[0], 0) <= 23)
+    if (in->op == KIR_OP_CAST && in->ops[0]->type.dtype == KIR_I32 &&
+        kir_dtype_is_float(in->res[0]->type.dtype) && int_bits(g, in->ops[0], 0) <= 23)
         return rnd(g, in->res[0]->type.dtype, cg_cuda_fmt(g, "kd_u23_to_f32(%s)", o[0]));
     KirDtype t = in->ops[in->op == KIR_OP_SELECT ? 1 : 0]->type.dtype, rt = in->res[0]->type.dtype;
     int fl = kir_dtype_is_float(t), b1 = t == KIR_I1;
@@ -426,8 +427,8 @@ static const char *virt(CgCudaGen *g, const KirValue *v, int rs, int cs)
     if (name) return name;
     if (in->op == KIR_OP_LOAD) { /* a gather or a broadcast vector (cg_cuda_layout.c: virt_load) */
         const char *off = virt(g, in->ops[1], rs, cs);
-        const char *ld = cg_cuda_from_mem(g, v->type.dtype,
-                                          cg_cuda_fmt(g, "__ldg(%s + %s)", cg_cuda_scalar(g, in->ops[0]), off));
+        const char *ld = cg_cuda_from_mem(
+            g, v->type.dtype, cg_cuda_fmt(g, "__ldg(%s + %s)", cg_cuda_scalar(g, in->ops[0]), off));
         const char *e = ld;
         if (in->n_ops > 2) {
             const KirValue *mk = in->ops[2];
@@ -775,6 +776,24 @@ void cg_cuda_emit_block(CgCudaGen *g, const KirBlock *blk)
 
 /* ---- the program ---- */
 
+/* Does every slot of every one of the T threads hold an element of BLOCKED or MMA layout L (so L<i>_at
+ * can return true)? Checked by evaluating L<i>_at's own formulas for every thread and slot. */
+static int layout_full(const CgCudaLayout *L, int T)
+{
+    for (int t = 0; t < T; t++)
+        for (int s = 0; s < L->slots; s++) {
+            if (L->kind == CG_CUDA_BLOCKED) {
+                if (t + (s / L->vec) * T >= L->chunks) return 0;
+                continue;
+            }
+            int lane = t % 32, warp = t / 32, f = s / 4, i = s % 4;
+            int r = (warp / L->wn) * L->fm * 16 + (f / L->fn) * 16 + lane / 4 + (i / 2) * 8;
+            int c = (warp % L->wn) * L->fn * 8 + (f % L->fn) * 8 + (lane % 4) * 2 + i % 2;
+            if (warp >= L->wm * L->wn || r >= L->m || c >= L->n) return 0;
+        }
+    return 1;
+}
+
 static void print_layout(CgCudaGen *g, IrBuf *o, int i)
 {
     const CgCudaLayout *L = &g->lay[i];
@@ -792,7 +811,10 @@ static void print_layout(CgCudaGen *g, IrBuf *o, int i)
             ir_buf_printf(o, "    r = e / %d;\n    c = e %% %d;\n", L->n, L->n);
         else
             ir_buf_printf(o, "    r = e %% %d;\n    c = e / %d;\n", L->m, L->m);
-        ir_buf_printf(o, "    return q < %d;\n}\n", L->chunks);
+        if (layout_full(L, T)) /* every slot of every thread holds an element */
+            ir_buf_printf(o, "    return true;\n}\n");
+        else
+            ir_buf_printf(o, "    return q < %d;\n}\n", L->chunks);
         return;
     }
     if (L->kind == CG_CUDA_ROWS) {
@@ -819,7 +841,10 @@ static void print_layout(CgCudaGen *g, IrBuf *o, int i)
                   L->fm * 16, L->fn);
     ir_buf_printf(o, "    c = (warp %% %d) * %d + (f %% %d) * 8 + (lane %% 4) * 2 + i %% 2;\n", L->wn,
                   L->fn * 8, L->fn);
-    ir_buf_printf(o, "    return warp < %d && r < %d && c < %d;\n}\n", L->wm * L->wn, L->m, L->n);
+    if (layout_full(L, T)) /* the fragments tile the block's warps and the tile */
+        ir_buf_printf(o, "    return true;\n}\n");
+    else
+        ir_buf_printf(o, "    return warp < %d && r < %d && c < %d;\n}\n", L->wm * L->wn, L->m, L->n);
 }
 
 static void print_params(CgCudaGen *g, IrBuf *o, int nc_ok)

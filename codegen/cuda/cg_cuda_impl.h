@@ -96,6 +96,8 @@ typedef struct CgCudaPipeLeaf {
                   * rows of `pitch` elements (element (r, c) at r * pitch + c / run), read by
                   * every thread that holds a slot of the run (after the trip's barrier) */
     int lines, pitch;
+    int vec;   /* run > 0: distinct elements per copy and per read (consecutive in memory; rows padded by
+                * vec elements, by one when vec is 1) */
     int bytes; /* per access: 4, 8 or 16 */
     int offset, stage_bytes;
 } CgCudaPipeLeaf;
@@ -186,6 +188,14 @@ void cg_cuda_mma_run_fill(CgCudaGen *g, const char *name, int R);
 const char *cg_cuda_zero_of(KirDtype t);
 
 /* ---- cg_cuda_layout.c ---- */
+/* Compile-time facts about an integer tile along its columns (offsets and shifts built from arange,
+ * constants, expands, broadcasts and i32 arithmetic). cg_cuda_col_value: the value at column c of a tile
+ * that depends on its column only (0 when v is not such a tile); cg_cuda_col_div: a power of two dividing
+ * v(r, c) for every row r and every run-time value (1 when unknown); cg_cuda_col_delta: v(r, c2) -
+ * v(r, c1), the same for every row (0 when unknown). */
+int cg_cuda_col_value(const KirValue *v, int64_t c, int64_t *out);
+int64_t cg_cuda_col_div(const CgCudaGen *g, const KirValue *v, int64_t c);
+int cg_cuda_col_delta(const KirValue *v, int64_t c1, int64_t c2, int64_t *out);
 /* Numbers values, computes axis info, forms and layouts, and plans pipelined dot loops. */
 IrStatus cg_cuda_analyze(CgCudaGen *g);
 /* Interns a layout, returning its index (-1 on allocation failure, with g->oom set). */
@@ -275,6 +285,12 @@ void cg_cuda_emit_reduce(CgCudaGen *g, const KirInst *in);
 void cg_cuda_emit_broadcast(CgCudaGen *g, const KirInst *in);
 /* Emits the conversion of REG value v into layout lay as array `name` (declared here). */
 void cg_cuda_emit_convert(CgCudaGen *g, const KirValue *v, int lay, const char *name);
+
+/* ---- cg_cuda_nib.c ---- */
+/* When register A operand x is a dequantized 4-bit tile that can be built in b16 pairs, emits them
+ * (`unsigned <name>_pr[slots / 2]`, pair i = slots 2i, 2i + 1, in the current scope) and returns the
+ * array's name; else NULL. */
+const char *cg_cuda_nib_pairs(CgCudaGen *g, const KirValue *x);
 
 /* ---- cg_cuda_dot.c ---- */
 /* Finds the canonical dot loops in k and plans their pipelines (after forms and layouts); a wgmma plan

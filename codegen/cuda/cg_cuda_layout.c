@@ -17,6 +17,7 @@
  */
 #include "cg_cuda_impl.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static int imin(int a, int b)
@@ -163,6 +164,88 @@ static int lay_kind(const CgCudaGen *g, const KirValue *v)
 {
     const CgCudaVal *V = &g->v[v->id];
     return V->form == CG_CUDA_REG ? (int)g->lay[V->lay].kind : -1;
+}
+
+/* ---- column facts ---- */
+
+int cg_cuda_col_value(const KirValue *v, int64_t c, int64_t *out)
+{
+    const KirInst *d = v->def;
+    if (!d || kir_dtype_is_float(v->type.dtype)) return 0;
+    if (d->op == KIR_OP_CONST) return *out = d->i, 1;
+    if (d->op == KIR_OP_ARANGE) return *out = c, 1;
+    if (d->op == KIR_OP_SPLAT) return cg_cuda_col_value(d->ops[0], c, out);
+    if (d->op == KIR_OP_EXPAND) return d->i == 0 && cg_cuda_col_value(d->ops[0], c, out);
+    if (d->op == KIR_OP_BROADCAST) /* of a row [1, N], or of [1, 1] */
+        return d->ops[0]->type.rank == 2 && d->ops[0]->type.shape[0] == 1 &&
+               cg_cuda_col_value(d->ops[0], d->ops[0]->type.shape[1] == 1 ? 0 : c, out);
+    if (!(kir_op_flags(d->op) & KIR_F_BINARY) || (kir_op_flags(d->op) & KIR_F_CMP)) return 0;
+    int64_t a, b, r;
+    if (!cg_cuda_col_value(d->ops[0], c, &a) || !cg_cuda_col_value(d->ops[1], c, &b)) return 0;
+    switch (d->op) {
+    case KIR_OP_ADD: r = a + b; break;
+    case KIR_OP_SUB: r = a - b; break;
+    case KIR_OP_MUL: r = a * b; break;
+    case KIR_OP_DIV:
+    case KIR_OP_REM:
+        if (!b) return 0;
+        r = d->op == KIR_OP_DIV ? a / b : a % b; /* C's truncation, as the IR's */
+        break;
+    case KIR_OP_AND: r = a & b; break;
+    case KIR_OP_OR: r = a | b; break;
+    case KIR_OP_SHL:
+    case KIR_OP_SHR:
+        if (b < 0 || b >= 32 || a < 0) return 0;
+        r = d->op == KIR_OP_SHL ? a << b : a >> b;
+        break;
+    default: return 0;
+    }
+    if (r < INT32_MIN || r > INT32_MAX) return 0; /* the i32 arithmetic would wrap: give up */
+    return *out = r, 1;
+}
+
+int64_t cg_cuda_col_div(const CgCudaGen *g, const KirValue *v, int64_t c)
+{
+    const KirInst *d = v->def;
+    int64_t x;
+    if (c >= 0 && cg_cuda_col_value(v, c, &x)) return pow2_div(x);
+    if (!d || (v->type.rank == 0 && d->op == KIR_OP_CONST)) /* a loop's iv: its axis info */
+        return v->type.rank ? 1 : d ? pow2_div(d->i) : g->v[v->id].ax.div[0];
+    switch (d->op) {
+    case KIR_OP_SPLAT: return cg_cuda_col_div(g, d->ops[0], c);
+    case KIR_OP_EXPAND: return cg_cuda_col_div(g, d->ops[0], d->i == 0 ? c : -1); /* -1: every index */
+    case KIR_OP_BROADCAST: return cg_cuda_col_div(g, d->ops[0], d->ops[0]->type.shape[1] == 1 ? 0 : c);
+    case KIR_OP_ADD:
+    case KIR_OP_SUB:
+        return imin((int)cg_cuda_col_div(g, d->ops[0], c), (int)cg_cuda_col_div(g, d->ops[1], c));
+    case KIR_OP_MUL: {
+        int64_t a = cg_cuda_col_div(g, d->ops[0], c) * cg_cuda_col_div(g, d->ops[1], c);
+        return a < CG_CUDA_BIG ? a : CG_CUDA_BIG;
+    }
+    case KIR_OP_SHR:
+    case KIR_OP_DIV: { /* by a power of two q: x / q keeps the rest of x's divisor */
+        const KirInst *k = d->ops[1]->def;
+        int64_t a = cg_cuda_col_div(g, d->ops[0], c), q = k && k->op == KIR_OP_CONST ? k->i : 0;
+        if (d->op == KIR_OP_SHR) q = q >= 0 && q < 31 ? (int64_t)1 << q : 0;
+        return q > 0 && pow2_div(q) == q && a >= q ? a / q : 1;
+    }
+    default: return v->type.rank ? 1 : g->v[v->id].ax.div[0]; /* arange at every index: 1 */
+    }
+}
+
+int cg_cuda_col_delta(const KirValue *v, int64_t c1, int64_t c2, int64_t *out)
+{
+    const KirInst *d = v->def;
+    int64_t a, b;
+    if (v->type.rank == 0) return *out = 0, 1;
+    if (cg_cuda_col_value(v, c1, &a) && cg_cuda_col_value(v, c2, &b)) return *out = b - a, 1;
+    if (!d) return 0;
+    if (d->op == KIR_OP_EXPAND) return d->i == 1 ? (*out = 0, 1) : cg_cuda_col_delta(d->ops[0], c1, c2, out);
+    if (d->op == KIR_OP_BROADCAST) /* of a column [M, 1]: constant along the columns */
+        return d->ops[0]->type.shape[1] == 1 ? (*out = 0, 1) : cg_cuda_col_delta(d->ops[0], c1, c2, out);
+    if (d->op != KIR_OP_ADD && d->op != KIR_OP_SUB) return 0;
+    if (!cg_cuda_col_delta(d->ops[0], c1, c2, &a) || !cg_cuda_col_delta(d->ops[1], c1, c2, &b)) return 0;
+    return *out = d->op == KIR_OP_ADD ? a + b : a - b, 1;
 }
 
 /* ---- axis info ---- */

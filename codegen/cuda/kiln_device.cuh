@@ -104,6 +104,57 @@ __device__ __forceinline__ unsigned kd_pack_f16x2(float lo, float hi)
 #endif
 }
 
+/* The 4-bit codes at bits sh..sh+3 and sh+4..sh+7 of w (sh a multiple of 8) as the b16 pair magic + q
+ * (cg_cuda_nib.c): the byte moved to bit 0 and copied to bit 12 puts the second code at bit 16. */
+__device__ __forceinline__ unsigned kd_nib_pair(unsigned w, int sh, unsigned magic)
+{
+    const unsigned b = __byte_perm(w, 0u, 0x4440u | ((unsigned)sh >> 3));
+    return (b * 0x1001u & 0x000f000fu) | magic;
+}
+/* The pair (x, x) of a float that is a bf16 / f16 value, with plain ops (common subexpressions, unlike
+ * a cvt in asm). */
+__device__ __forceinline__ unsigned kd_splat_bf16x2(float x)
+{
+    return __byte_perm(__float_as_uint(x), 0u, 0x3232u);
+}
+__device__ __forceinline__ unsigned kd_splat_f16x2(float x)
+{
+    return (unsigned)kd_f32_to_f16(x) * 0x10001u;
+}
+/* The bf16 pair d times f32 s: each half to f32 (exact), multiplied, the pair rounded once. */
+__device__ __forceinline__ unsigned kd_scale_bf16x2(unsigned d, float s)
+{
+    return kd_pack_bf16x2(__uint_as_float(d << 16) * s, __uint_as_float(d & 0xffff0000u) * s);
+}
+/* b16 pair arithmetic, rounded once to nearest even (sm_80: bf16 as fma with 1 or -0). */
+#define KD_B16X2(name, op, ty)                                                                            \
+    __device__ __forceinline__ unsigned name(unsigned a, unsigned b)                                      \
+    {                                                                                                     \
+        unsigned r;                                                                                       \
+        asm(op ".rn." ty " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));                                     \
+        return r;                                                                                         \
+    }
+#if __CUDA_ARCH__ >= 900
+KD_B16X2(kd_sub_bf16x2, "sub", "bf16x2")
+KD_B16X2(kd_mul_bf16x2, "mul", "bf16x2")
+#else
+__device__ __forceinline__ unsigned kd_sub_bf16x2(unsigned a, unsigned b)
+{
+    unsigned r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(b ^ 0x80008000u), "r"(0x3f803f80u), "r"(a));
+    return r;
+}
+__device__ __forceinline__ unsigned kd_mul_bf16x2(unsigned a, unsigned b)
+{
+    unsigned r;
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(0x80008000u));
+    return r;
+}
+#endif
+KD_B16X2(kd_sub_f16x2, "sub", "f16x2")
+KD_B16X2(kd_mul_f16x2, "mul", "f16x2")
+#undef KD_B16X2
+
 /* Float -> integer: truncate, saturate to the type's range, NaN -> 0 (the interpreter's rule). The
  * hardware conversions to 32/64-bit already saturate and map NaN to 0. */
 __device__ __forceinline__ int kd_f2i32(float x)

@@ -1089,6 +1089,35 @@ static void qmatmul_source(const KfamSpec *s, IrBuf *src)
     qmatmul_source_at(s, NULL, src);
 }
 
+/* The first constant of value `from` that is operand `at` of a `op` in blk (or a loop in it), or NULL. */
+static KirInst *find_const_operand(KirBlock *blk, KirOp op, int at, int64_t from)
+{
+    for (int i = 0; i < blk->n_insts; i++) {
+        KirInst *in = blk->insts[i], *c;
+        if (in->op == KIR_OP_FOR && (c = find_const_operand(in->body, op, at, from))) return c;
+        if (in->op == op && in->n_ops > at && in->ops[at]->def && in->ops[at]->def->op == KIR_OP_CONST &&
+            in->ops[at]->def->i == from)
+            return in->ops[at]->def;
+    }
+    return NULL;
+}
+
+/* The default qmatmul kernel of s with one constant changed (operand `at` of the first `op` whose operand
+ * it is, from `from` to `to`), as CUDA source: what the b16-pair matcher must refuse. */
+static void qmatmul_source_changed(const KfamSpec *s, KirOp op, int at, int64_t from, int64_t to, IrBuf *src)
+{
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KirConfig dflt = {0};
+    KT_CHECK(kfam_find("qmatmul")->build(arena, s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
+    KirInst *c = k ? find_const_operand(k->body, op, at, from) : NULL;
+    KT_CHECK(c != NULL, "qmatmul: no constant %lld in operand %d of a %s", (long long)from, at,
+             kir_op_name(op));
+    if (!c) return;
+    c->i = to;
+    cg_cuda_source(k, cg_target_find("sm_90a"), src, &d);
+}
+
 /* Packed weights: the w4a16 decode kernel loads each 32-bit word once per chunk of 8 slots (the 8
  * nibbles of a word are 8 k rows: chunks along dim 0) and each group scale once per chunk. Found by
  * axis info on k >> 3 and k >> log2(G) (constant over aligned runs); before, each of the 8 slots loaded
@@ -1124,24 +1153,50 @@ static void check_packed_loads(void)
     ir_buf_free(&ring);
     /* the decode default with K split in the launch, SWAP=1: the dequantized weights are wgmma's A operand
      * in registers (no shared image of them), their packed words are copied once per trip into a shared
-     * image (rows of 16 words padded to 17) three trips ahead, and each thread loads a group scale once per
-     * row half */
+     * image (rows of 16 words padded to 20, 16-byte copies) three trips ahead and read 4 words at a time,
+     * each thread loads a group scale once per row half, and the nibbles become bf16 pairs
+     * (cg_cuda_nib.c: the scales are bf16, the dtype) */
     kfam_spec_int(&s, "ws", 1);
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);
     KT_CHECK(sw.s && strstr(sw.s, "SWAP=1") && strstr(sw.s, "(A in registers, pipelined B, wgmma)") &&
                  strstr(sw.s, "[128,128] mma.sync m16n8 accumulators: 8x1 warps, 1x16 fragments per warp"),
              "w4a16 SWAP=1: the weights dequantized in the A fragments' layout");
-    KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<4>(kb + ") &&
-                 strstr(sw.s, " * 8704 + (r * 17 + q % 16) * 4, m ? p_w + ") &&
-                 strstr(sw.s, "+ r * 17 + c / 8;"),
+    KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<16>(kb + ") &&
+                 strstr(sw.s, " * 10240 + (r * 20 + (q % 4) * 4) * 4, m ? p_w + ") &&
+                 strstr(sw.s, "+ r * 20 + c / 8;") && strstr(sw.s, "kd_vload<4, false>(vw, t);"),
              "w4a16 SWAP=1: the packed words streamed into a shared image, read by the run's threads");
+    KT_CHECK(sw.s && strstr(sw.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
+                 strstr(sw.s, "af[s][3] = v") && strstr(sw.s, "_pr[s * 4 + 3];"),
+             "w4a16 SWAP=1: bf16 pairs dequantized in b16 arithmetic (z = 8: one subtraction)");
     const char *sc = sw.s ? strstr(sw.s, "(__ldg(p_scales + ") : NULL, *loop = NULL;
     for (const char *u = sw.s ? strstr(sw.s, "for (int ") : NULL; u && u < sc; u = strstr(u + 1, "for (int "))
         loop = u; /* the loop the scale load is in */
     KT_CHECK(loop && !strncmp(loop, "for (int u = 0; u < 2; u++)", 27),
              "w4a16 SWAP=1: one scale load per row half");
     ir_buf_free(&sw);
+    /* f16 scales with bf16 activations: a bf16 product would round the scale first, so the pairs are
+     * multiplied in f32 and packed */
+    kfam_spec_str(&s, "sdtype", "f16");
+    IrBuf f16s = {0};
+    qmatmul_source(&s, &f16s);
+    KT_CHECK(f16s.s && strstr(f16s.s, "(A in registers, pipelined B, wgmma)") &&
+                 strstr(f16s.s, "_pr[s / 2] = kd_scale_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
+                 !strstr(f16s.s, "kd_mul_bf16x2("),
+             "w4a16 SWAP=1, f16 scales: bf16 pairs scaled in f32");
+    ir_buf_free(&f16s);
+    /* the matcher refuses what is not a pair of nibbles: a 3-bit mask, shifts 3 bits apart (k % 8 * 3) */
+    kfam_spec_str(&s, "sdtype", "bf16");
+    IrBuf m7 = {0}, sh3 = {0};
+    qmatmul_source_changed(&s, KIR_OP_AND, 1, 15, 7, &m7);
+    qmatmul_source_changed(&s, KIR_OP_MUL, 1, 4, 3, &sh3);
+    KT_CHECK(m7.s && strstr(m7.s, "(A in registers, pipelined B, wgmma)") && !strstr(m7.s, "kd_nib_pair(") &&
+                 strstr(m7.s, "& s"),
+             "w4a16 SWAP=1 with the mask 7: no b16 pairs");
+    KT_CHECK(sh3.s && strstr(sh3.s, "(A in registers, pipelined B, wgmma)") && !strstr(sh3.s, "kd_nib_pair("),
+             "w4a16 SWAP=1 with shifts 3 bits apart: no b16 pairs");
+    ir_buf_free(&m7);
+    ir_buf_free(&sh3);
 }
 
 /* W8A8 FP8 at large M: both e4m3 operands piped K-major into 128-byte-swizzled rings and multiplied by

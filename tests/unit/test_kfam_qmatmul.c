@@ -31,15 +31,23 @@ typedef struct Fmt {
     int group, zeros; /* w4a16 only */
     int tensor;       /* fp8 only: one scale for the tensor */
     const char *act;  /* W8A8: "fp8" (wfmt fp8) or "int8" (w8a16): x quantized per row; else NULL */
+    int f16s;         /* w4a16: f16 scales (spec sdtype=f16, as packages keep them) instead of the dtype */
 } Fmt;
 
 static const Fmt fmts[] = {
-    {"w4a16", 32, 0, 0, NULL},  {"w4a16", 64, 1, 0, NULL}, {"w4a16", 128, 0, 0, NULL},
-    {"w4a16", 128, 1, 0, NULL}, {"w8a16", 0, 0, 0, NULL},  {"fp8", 0, 0, 0, NULL},
-    {"fp8", 0, 0, 1, NULL},     {"q4_0", 0, 0, 0, NULL},   {"q4_1", 0, 0, 0, NULL},
-    {"q8_0", 0, 0, 0, NULL},    {"fp8", 0, 0, 0, "fp8"},   {"fp8", 0, 0, 1, "fp8"},
-    {"w8a16", 0, 0, 0, "int8"}, {"fp8", 128, 0, 0, NULL},  {"fp8", 32, 0, 0, NULL},
+    {"w4a16", 32, 0, 0, NULL, 0},  {"w4a16", 64, 1, 0, NULL, 0}, {"w4a16", 128, 0, 0, NULL, 0},
+    {"w4a16", 128, 1, 0, NULL, 0}, {"w8a16", 0, 0, 0, NULL, 0},  {"fp8", 0, 0, 0, NULL, 0},
+    {"fp8", 0, 0, 1, NULL, 0},     {"q4_0", 0, 0, 0, NULL, 0},   {"q4_1", 0, 0, 0, NULL, 0},
+    {"q8_0", 0, 0, 0, NULL, 0},    {"fp8", 0, 0, 0, "fp8", 0},   {"fp8", 0, 0, 1, "fp8", 0},
+    {"w8a16", 0, 0, 0, "int8", 0}, {"fp8", 128, 0, 0, NULL, 0},  {"fp8", 32, 0, 0, NULL, 0},
+    {"w4a16", 128, 1, 0, NULL, 1},
 };
+
+/* The scales' dtype of format f with activations dt (w4a16, w8a16). */
+static KirDtype scale_dt(const Fmt *f, KirDtype dt)
+{
+    return f->f16s ? KIR_F16 : dt;
+}
 
 /* The activations' dtype in memory: dt, or W8A8's 8-bit codes. */
 static KirDtype act_dtype(const Fmt *f, KirDtype dt)
@@ -122,21 +130,24 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
     if (!strcmp(f->wfmt, "w4a16")) {
         size_t ng = (size_t)N * (K / f->group);
         qw->w_bytes = nk / 2;
-        qw->s_bytes = kref_bytes(dt, ng);
+        qw->s_bytes = kref_bytes(scale_dt(f, dt), ng);
         qw->w = malloc(qw->w_bytes);
-        qw->scales = kref_alloc(dt, ng);
+        qw->scales = kref_alloc(scale_dt(f, dt), ng);
         for (size_t i = 0; i < nk / 8; i++)
             ((uint32_t *)qw->w)[i] = (uint32_t)kref_next(g);
+        /* wild: over the scales' finite range (bf16: down to its subnormals, so products are subnormal) */
+        int span = scale_dt(f, dt) == KIR_BF16 ? 150 : 40, low = scale_dt(f, dt) == KIR_BF16 ? 133 : 30;
         for (size_t i = 0; i < ng; i++) {
-            double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % 40) - 30)
+            double s = wild ? ldexp(kref_uniform(g, 1, 2), (int)(kref_next(g) % span) - low)
                             : kref_uniform(g, 0.02, 0.15);
-            kref_set(qw->scales, dt, i, kref_next(g) & 1 ? -s : s);
+            kref_set(qw->scales, scale_dt(f, dt), i, kref_next(g) & 1 ? -s : s);
         }
         if (f->zeros) {
             qw->z_bytes = ng;
             qw->zeros = malloc(ng);
             for (size_t i = 0; i < ng; i++)
-                qw->zeros[i] = (uint8_t)(kref_next(g) % 16);
+                /* wild bf16: every byte (f16 would overflow to inf, and x = I would make 0 * inf) */
+                qw->zeros[i] = (uint8_t)(kref_next(g) % (wild && dt == KIR_BF16 ? 256 : 16));
         }
     } else if (!strcmp(f->wfmt, "fp8") && f->group) { /* block-scaled: f32 scales [N, K/G] in the dequant */
         size_t ng = (size_t)N * (K / f->group);
@@ -191,7 +202,7 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
     if (!qw->w) abort();
     qw->deq = malloc(sizeof(float) * nk);
     if (!qw->deq) abort();
-    kref_qdequant(f->wfmt, qw->w, qw->scales, qw->zeros, dt, N, K, f->group, qw->deq);
+    kref_qdequant(f->wfmt, qw->w, qw->scales, qw->zeros, scale_dt(f, dt), N, K, f->group, qw->deq);
 }
 
 static void qw_free(QW *qw)
@@ -221,6 +232,7 @@ static KfamSpec spec_of(const Fmt *f, KirDtype dt, int N, int K, const char *epi
     kfam_spec_str(&s, "wfmt", f->wfmt);
     if (f->group) kfam_spec_int(&s, "group", f->group);
     if (f->zeros) kfam_spec_int(&s, "zeros", 1);
+    if (f->f16s) kfam_spec_str(&s, "sdtype", "f16");
     if (f->tensor) kfam_spec_str(&s, "scale", "tensor");
     if (f->act) kfam_spec_str(&s, "act", f->act);
     kfam_spec_str(&s, "epilogue", epi);
@@ -278,9 +290,17 @@ static void exact(const KRunner *r, KrefRng *g)
             void *x = kref_alloc(dt, (size_t)K * K), *out = kref_alloc(dt, (size_t)K * N);
             for (int i = 0; i < K * K; i++)
                 kref_set(x, dt, (size_t)i, i % (K + 1) == 0);
-            KirConfig cfgs[2] = {ksweep_cfg(0), ksweep_cfg(6, "BM", 16, "BN", 32, "BK", G == 128 ? 256 : 128,
-                                                           "WARPS", 4, "STAGES", 2, "SPLIT_K", 1)};
-            for (int c = 0; c < 2; c++) {
+            /* SWAP=1 dequantizes in the A fragments (CUDA: w4a16 in b16 pairs, cg_cuda_nib.c), on mma.sync
+             * (2 warps) and on wgmma (8 warps, 128 rows) */
+            KirConfig cfgs[4] = {ksweep_cfg(0),
+                                 ksweep_cfg(6, "BM", 16, "BN", 32, "BK", G == 128 ? 256 : 128, "WARPS", 4,
+                                            "STAGES", 2, "SPLIT_K", 1),
+                                 ksweep_cfg(7, "BM", 16, "BN", 32, "BK", G == 128 ? 256 : 128, "WARPS", 2,
+                                            "STAGES", 3, "SPLIT_K", 1, "SWAP", 1),
+                                 ksweep_cfg(7, "BM", 16, "BN", 128, "BK", 128, "WARPS", 8, "STAGES", 2,
+                                            "SPLIT_K", 1, "SWAP", 1)};
+            for (int c = 0; c < 4; c++) {
+                if (c == 3 && !strcmp(r->name, "host")) continue; /* a CUDA form; the host JIT's budget */
                 IrArena *a = ir_arena_create();
                 KfamSpec s = spec_of(f, dt, N, K, "none");
                 KirKernel *k = ksweep_build(r, a, &s, &cfgs[c]);
@@ -303,8 +323,9 @@ static void exact(const KRunner *r, KrefRng *g)
                                 fprintf(stderr, "  w[%d,%d]: got %.9g want %.9g\n", nn, m, got, want);
                         }
                     ksweep_check(r, k, bad == 0,
-                                 "qmatmul %s g%d z%d %s identity (exact dequant): %d of %d differ", f->wfmt,
-                                 f->group, f->zeros, kir_dtype_name(dt), bad, K * N);
+                                 "qmatmul %s g%d z%d%s %s identity (exact dequant): %d of %d differ", f->wfmt,
+                                 f->group, f->zeros, f->f16s ? " f16-scales" : "", kir_dtype_name(dt), bad,
+                                 K * N);
                 }
                 ir_arena_destroy(a);
             }
@@ -445,9 +466,9 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         double err = kref_rel_l2(got, o ? c->want2 : c->want, mn);
         ksweep_margin(r, err / kref_tol(dt));
         ksweep_check(r, k, err < kref_tol(dt),
-                     "qmatmul %s g%d z%d %s M=%d N=%d K=%d epilogue=%s%s: out%s rel-L2 %.3g", c->f->wfmt,
-                     c->f->group, c->f->zeros, kir_dtype_name(dt), c->M, c->N, c->K, c->epi,
-                     c->inl ? " ws=1" : "", o ? "2" : "", err);
+                     "qmatmul %s g%d z%d%s %s M=%d N=%d K=%d epilogue=%s%s: out%s rel-L2 %.3g", c->f->wfmt,
+                     c->f->group, c->f->zeros, c->f->f16s ? " f16-scales" : "", kir_dtype_name(dt), c->M,
+                     c->N, c->K, c->epi, c->inl ? " ws=1" : "", o ? "2" : "", err);
         free(got);
     }
     if (ran > 0 && pair) check_pair_bits(r, a, c, k);
@@ -599,24 +620,24 @@ static void cuda_compile(void)
         const char *epi;
         int m_hint, ws; /* ws: split-K in the launch, as the scheduler gives K >= 4096 */
     } specs[] = {
-        {{"w4a16", 128, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1, 0},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 4096, 14336, "none", 1, 1},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 1, 1},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 16, 1},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
-        {{"w4a16", 32, 0, 0, NULL}, KIR_F16, 4096, 14336, "residual", 0, 0},
-        {{"w8a16", 0, 0, 0, NULL}, KIR_F16, 4096, 4096, "residual", 1, 0},
-        {{"fp8", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 1, 0},
-        {{"fp8", 0, 0, 0, "fp8"}, KIR_BF16, 8192, 8192, "none", 0, 0},
-        {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 8192, 8192, "residual", 0, 0},
-        {{"w8a16", 0, 0, 0, "int8"}, KIR_BF16, 4096, 4096, "residual", 1, 0},
-        {{"fp8", 0, 0, 1, NULL}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
-        {{"q4_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "residual", 1, 0},
-        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 1536, 576, "silu_mul", 1, 0},
-        {{"q4_1", 0, 0, 0, NULL}, KIR_BF16, 192, 576, "pair", 1, 0},
-        {{"w4a16", 128, 1, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 1, 0},
-        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 1024, 4096, "pair", 0, 0},
-        {{"q8_0", 0, 0, 0, NULL}, KIR_BF16, 4096, 4096, "none", 0, 0},
+        {{"w4a16", 128, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 1, 0},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 4096, 14336, "none", 1, 1},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 1, 1},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 16, 1},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
+        {{"w4a16", 32, 0, 0, NULL, 0}, KIR_F16, 4096, 14336, "residual", 0, 0},
+        {{"w8a16", 0, 0, 0, NULL, 0}, KIR_F16, 4096, 4096, "residual", 1, 0},
+        {{"fp8", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 1, 0},
+        {{"fp8", 0, 0, 0, "fp8", 0}, KIR_BF16, 8192, 8192, "none", 0, 0},
+        {{"w8a16", 0, 0, 0, "int8", 0}, KIR_BF16, 8192, 8192, "residual", 0, 0},
+        {{"w8a16", 0, 0, 0, "int8", 0}, KIR_BF16, 4096, 4096, "residual", 1, 0},
+        {{"fp8", 0, 0, 1, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
+        {{"q4_0", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "residual", 1, 0},
+        {{"q4_1", 0, 0, 0, NULL, 0}, KIR_BF16, 1536, 576, "silu_mul", 1, 0},
+        {{"q4_1", 0, 0, 0, NULL, 0}, KIR_BF16, 192, 576, "pair", 1, 0},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 1, 0},
+        {{"q8_0", 0, 0, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
+        {{"q8_0", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 0, 0},
     };
     const CgTarget *t = cg_target_find("sm_90a");
     int nvrtc = t && cg_backend_for(t, "cuda");

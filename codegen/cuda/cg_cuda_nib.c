@@ -1,0 +1,117 @@
+/* cg_cuda_nib.c — 4-bit dequantization in b16 pairs, for a register A operand of a dot.
+ *
+ * An A fragment (mma.sync's and wgmma's) holds its elements in pairs of columns (c, c + 1), c even, one
+ * 32-bit register each. When the operand is the dequantized weight tile of qmatmul,
+ *     x = dtype((f32((w >> sh) & 15) - z) * f32(s))    (x, s b16: one dtype, or bf16 x and f16 s; z an
+ *                                                     integer in [0, 255])
+ * with the shifts of a pair sh(c) = 8j, sh(c + 1) = 8j + 4 (the pair is byte j of the word), the pair is
+ * built in the b16 domain instead of element by element in f32: byte j moved to bit 0 and copied to bit
+ * 12 puts the two codes at bits 0 and 16, or-ing the b16 bits of `magic` (bf16 128, f16 1024, whose ulp
+ * is 1) makes the pair magic + q exactly, one b16 subtraction of magic + z (bf16 with a loaded z: of
+ * magic, then of z, each exact) leaves q - z exactly, and one b16 multiplication by s rounds once, as
+ * dtype(f32 product) does (the f32 product of an integer below 2^8 and a b16 is exact). About 3.5
+ * instructions per element instead of 7 (shift, and, two conversions, sub, mul, half a pack). With f16
+ * scales and bf16 x (packages keep checkpoints' f16 scales) a bf16 product would round s first: the pair
+ * q - z goes to two f32 (a shift, an and), is multiplied by f32(s) (exact) and packed (one rounding).
+ *
+ * Recognized on the IR's structure; every condition is checked at compile time (the shifts by evaluating
+ * the column-only shift tile), else the caller packs the f32 values as before.
+ */
+#include "cg_cuda_impl.h"
+
+static const KirInst *def_of(const KirValue *v, KirOp op)
+{
+    return v && v->def && v->def->op == op ? v->def : NULL;
+}
+
+/* Equal in each pair of columns (c, c + 1), c even: aligned runs of at least 2 along dim 1. */
+static int pair_const(const CgCudaGen *g, const KirValue *v)
+{
+    return v->type.rank == 0 || g->v[v->id].ax.cnst[1] >= 2;
+}
+
+/* A tile operand in registers of layout lay, or evaluated where it is used (VIRT, scalar). */
+static int at_ok(const CgCudaGen *g, const KirValue *v, int lay)
+{
+    const CgCudaVal *V = &g->v[v->id];
+    return V->form == CG_CUDA_SCALAR || V->form == CG_CUDA_VIRT || (V->form == CG_CUDA_REG && V->lay == lay);
+}
+
+/* The parts of x = dtype((f32((w >> sh) & 15) - z) * f32(s)). */
+typedef struct Nib {
+    const KirValue *w, *sh, *z, *s;
+    double zc; /* z when it is a constant (z NULL) */
+} Nib;
+
+/* Is x of that form, with every fact the pairs need (see the top)? Fills n. */
+static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
+{
+    KirDtype t = x->type.dtype;
+    int lay = g->v[x->id].lay;
+    const KirInst *cv = def_of(x, KIR_OP_CAST), *mul = cv ? def_of(cv->ops[0], KIR_OP_MUL) : NULL;
+    /* an f32 product (the verifier gives the sub and the casts feeding it f32 too), rounded once to t */
+    if (!mul || mul->res[0]->type.dtype != KIR_F32 || (t != KIR_BF16 && t != KIR_F16)) return 0;
+    for (int i = 0; i < 2; i++) {
+        const KirInst *sc = def_of(mul->ops[1 - i], KIR_OP_CAST), *sub = def_of(mul->ops[i], KIR_OP_SUB);
+        if (!sc || !sub) continue;
+        KirDtype st = sc->ops[0]->type.dtype;
+        if (st != t && !(t == KIR_BF16 && st == KIR_F16)) continue;
+        const KirInst *q = def_of(sub->ops[0], KIR_OP_CAST), *msk = q ? def_of(q->ops[0], KIR_OP_AND) : NULL;
+        if (!msk) continue;
+        const KirValue *m = msk->ops[1], *sr = msk->ops[0];
+        if (!def_of(m, KIR_OP_CONST)) m = msk->ops[0], sr = msk->ops[1];
+        const KirInst *shr = def_of(sr, KIR_OP_SHR);
+        if (!def_of(m, KIR_OP_CONST) || m->def->i != 15 || !shr || shr->ops[0]->type.dtype != KIR_I32)
+            continue;
+        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0;
+        const KirValue *z = sub->ops[1];
+        if (def_of(z, KIR_OP_CONST)) {
+            n->zc = z->def->f;
+            if (!(n->zc >= -128 && n->zc <= 128) || n->zc != (double)(int)n->zc) continue;
+        } else {
+            /* z = f32(u8 zero point), possibly through i32: an integer in [0, 255] */
+            const KirInst *zc = def_of(z, KIR_OP_CAST), *zi = zc ? def_of(zc->ops[0], KIR_OP_CAST) : NULL;
+            const KirValue *u = zi ? zi->ops[0] : zc ? zc->ops[0] : NULL;
+            if (!u || u->type.dtype != KIR_U8 || (zi && zc->ops[0]->type.dtype != KIR_I32)) continue;
+            n->z = z;
+        }
+        if (n->sh->type.rank != 2 || !pair_const(g, n->w) || !pair_const(g, n->s) ||
+            (n->z && !pair_const(g, n->z)) || !at_ok(g, n->w, lay) || !at_ok(g, n->s, lay) ||
+            (n->z && !at_ok(g, n->z, lay)) || !at_ok(g, n->sh, lay))
+            continue;
+        int64_t a = 0, b = 0, ok = 1;
+        for (int64_t c = 0; c + 1 < x->type.shape[1] && ok; c += 2)
+            ok = cg_cuda_col_value(n->sh, c, &a) && cg_cuda_col_value(n->sh, c + 1, &b) && a % 8 == 0 &&
+                 a >= 0 && a <= 24 && b == a + 4;
+        if (ok) return 1;
+    }
+    return 0;
+}
+
+const char *cg_cuda_nib_pairs(CgCudaGen *g, const KirValue *x)
+{
+    const CgCudaVal *X = &g->v[x->id];
+    Nib n;
+    if (X->form != CG_CUDA_REG || g->lay[X->lay].kind != CG_CUDA_MMA || !match(g, x, &n)) return NULL;
+    int bf = x->type.dtype == KIR_BF16;
+    const char *name = cg_cuda_fmt(g, "%s_pr", X->name), *ty = bf ? "bf16x2" : "f16x2";
+    const char *magic = bf ? "0x43004300u" : "0x64006400u", *mg = bf ? "128.0f" : "1024.0f";
+    cg_cuda_line(g, "unsigned %s[%d];", name, g->lay[X->lay].slots / 2);
+    cg_cuda_slot_loop(g, X->lay, 2);
+    const char *w = cg_cuda_at(g, n.w, X->lay), *sh = cg_cuda_at(g, n.sh, X->lay);
+    const char *s = cg_cuda_at(g, n.s, X->lay);
+    const char *q = cg_cuda_fmt(g, "kd_nib_pair((unsigned)%s, %s, %s)", w, sh, magic);
+    if (!n.z) /* magic + z is an integer of at most 2^8 (bf16) or below 2^11 (f16): exact */
+        q = cg_cuda_fmt(g, "kd_sub_%s(%s, kd_splat_%s(%s + %.1ff))", ty, q, ty, mg, n.zc);
+    else if (bf) /* 128 + z may round in bf16: subtract 128, then z */
+        q = cg_cuda_fmt(g, "kd_sub_bf16x2(kd_sub_bf16x2(%s, %s), kd_splat_bf16x2(%s))", q, magic,
+                        cg_cuda_at(g, n.z, X->lay));
+    else
+        q = cg_cuda_fmt(g, "kd_sub_f16x2(%s, kd_splat_f16x2(%s + %s))", q, cg_cuda_at(g, n.z, X->lay), mg);
+    if (n.s->type.dtype == x->type.dtype)
+        cg_cuda_line(g, "%s[s / 2] = kd_mul_%s(%s, kd_splat_%s(%s));", name, ty, q, ty, s);
+    else /* f16 scales, bf16 x: each f32 product exact, rounded once by the pack */
+        cg_cuda_line(g, "%s[s / 2] = kd_scale_bf16x2(%s, %s);", name, q, s);
+    cg_cuda_close(g);
+    return name;
+}
