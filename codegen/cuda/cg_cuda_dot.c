@@ -959,32 +959,29 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     KirDtype t = in->ops[0]->type.dtype;
     const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t), *ring = leaf_stage(g, p, lf, "rd");
     cg_cuda_declare(g, res);
-    if (lf->run && lf->vec > 1) { /* vec consecutive runs of a row in one read */
+    if (lf->run) { /* one read per vec consecutive runs of a row */
         int V = lf->vec, q = lf->run / 8;
         cg_cuda_mma_run_loop(g, lf->lay, lf->run * V);
         cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,
                      lf->run);
-        cg_cuda_line(g, "%s vw[%d];", mt, V);
-        cg_cuda_line(g, "kd_vload<%d, false>(vw, t);", V);
-        cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_open(g, "for (int i = 0; i < %d; i++)", V);
-        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "vw[i]"),
-                     zero);
-        cg_cuda_line(g, "#pragma unroll");
-        cg_cuda_line(
-            g, "for (int j = 0; j < %d; j++) %s[s + (i * %d + j) * 4] = %s[s + (i * %d + j) * 4 + 1] = x;", q,
-            R, q, R, q);
-        cg_cuda_close(g);
-        cg_cuda_close(g);
-        return 1;
-    }
-    if (lf->run) {
-        cg_cuda_mma_run_loop(g, lf->lay, lf->run);
-        cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,
-                     lf->run);
-        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
-                     zero);
-        cg_cuda_mma_run_fill(g, R, lf->run);
+        if (V == 1) {
+            cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
+                         zero);
+            cg_cuda_mma_run_fill(g, R, lf->run);
+        } else {
+            cg_cuda_line(g, "%s vw[%d];", mt, V);
+            cg_cuda_line(g, "kd_vload<%d, false>(vw, t);", V);
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_open(g, "for (int i = 0; i < %d; i++)", V);
+            cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t),
+                         cg_cuda_from_mem(g, t, "vw[i]"), zero);
+            cg_cuda_line(g, "#pragma unroll");
+            cg_cuda_line(
+                g,
+                "for (int j = 0; j < %d; j++) %s[s + (i * %d + j) * 4] = %s[s + (i * %d + j) * 4 + 1] = x;",
+                q, R, q, R, q);
+            cg_cuda_close(g);
+        }
         cg_cuda_close(g);
         return 1;
     }

@@ -1074,13 +1074,21 @@ done:
 
 /* The sm_90a CUDA source of qmatmul spec s at config cfg (NULL: the defaults) into *src (src->s NULL when
  * it does not build). */
-static void qmatmul_source_at(const KfamSpec *s, const KirConfig *cfg, IrBuf *src)
+/* The qmatmul kernel of s at cfg (NULL: the default), or NULL (a failed check). */
+static KirKernel *qmatmul_build(const KfamSpec *s, const KirConfig *cfg)
 {
     KirKernel *k = NULL;
     IrDiag d = {0};
     KirConfig dflt = {0};
     KT_CHECK(kfam_find("qmatmul")->build(arena, s, cfg ? cfg : &dflt, &k, &d) == IR_OK, "qmatmul build: %s",
              d.msg);
+    return k;
+}
+
+static void qmatmul_source_at(const KfamSpec *s, const KirConfig *cfg, IrBuf *src)
+{
+    KirKernel *k = qmatmul_build(s, cfg);
+    IrDiag d = {0};
     if (k) cg_cuda_source(k, cg_target_find("sm_90a"), src, &d);
 }
 
@@ -1106,10 +1114,8 @@ static KirInst *find_const_operand(KirBlock *blk, KirOp op, int at, int64_t from
  * it is, from `from` to `to`), as CUDA source: what the b16-pair matcher must refuse. */
 static void qmatmul_source_changed(const KfamSpec *s, KirOp op, int at, int64_t from, int64_t to, IrBuf *src)
 {
-    KirKernel *k = NULL;
+    KirKernel *k = qmatmul_build(s, NULL);
     IrDiag d = {0};
-    KirConfig dflt = {0};
-    KT_CHECK(kfam_find("qmatmul")->build(arena, s, &dflt, &k, &d) == IR_OK, "qmatmul build: %s", d.msg);
     KirInst *c = k ? find_const_operand(k->body, op, at, from) : NULL;
     KT_CHECK(c != NULL, "qmatmul: no constant %lld in operand %d of a %s", (long long)from, at,
              kir_op_name(op));
