@@ -191,8 +191,11 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "SWAP", 0);
     if (fmt != QF_W4A16 || !small_m || two || N < 128 || K < 4096 || !kfam_spec_i(s, "ws", 0)) return;
     /* w4a16 decode with K split in the launch (the shapes measured): SWAP=1, 128 weight rows on 8 warps
-     * (an A operand in registers, the packed words streamed 3 trips ahead), K split until about 1024
-     * programs (H200, session 10: 4096 x 14336 M=1 41 us at 8 slices; 28672 x 4096 74 us at 4, 86 at 8) */
+     * (an A operand in registers, the packed words streamed 3 trips ahead), K split only until the
+     * programs fill about 3/4 of the 264 an H100/H200 holds at once (132 SMs x 2): one long pipeline per
+     * program beats waves of short ones, each with its fill and its slice reduction (H200, session 12,
+     * 28672 x 4096 M=1: 43.9 us unsplit (224 programs) vs 47.5 at 4 slices (896, 3.4 waves); 4096 x
+     * 14336: 26.6 at 8 slices (256) vs 27.7 at 4) */
     kir_config_set(cfg, "SWAP", 1);
     kir_config_set(cfg, "BN", 128);
     kir_config_set(cfg, "BK", 128);
@@ -202,8 +205,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
      * 28672 x 4096 M=64: 84.7 us at MIN_BLOCKS=2, 94.7 without; M <= 16 stay below 128 either way) */
     kir_config_set(cfg, "MIN_BLOCKS", 2);
     tiles = kfam_cdiv(N, 128), split = 1;
-    while (bm <= KFAM_SPLITK_ROWS && split < KFAM_SPLITK_MAX && tiles * split * 2 <= 1024 &&
-           K / (split * 2) >= 512)
+    while (bm <= KFAM_SPLITK_ROWS && split < KFAM_SPLITK_MAX && tiles * split < 192 && K / (split * 2) >= 512)
         split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
 }

@@ -285,7 +285,9 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
             !(g->k->params[P->def->i].flags & KIR_PARAM_RDONLY))
             continue;
         int step, dyn, w = cg_cuda_load_access(g, ld, &step, &dyn), run = cg_cuda_mma_run(g, ld);
-        int bytes = (run ? 1 : w) * kir_dtype_bytes(ld->ops[0]->type.dtype);
+        int bytes = (run ? 1 : w) * kir_dtype_bytes(ld->ops[0]->type.dtype), sub = 0;
+        if (run && bytes < 4) /* 1-2-byte group scales, zero points, GGUF block bytes: a word each */
+            sub = bytes, bytes = 4;
         if ((dyn && !run) || (bytes != 4 && bytes != 8 && bytes != 16)) continue;
         CgCudaPipeLeaf *lf = &p->leaves[p->n_leaves++];
         const CgCudaLayout *ll = &g->lay[L->lay];
@@ -295,10 +297,11 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
         lf->w = w;
         lf->run = run;
         lf->bytes = bytes;
+        lf->sub = sub;
         lf->vec = 1;
         if (run) { /* one copy per distinct element (vec of them per copy); rows padded by vec elements
                     * (one when vec is 1) against bank conflicts */
-            lf->vec = run_vec(g, ld, ll->n / run, run, bytes);
+            lf->vec = sub ? 1 : run_vec(g, ld, ll->n / run, run, bytes);
             lf->lines = ll->m;
             lf->pitch = ll->n / run + lf->vec;
             lf->stage_bytes = (lf->lines * lf->pitch * bytes + 127) / 128 * 128;
@@ -931,8 +934,13 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
             cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run * V);
             const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
             cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-            cg_cuda_line(g, "kd_cp_async<%d>(%s + (r * %d + (q %% %d) * %d) * %d, m ? %s + %s : %s, m);",
-                         lf->bytes * V, leaf_stage(g, p, lf, stage), lf->pitch, per, V, lf->bytes, pn, o, pn);
+            if (lf->sub)
+                cg_cuda_line(g, "kd_cp_async_sub<%d>(%s + (r * %d + q %% %d) * 4, m ? %s + %s : %s, m);", lf->sub,
+                             leaf_stage(g, p, lf, stage), lf->pitch, per, pn, o, pn);
+            else
+                cg_cuda_line(g, "kd_cp_async<%d>(%s + (r * %d + (q %% %d) * %d) * %d, m ? %s + %s : %s, m);",
+                             lf->bytes * V, leaf_stage(g, p, lf, stage), lf->pitch, per, V, lf->bytes, pn, o,
+                             pn);
             cg_cuda_close(g);
             continue;
         }
@@ -962,6 +970,17 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     if (lf->run) { /* one read per vec consecutive runs of a row */
         int V = lf->vec, q = lf->run / 8;
         cg_cuda_mma_run_loop(g, lf->lay, lf->run * V);
+        if (lf->sub) { /* the element's byte of its word: from its address, as the copy took it */
+            const char *pn = cg_cuda_scalar(g, in->ops[0]), *o = cg_cuda_at(g, in->ops[1], lf->lay);
+            cg_cuda_line(g, "const unsigned w = ((const unsigned *)(%s))[r * %d + c / %d];", ring, lf->pitch,
+                         lf->run);
+            cg_cuda_line(g, "const %s v = (%s)(w >> 8 * (((unsigned)(size_t)%s + (unsigned)(%s) * %d) & 3));", mt,
+                         mt, pn, o, lf->sub);
+            cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "v"), zero);
+            cg_cuda_mma_run_fill(g, R, lf->run);
+            cg_cuda_close(g);
+            return 1;
+        }
         cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,
                      lf->run);
         if (V == 1) {

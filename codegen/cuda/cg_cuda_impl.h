@@ -99,6 +99,9 @@ typedef struct CgCudaPipeLeaf {
     int vec;   /* run > 0: distinct elements per copy and per read (consecutive in memory; rows padded by
                 * vec elements, by one when vec is 1) */
     int bytes; /* per access: 4, 8 or 16 */
+    int sub;   /* run > 0, elements of 1 or 2 bytes (below cp.async's 4): each image element is the
+                * aligned 4-byte word holding it, copied only up to the element (never past it: the
+                * buffer may end there), and read back shifted by the element's byte in the word */
     int offset, stage_bytes;
 } CgCudaPipeLeaf;
 

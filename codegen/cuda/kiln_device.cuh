@@ -307,6 +307,16 @@ template <int BYTES> __device__ __forceinline__ void kd_cp_async(void *s, const 
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(g), "n"(BYTES), "r"(n)
                      : "memory");
 }
+/* The aligned 4-byte word holding the B-byte element at g (B = 1, 2), copied only up to and including
+ * the element (src-size: nothing past it is read, where the buffer may end); the rest is zero. */
+template <int B> __device__ __forceinline__ void kd_cp_async_sub(void *s, const void *g, bool pred)
+{
+    const unsigned off = (unsigned)(size_t)g & 3;
+    const int n = pred ? (int)off + B : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(kd_smem_addr(s)),
+                 "l"((const char *)g - off), "r"(n)
+                 : "memory");
+}
 __device__ __forceinline__ void kd_cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");

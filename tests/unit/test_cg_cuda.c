@@ -1160,8 +1160,9 @@ static void check_packed_loads(void)
     /* the decode default with K split in the launch, SWAP=1: the dequantized weights are wgmma's A operand
      * in registers (no shared image of them), their packed words are copied once per trip into a shared
      * image (rows of 16 words padded to 20, 16-byte copies) three trips ahead and read 4 words at a time,
-     * each thread loads a group scale once per row half, and the nibbles become bf16 pairs
-     * (cg_cuda_nib.c: the scales are bf16, the dtype) */
+     * the 2-byte group scales stream too (each the aligned word holding it, copied up to the scale only)
+     * and each thread reads one per row half, and the nibbles become bf16 pairs (cg_cuda_nib.c: the
+     * scales are bf16, the dtype) */
     kfam_spec_int(&s, "ws", 1);
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);
@@ -1175,11 +1176,12 @@ static void check_packed_loads(void)
     KT_CHECK(sw.s && strstr(sw.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
                  strstr(sw.s, "af[s][3] = v") && strstr(sw.s, "_pr[s * 4 + 3];"),
              "w4a16 SWAP=1: bf16 pairs dequantized in b16 arithmetic (z = 8: one subtraction)");
-    const char *sc = sw.s ? strstr(sw.s, "(__ldg(p_scales + ") : NULL, *loop = NULL;
+    const char *sc = sw.s ? strstr(sw.s, "(unsigned)(size_t)p_scales + ") : NULL, *loop = NULL;
     for (const char *u = sw.s ? strstr(sw.s, "for (int ") : NULL; u && u < sc; u = strstr(u + 1, "for (int "))
-        loop = u; /* the loop the scale load is in */
-    KT_CHECK(loop && !strncmp(loop, "for (int u = 0; u < 2; u++)", 27),
-             "w4a16 SWAP=1: one scale load per row half");
+        loop = u; /* the loop the scale's read is in */
+    KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async_sub<2>(kb + ") && !strstr(sw.s, "__ldg(p_scales") && loop &&
+                 !strncmp(loop, "for (int u = 0; u < 2; u++)", 27),
+             "w4a16 SWAP=1: the scales streamed by sub-word copies, one read per row half");
     ir_buf_free(&sw);
     /* f16 scales with bf16 activations: a bf16 product would round the scale first, so the pairs are
      * multiplied in f32 and packed */
