@@ -49,6 +49,20 @@ int ksweep_big(const KRunner *r)
     return strcmp(r->name, "interp") != 0;
 }
 
+int ksweep_mine(void)
+{
+    static int n_cases, shard = -1, shards = 1;
+    if (shard < 0) {
+        const char *e = getenv("KILN_TEST_SHARD");
+        shard = 0;
+        if (e && (sscanf(e, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 || shard >= shards)) {
+            fprintf(stderr, "KILN_TEST_SHARD='%s' is not i/n with 0 <= i < n: running every case\n", e);
+            shard = 0, shards = 1;
+        }
+    }
+    return n_cases++ % shards == shard;
+}
+
 KirConfig ksweep_cfg(int n, ...)
 {
     KirConfig c;

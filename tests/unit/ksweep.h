@@ -14,6 +14,11 @@ int ksweep_runners(const KRunner **out, int max);
 /* 1 for compiled executors, which can afford larger shapes than the interpreter. */
 int ksweep_big(const KRunner *r);
 
+/* 1 when this process runs the next case of a sweep: KILN_TEST_SHARD=i/n (0 <= i < n) keeps every n-th
+ * case from the i-th, so a long sweep spreads over processes (its kernels compile on several cores at
+ * once); unset, every case. Call once per case, in the same order in every shard. */
+int ksweep_mine(void);
+
 /* A config from n (key, value) pairs; keys must be string literals. */
 KirConfig ksweep_cfg(int n, ...);
 

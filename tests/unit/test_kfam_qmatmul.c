@@ -481,6 +481,7 @@ done:
 /* Runs c with configs cfgs[pick[i]], i < n_cfgs. */
 static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs, const int *pick, int n_cfgs)
 {
+    if (!ksweep_mine()) return;
     KirDtype dt = c.dt;
     size_t mk = (size_t)c.M * c.K, mn = (size_t)c.M * c.N;
     int pair = !strcmp(c.epi, "pair"), two = pair || !strcmp(c.epi, "silu_mul");
