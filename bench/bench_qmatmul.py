@@ -51,7 +51,8 @@ def make_weight(N, K, g):
     words = (q.view(N, K // 8, 8) << shifts).sum(-1, dtype=torch.int64).to(torch.int64)
     words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
     zi = z.repeat_interleave(G, 1)
-    dense = ((q - zi).float() * s.float().repeat_interleave(G, 1)).bfloat16()
+    # f16 scales with bf16 activations: the kernel rounds each scale to bf16 first (docs/KERNELS.md)
+    dense = ((q - zi).float() * s.bfloat16().float().repeat_interleave(G, 1)).bfloat16()
     return words.contiguous(), s.contiguous(), z.to(torch.uint8).contiguous(), dense
 
 

@@ -302,8 +302,11 @@ static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, 
          * the CUDA backend makes with integer ops instead of the slower int-to-float unit */
         KirValue *z =
             qw->zeros ? kir_cast(b, kir_cast(b, lv[2], KIR_I32), KIR_F32) : kir_const_f(b, KIR_F32, 8);
-        KirValue *qf = kir_sub(b, kir_cast(b, q, KIR_F32), z);
-        v = kir_mul(b, qf, kir_cast(b, lv[1], KIR_F32));
+        KirValue *qf = kir_sub(b, kir_cast(b, q, KIR_F32), z), *sc = lv[1];
+        /* f16 scales with bf16 activations: each scale rounded to bf16 first (nearest even, 2^-9 of it,
+         * as vLLM's Marlin does at load), so the CUDA backend's bf16 pairs multiply it in b16 */
+        if (sc->type.dtype == KIR_F16 && t->dt == KIR_BF16) sc = kir_cast(b, sc, KIR_BF16);
+        v = kir_mul(b, qf, kir_cast(b, sc, KIR_F32));
         return kir_cast(b, v, t->dt);
     }
     KirValue *q = kir_cast(b, lv[0], KIR_I32);

@@ -2,8 +2,8 @@
  *
  * An A fragment (mma.sync's and wgmma's) holds its elements in pairs of columns (c, c + 1), c even, one
  * 32-bit register each. When the operand is the dequantized weight tile of qmatmul,
- *     x = dtype((f32((w >> sh) & 15) - z) * f32(s))    (x, s b16: one dtype, or bf16 x and f16 s; z an
- *                                                     integer in [0, 255])
+ *     x = dtype((f32((w >> sh) & 15) - z) * f32(s))    (x, s b16 of one dtype; z an integer in
+ *                                                     [0, 255]; s may be bf16(an f16 scale))
  * with the shifts of a pair sh(c) = 8j, sh(c + 1) = 8j + 4 (the pair is byte j of the word), the pair is
  * built in the b16 domain instead of element by element in f32: byte j moved to bit 0 and copied to bit
  * 12 puts the two codes at bits 0 and 16, or-ing the b16 bits of `magic` (bf16 128, f16 1024, whose ulp
@@ -11,8 +11,8 @@
  * magic, then of z, each exact) leaves q - z exactly, and one b16 multiplication by s rounds once, as
  * dtype(f32 product) does (the f32 product of an integer below 2^8 and a b16 is exact). About 3.5
  * instructions per element instead of 7 (shift, and, two conversions, sub, mul, half a pack). With f16
- * scales and bf16 x (packages keep checkpoints' f16 scales) a bf16 product would round s first: the pair
- * q - z goes to two f32 (a shift, an and), is multiplied by f32(s) (exact) and packed (one rounding).
+ * scales and bf16 x (packages keep checkpoints' f16 scales) the IR rounds each scale to bf16 first; the
+ * rounding is done in integer ops from the f16 value, so runs of equal scales share it.
  *
  * Recognized on the IR's structure; every condition is checked at compile time (the shifts by evaluating
  * the column-only shift tile), else the caller packs the f32 values as before.
@@ -40,6 +40,7 @@ static int at_ok(const CgCudaGen *g, const KirValue *v, int lay)
 /* The parts of x = dtype((f32((w >> sh) & 15) - z) * f32(s)). */
 typedef struct Nib {
     const KirValue *w, *sh, *z, *s;
+    const KirValue *s16; /* s = bf16(s16), an f16 scale rounded for bf16 x (kfam_qmatmul.c); else NULL */
     double zc; /* z when it is a constant (z NULL) */
 } Nib;
 
@@ -55,7 +56,7 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
         const KirInst *sc = def_of(mul->ops[1 - i], KIR_OP_CAST), *sub = def_of(mul->ops[i], KIR_OP_SUB);
         if (!sc || !sub) continue;
         KirDtype st = sc->ops[0]->type.dtype;
-        if (st != t && !(t == KIR_BF16 && st == KIR_F16)) continue;
+        if (st != t) continue;
         const KirInst *q = def_of(sub->ops[0], KIR_OP_CAST), *msk = q ? def_of(q->ops[0], KIR_OP_AND) : NULL;
         if (!msk) continue;
         const KirValue *m = msk->ops[1], *sr = msk->ops[0];
@@ -63,7 +64,11 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
         const KirInst *shr = def_of(sr, KIR_OP_SHR);
         if (!def_of(m, KIR_OP_CONST) || m->def->i != 15 || !shr || shr->ops[0]->type.dtype != KIR_I32)
             continue;
-        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0;
+        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0, n->s16 = NULL;
+        const KirInst *rs = def_of(n->s, KIR_OP_CAST);
+        if (st == KIR_BF16 && rs && rs->ops[0]->type.dtype == KIR_F16 && pair_const(g, rs->ops[0]) &&
+            at_ok(g, rs->ops[0], lay))
+            n->s16 = rs->ops[0];
         const KirValue *z = sub->ops[1];
         if (def_of(z, KIR_OP_CONST)) {
             n->zc = z->def->f;
@@ -99,7 +104,10 @@ const char *cg_cuda_nib_pairs(CgCudaGen *g, const KirValue *x)
     cg_cuda_line(g, "unsigned %s[%d];", name, g->lay[X->lay].slots / 2);
     cg_cuda_slot_loop(g, X->lay, 2);
     const char *w = cg_cuda_at(g, n.w, X->lay), *sh = cg_cuda_at(g, n.sh, X->lay);
-    const char *s = cg_cuda_at(g, n.s, X->lay);
+    /* an f16 scale rounded to bf16: rounded and splat in integer ops from the f16 value, which the
+     * compiler computes once per run of equal scales (the cvt.rn asm was repeated per pair) */
+    const char *s = n.s16 ? cg_cuda_fmt(g, "kd_f32_to_bf16_bits(%s)", cg_cuda_at(g, n.s16, X->lay))
+                          : cg_cuda_at(g, n.s, X->lay);
     const char *q = cg_cuda_fmt(g, "kd_nib_pair((unsigned)%s, %s, %s)", w, sh, magic);
     if (!n.z) /* magic + z is an integer of at most 2^8 (bf16) or below 2^11 (f16): exact */
         q = cg_cuda_fmt(g, "kd_sub_%s(%s, kd_splat_%s(%s + %.1ff))", ty, q, ty, mg, n.zc);
@@ -108,10 +116,10 @@ const char *cg_cuda_nib_pairs(CgCudaGen *g, const KirValue *x)
                         cg_cuda_at(g, n.z, X->lay));
     else
         q = cg_cuda_fmt(g, "kd_sub_f16x2(%s, kd_splat_f16x2(%s + %s))", q, cg_cuda_at(g, n.z, X->lay), mg);
-    if (n.s->type.dtype == x->type.dtype)
+    if (n.s16)
+        cg_cuda_line(g, "%s[s / 2] = kd_mul_bf16x2(%s, %s * 0x10001u);", name, q, s);
+    else
         cg_cuda_line(g, "%s[s / 2] = kd_mul_%s(%s, kd_splat_%s(%s));", name, ty, q, ty, s);
-    else /* f16 scales, bf16 x: each f32 product exact, rounded once by the pack */
-        cg_cuda_line(g, "%s[s / 2] = kd_scale_bf16x2(%s, %s);", name, q, s);
     cg_cuda_close(g);
     return name;
 }

@@ -113,6 +113,13 @@ __device__ __forceinline__ unsigned kd_nib_pair(unsigned w, int sh, unsigned mag
 }
 /* The pair (x, x) of a float that is a bf16 / f16 value, with plain ops (common subexpressions, unlike
  * a cvt in asm). */
+/* The bf16 bits of a finite x rounded to nearest even, in integer ops (no asm: equal inputs share one
+ * computation). */
+__device__ __forceinline__ unsigned kd_f32_to_bf16_bits(float x)
+{
+    const unsigned u = __float_as_uint(x);
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
 __device__ __forceinline__ unsigned kd_splat_bf16x2(float x)
 {
     return __byte_perm(__float_as_uint(x), 0u, 0x3232u);
@@ -120,11 +127,6 @@ __device__ __forceinline__ unsigned kd_splat_bf16x2(float x)
 __device__ __forceinline__ unsigned kd_splat_f16x2(float x)
 {
     return (unsigned)kd_f32_to_f16(x) * 0x10001u;
-}
-/* The bf16 pair d times f32 s: each half to f32 (exact), multiplied, the pair rounded once. */
-__device__ __forceinline__ unsigned kd_scale_bf16x2(unsigned d, float s)
-{
-    return kd_pack_bf16x2(__uint_as_float(d << 16) * s, __uint_as_float(d & 0xffff0000u) * s);
 }
 /* b16 pair arithmetic, rounded once to nearest even (sm_80: bf16 as fma with 1 or -0). */
 #define KD_B16X2(name, op, ty)                                                                            \

@@ -1183,15 +1183,15 @@ static void check_packed_loads(void)
                  !strncmp(loop, "for (int u = 0; u < 2; u++)", 27),
              "w4a16 SWAP=1: the scales streamed by sub-word copies, one read per row half");
     ir_buf_free(&sw);
-    /* f16 scales with bf16 activations: a bf16 product would round the scale first, so the pairs are
-     * multiplied in f32 and packed */
+    /* f16 scales with bf16 activations: the IR rounds each scale to bf16 first, so the pairs multiply
+     * in bf16 by the scale rounded and splat in integer ops from the f16 value */
     kfam_spec_str(&s, "sdtype", "f16");
     IrBuf f16s = {0};
     qmatmul_source(&s, &f16s);
     KT_CHECK(f16s.s && strstr(f16s.s, "(A in registers, pipelined B, wgmma)") &&
-                 strstr(f16s.s, "_pr[s / 2] = kd_scale_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
-                 !strstr(f16s.s, "kd_mul_bf16x2("),
-             "w4a16 SWAP=1, f16 scales: bf16 pairs scaled in f32");
+                 strstr(f16s.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
+                 strstr(f16s.s, "kd_f32_to_bf16_bits(") && !strstr(f16s.s, "kd_scale_bf16x2("),
+             "w4a16 SWAP=1, f16 scales: rounded to bf16, bf16 pairs");
     ir_buf_free(&f16s);
     /* the matcher refuses what is not a pair of nibbles: a 3-bit mask, shifts 3 bits apart (k % 8 * 3) */
     kfam_spec_str(&s, "sdtype", "bf16");
