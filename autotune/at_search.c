@@ -14,9 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "rt_file.h" /* rt_file_errf */
+#include "rt_file.h" /* rt_file_errf, rt_now_s */
 
 const char *at_cand_status_name(AtCandStatus s)
 {
@@ -24,16 +23,9 @@ const char *at_cand_status_name(AtCandStatus s)
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "?";
 }
 
-static double at_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static double at_now(const AtTimer *t)
 {
-    return t->now ? t->now(t->ctx) : at_wall();
+    return t->now ? t->now(t->ctx) : rt_now_s();
 }
 
 static int at_cmp_double(const void *x, const void *y)

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "cli.h"
 #include "kiln.h"
 #include "rt_engine.h"
+#include "rt_file.h"
 
 static const char run_usage[] =
     "usage: kiln run PACKAGE --weights PATH (--prompt TEXT | --prompt-ids \"1 2 3\") [options]\n"
@@ -49,13 +49,6 @@ typedef struct RunState {
 
 enum { MAX_PROMPTS = 64 };
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void on_log(void *user, const char *line)
 {
     (void)user;
@@ -68,7 +61,7 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
 {
     RunState *r = user;
     (void)req;
-    if (!r->n_out) r->t_first = now_s();
+    if (!r->n_out) r->t_first = rt_now_s();
     if (tok < 0) return 0;
     if (r->n_out == r->cap) {
         int cap = r->cap ? 2 * r->cap : 256;
@@ -248,7 +241,7 @@ int cli_run(int argc, char **argv)
     if (o.tune_db && is_default && stat(o.tune_db, &st_db) != 0) o.tune_db = NULL;
 
     RunState r[MAX_PROMPTS] = {{0}};
-    double t0 = now_s();
+    double t0 = rt_now_s();
     KilnEngine *e = NULL;
     char err[512];
     KilnStatus opened = random_seed ? rt_engine_open(pkg, NULL, strtoull(random_seed, NULL, 10), &o, &e, err,
@@ -258,7 +251,7 @@ int cli_run(int argc, char **argv)
         cli_error("%s", err);
         return 1;
     }
-    double t_open = now_s() - t0;
+    double t_open = rt_now_s() - t0;
     int rc = 1, n_prompt_tokens = 0;
     for (int p = 0; p < n_prompts; p++) {
         int32_t *ids = NULL;
@@ -279,14 +272,14 @@ int cli_run(int argc, char **argv)
             goto done;
         }
     }
-    double t_gen = now_s();
+    double t_gen = rt_now_s();
     int pending = 1;
     while (pending)
         if (kiln_engine_step(e, &pending) != KILN_OK) {
             cli_error("%s", kiln_engine_errmsg(e));
             goto done;
         }
-    double t_end = now_s();
+    double t_end = rt_now_s();
     int n_out = 0;
     for (int p = 0; p < n_prompts; p++) {
         n_out += r[p].n_out;

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "at_engine.h"
 #include "at_report.h"
+#include "rt_file.h"
 #include "cli.h"
 
 static const char tune_usage[] =
@@ -346,13 +346,6 @@ J_FWD(keep, KilnStatus,
        int errlen),
       (j->inner.ctx, k, cfg, store, device, err, errlen))
 
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Runs the tuning in a child process (fork before any device or compiler is touched: the parent only
  * parsed options). When a child dies of a signal, or exits 3 (a GPU fault it could not recover from),
  * the candidate it was preparing or timing (its journal's last "C" line after the last "K") becomes
@@ -361,7 +354,7 @@ static double wall_s(void)
  * MAX_DENIED restarts; a child that dies outside a candidate ends the run. */
 static int tune_supervise(TuneArgs *a)
 {
-    double t0 = wall_s(), budget = a->budget;
+    double t0 = rt_now_s(), budget = a->budget;
     for (;;) {
         int p[2];
         if (pipe(p) != 0) return tune_run(a, -1);
@@ -414,7 +407,7 @@ static int tune_supervise(TuneArgs *a)
         snprintf(a->denied[a->n_denied++], sizeof a->denied[0], "%s", last_c);
         a->resume = kernel;
         if (budget > 0) {
-            a->budget = budget - (wall_s() - t0);
+            a->budget = budget - (rt_now_s() - t0);
             if (a->budget < 1) a->budget = 1; /* what is left: at least the default per kernel */
         }
     }

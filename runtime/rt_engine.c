@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kiln.h"
 #include "rt_engine.h"
@@ -144,13 +143,6 @@ static void elog(KilnEngine *e, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     e->log(e->log_user, line);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static int dtype_bytes(const char *dt)
@@ -1138,7 +1130,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
 {
     if (pending) *pending = e->n_reqs;
     if (e->in_callback) return efail(e, KILN_ERR_ARG, "kiln_engine_step called from a request callback");
-    double t0 = now_s();
+    double t0 = rt_now_s();
     KilnStatus s = KILN_OK;
     StepIn *in = &e->in;
     reap(e); /* requests aborted since the last step */
@@ -1184,7 +1176,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         e->stats.steps++;
     }
     reap(e);
-    e->stats.step_seconds += now_s() - t0;
+    e->stats.step_seconds += rt_now_s() - t0;
     if (pending) *pending = e->n_reqs;
     return KILN_OK;
 }

@@ -10,7 +10,6 @@
 #include "rt_exec.h"
 
 #include <dlfcn.h>
-#include <time.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -469,9 +468,7 @@ KilnStatus rt_exec_mark(RtExec *x, int i, char *err, int errlen)
     if (!x->dev) {
         if (!x->mark_s && !(x->mark_s = calloc(RT_EXEC_MAX_MARKS, sizeof *x->mark_s)))
             return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        x->mark_s[i] = (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+        x->mark_s[i] = rt_now_s();
         return KILN_OK;
     }
     if (!x->marks && !(x->marks = calloc(RT_EXEC_MAX_MARKS, sizeof *x->marks)))

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 KilnStatus rt_file_verrf(char *err, int errlen, KilnStatus s, const char *fmt, va_list ap)
@@ -83,4 +84,11 @@ const char *rt_file_quote(RtFileQuoted *q, const char *name)
 void rt_file_unmap(void *map, size_t size)
 {
     if (map) munmap(map, size);
+}
+
+double rt_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }

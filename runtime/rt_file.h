@@ -36,4 +36,7 @@ typedef struct RtFileQuoted {
 } RtFileQuoted;
 const char *rt_file_quote(RtFileQuoted *q, const char *name);
 
+/* Seconds on the monotonic clock (for durations). */
+double rt_now_s(void);
+
 #endif
