@@ -970,10 +970,11 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     if (lf->run) { /* one read per vec consecutive runs of a row */
         int V = lf->vec, q = lf->run / 8;
         cg_cuda_mma_run_loop(g, lf->lay, lf->run * V);
+        /* a slot the layout does not use (ok false: r may lie past the image) reads element 0 instead */
+        const char *at = cg_cuda_fmt(g, "(ok ? r * %d + c / %d : 0)", lf->pitch, lf->run);
         if (lf->sub) { /* the element's byte of its word: from its address, as the copy took it */
             const char *pn = cg_cuda_scalar(g, in->ops[0]), *o = cg_cuda_at(g, in->ops[1], lf->lay);
-            cg_cuda_line(g, "const unsigned w = ((const unsigned *)(%s))[r * %d + c / %d];", ring, lf->pitch,
-                         lf->run);
+            cg_cuda_line(g, "const unsigned w = ((const unsigned *)(%s))[%s];", ring, at);
             cg_cuda_line(g, "const %s v = (%s)(w >> 8 * (((unsigned)(size_t)%s + (unsigned)(%s) * %d) & 3));", mt,
                          mt, pn, o, lf->sub);
             cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "v"), zero);
@@ -981,8 +982,7 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
             cg_cuda_close(g);
             return 1;
         }
-        cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + r * %d + c / %d;", mt, mt, ring, lf->pitch,
-                     lf->run);
+        cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + %s;", mt, mt, ring, at);
         if (V == 1) {
             cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
                          zero);

@@ -113,12 +113,12 @@ __device__ __forceinline__ unsigned kd_nib_pair(unsigned w, int sh, unsigned mag
 }
 /* The pair (x, x) of a float that is a bf16 / f16 value, with plain ops (common subexpressions, unlike
  * a cvt in asm). */
-/* The bf16 bits of a finite x rounded to nearest even, in integer ops (no asm: equal inputs share one
- * computation). */
+/* The bf16 bits of x rounded to nearest even (NaN: the quiet NaN 0x7fff, as kd_f32_to_bf16), in integer
+ * ops (no asm: equal inputs share one computation). */
 __device__ __forceinline__ unsigned kd_f32_to_bf16_bits(float x)
 {
     const unsigned u = __float_as_uint(x);
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
 __device__ __forceinline__ unsigned kd_splat_bf16x2(float x)
 {
@@ -309,8 +309,9 @@ template <int BYTES> __device__ __forceinline__ void kd_cp_async(void *s, const 
         asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(g), "n"(BYTES), "r"(n)
                      : "memory");
 }
-/* The aligned 4-byte word holding the B-byte element at g (B = 1, 2), copied only up to and including
- * the element (src-size: nothing past it is read, where the buffer may end); the rest is zero. */
+/* The aligned 4-byte word holding the B-byte element at g (B = 1, 2; g aligned to B), copied only up to
+ * and including the element (src-size: nothing past it is read, where the buffer may end); the rest is
+ * zero. */
 template <int B> __device__ __forceinline__ void kd_cp_async_sub(void *s, const void *g, bool pred)
 {
     const unsigned off = (unsigned)(size_t)g & 3;

@@ -49,18 +49,30 @@ int ksweep_big(const KRunner *r)
     return strcmp(r->name, "interp") != 0;
 }
 
+static int shard = -1, shards = 1;
+
+static void shard_init(void)
+{
+    if (shard >= 0) return;
+    const char *e = getenv("KILN_TEST_SHARD");
+    shard = 0;
+    if (e && (sscanf(e, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 || shard >= shards)) {
+        fprintf(stderr, "KILN_TEST_SHARD='%s' is not i/n with 0 <= i < n: running every case\n", e);
+        shard = 0, shards = 1;
+    }
+}
+
 int ksweep_mine(void)
 {
-    static int n_cases, shard = -1, shards = 1;
-    if (shard < 0) {
-        const char *e = getenv("KILN_TEST_SHARD");
-        shard = 0;
-        if (e && (sscanf(e, "%d/%d", &shard, &shards) != 2 || shards < 1 || shard < 0 || shard >= shards)) {
-            fprintf(stderr, "KILN_TEST_SHARD='%s' is not i/n with 0 <= i < n: running every case\n", e);
-            shard = 0, shards = 1;
-        }
-    }
+    static int n_cases;
+    shard_init();
     return n_cases++ % shards == shard;
+}
+
+int ksweep_shard0(void)
+{
+    shard_init();
+    return shard == 0;
 }
 
 KirConfig ksweep_cfg(int n, ...)

@@ -16,8 +16,11 @@ int ksweep_big(const KRunner *r);
 
 /* 1 when this process runs the next case of a sweep: KILN_TEST_SHARD=i/n (0 <= i < n) keeps every n-th
  * case from the i-th, so a long sweep spreads over processes (its kernels compile on several cores at
- * once); unset, every case. Call once per case, in the same order in every shard. */
+ * once); unset, every case. Call once per case (or group of cases a check spans), in the same order in
+ * every shard. Skipped cases draw no random numbers: KILN_TEST_SEED repeats a run with the same shard.
+ * ksweep_shard0: 1 in shard 0 (or unsharded), for the parts of a test outside its sweep. */
 int ksweep_mine(void);
+int ksweep_shard0(void);
 
 /* A config from n (key, value) pairs; keys must be string literals. */
 KirConfig ksweep_cfg(int n, ...);

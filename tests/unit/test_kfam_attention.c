@@ -66,7 +66,7 @@ static void set_nan(void *p, KirDtype t, size_t i)
 
 static void run_case(const KRunner *r, KrefRng *g, const Case *c, const KirConfig *cfgs, int n_cfgs)
 {
-    if (!ksweep_mine()) return;
+    if (!ksweep_mine()) return; /* (KILN_TEST_SHARD) */
     KirDtype dt = c->dt;
     int B = c->B, H = c->H, Hkv = c->Hkv, D = c->D, S = c->S;
     int32_t cu_q[MAX_SEQS + 1], seq_lens[MAX_SEQS];
@@ -422,9 +422,11 @@ static void space_walk(void)
 
 int main(void)
 {
-    space_walk();
-    spec_errors();
-    cuda_compile();
+    if (ksweep_shard0()) { /* the parts outside the sweep: once, not in every shard */
+        space_walk();
+        spec_errors();
+        cuda_compile();
+    }
     const KRunner *rs[3];
     int n = ksweep_runners(rs, 3);
     KrefRng g = kref_rng(kref_seed());
