@@ -41,7 +41,8 @@
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
  * accept group=32), zeros (w4a16 only, 0 or 1, default 0), sdtype (w4a16: the scales' dtype, f16 or the
- * dtype, default the dtype; packages keep checkpoints' f16 scales as they are; fp8: f32), scale (fp8:
+ * dtype, default the dtype; packages keep checkpoints' f16 scales as they are, which bf16 kernels round
+ * to bf16 before the product; fp8: f32), scale (fp8:
  * channel, default, or tensor), act (dtype, default; fp8 or int8: W8A8, above), epilogue (default none),
  * optional m_hint (typical M; only the default config reads it). K must be a multiple of the group (32 for
  * GGUF formats); w8a16 and fp8 take any K. M is a runtime parameter.

@@ -111,8 +111,6 @@ __device__ __forceinline__ unsigned kd_nib_pair(unsigned w, int sh, unsigned mag
     const unsigned b = __byte_perm(w, 0u, 0x4440u | ((unsigned)sh >> 3));
     return (b * 0x1001u & 0x000f000fu) | magic;
 }
-/* The pair (x, x) of a float that is a bf16 / f16 value, with plain ops (common subexpressions, unlike
- * a cvt in asm). */
 /* The bf16 bits of x rounded to nearest even (NaN: the quiet NaN 0x7fff, as kd_f32_to_bf16), in integer
  * ops (no asm: equal inputs share one computation). */
 __device__ __forceinline__ unsigned kd_f32_to_bf16_bits(float x)
@@ -120,6 +118,8 @@ __device__ __forceinline__ unsigned kd_f32_to_bf16_bits(float x)
     const unsigned u = __float_as_uint(x);
     return (u & 0x7fffffffu) > 0x7f800000u ? 0x7fffu : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
+/* The pair (x, x) of a float that is a bf16 / f16 value, with plain ops (common subexpressions, unlike
+ * a cvt in asm). */
 __device__ __forceinline__ unsigned kd_splat_bf16x2(float x)
 {
     return __byte_perm(__float_as_uint(x), 0u, 0x3232u);
