@@ -934,13 +934,10 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
             cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run * V);
             const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
             cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
-            if (lf->sub)
-                cg_cuda_line(g, "kd_cp_async_sub<%d>(%s + (r * %d + q %% %d) * 4, m ? %s + %s : %s, m);", lf->sub,
-                             leaf_stage(g, p, lf, stage), lf->pitch, per, pn, o, pn);
-            else
-                cg_cuda_line(g, "kd_cp_async<%d>(%s + (r * %d + (q %% %d) * %d) * %d, m ? %s + %s : %s, m);",
-                             lf->bytes * V, leaf_stage(g, p, lf, stage), lf->pitch, per, V, lf->bytes, pn, o,
-                             pn);
+            const char *cp = lf->sub ? cg_cuda_fmt(g, "kd_cp_async_sub<%d>", lf->sub)
+                                     : cg_cuda_fmt(g, "kd_cp_async<%d>", lf->bytes * V);
+            cg_cuda_line(g, "%s(%s + (r * %d + (q %% %d) * %d) * %d, m ? %s + %s : %s, m);", cp,
+                         leaf_stage(g, p, lf, stage), lf->pitch, per, V, lf->bytes, pn, o, pn);
             cg_cuda_close(g);
             continue;
         }
@@ -972,20 +969,17 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
         cg_cuda_mma_run_loop(g, lf->lay, lf->run * V);
         /* a slot the layout does not use (ok false: r may lie past the image) reads element 0 instead */
         const char *at = cg_cuda_fmt(g, "(ok ? r * %d + c / %d : 0)", lf->pitch, lf->run);
-        if (lf->sub) { /* the element's byte of its word: from its address, as the copy took it */
+        if (lf->sub) { /* the element's byte of its word: from its address, as the copy took it (V = 1) */
             const char *pn = cg_cuda_scalar(g, in->ops[0]), *o = cg_cuda_at(g, in->ops[1], lf->lay);
             cg_cuda_line(g, "const unsigned w = ((const unsigned *)(%s))[%s];", ring, at);
             cg_cuda_line(g, "const %s v = (%s)(w >> 8 * (((unsigned)(size_t)%s + (unsigned)(%s) * %d) & 3));", mt,
                          mt, pn, o, lf->sub);
-            cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "v"), zero);
-            cg_cuda_mma_run_fill(g, R, lf->run);
-            cg_cuda_close(g);
-            return 1;
+        } else {
+            cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + %s;", mt, mt, ring, at);
         }
-        cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + %s;", mt, mt, ring, at);
         if (V == 1) {
-            cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, "t[0]"),
-                         zero);
+            cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t),
+                         cg_cuda_from_mem(g, t, lf->sub ? "v" : "t[0]"), zero);
             cg_cuda_mma_run_fill(g, R, lf->run);
         } else {
             cg_cuda_line(g, "%s vw[%d];", mt, V);

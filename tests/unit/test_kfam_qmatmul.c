@@ -202,16 +202,18 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
     if (!qw->w) abort();
     qw->deq = malloc(sizeof(float) * nk);
     if (!qw->deq) abort();
+    const void *sc = qw->scales;
+    KirDtype st = scale_dt(f, dt);
+    void *sb = NULL;
     if (f->f16s && dt == KIR_BF16) { /* the kernel rounds f16 scales to bf16 first (docs/KERNELS.md) */
         size_t ng = (size_t)N * (K / f->group);
-        void *sb = kref_alloc(KIR_BF16, ng);
+        sc = sb = kref_alloc(KIR_BF16, ng);
+        st = KIR_BF16;
         for (size_t i = 0; i < ng; i++)
             kref_set(sb, KIR_BF16, i, kref_get(qw->scales, KIR_F16, i));
-        kref_qdequant(f->wfmt, qw->w, sb, qw->zeros, KIR_BF16, N, K, f->group, qw->deq);
-        free(sb);
-        return;
     }
-    kref_qdequant(f->wfmt, qw->w, qw->scales, qw->zeros, scale_dt(f, dt), N, K, f->group, qw->deq);
+    kref_qdequant(f->wfmt, qw->w, sc, qw->zeros, st, N, K, f->group, qw->deq);
+    free(sb);
 }
 
 static void qw_free(QW *qw)
