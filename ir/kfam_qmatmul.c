@@ -8,7 +8,8 @@
  *              w       ptr<i32> [N, K/8]   eight nibbles per word, little nibble first:
  *                                         q = (w[n, k/8] >> 4*(k%8)) & 15
  *              scales  ptr<dtype> [N, K/G]  s = scales[n, k/G]
- *              zeros   ptr<u8> [N, K/G]     (spec zeros=1, asymmetric) z = zeros[n, k/G]; zeros=0: z = 8
+ *              zeros   ptr<u8> [N, K/G]     (spec zeros=1, asymmetric) z = zeros[n, k/G] & 127 (7-bit:
+ *                                         checkpoints' are 4-bit); zeros=0: z = 8
  *            value dtype(f32(q - z) * f32(s))
  *   "w8a16"  int8 with one scale per output channel:
  *              w       ptr<i8> [N, K]       q = w[n, k]
@@ -300,9 +301,14 @@ static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, 
         KirValue *q =
             kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, lv[0], t->shift), kir_const_i32(b, 15));
         /* f32(q) - f32(z), exact (both below 2^24) and each a conversion of a value of a few bits, which
-         * the CUDA backend makes with integer ops instead of the slower int-to-float unit */
+         * the CUDA backend makes with integer ops instead of the slower int-to-float unit; zero points are
+         * 7-bit (the byte's top bit is ignored), so 128 + z is a bf16 value and the CUDA backend's b16
+         * pairs subtract it at once */
         KirValue *z =
-            qw->zeros ? kir_cast(b, kir_cast(b, lv[2], KIR_I32), KIR_F32) : kir_const_f(b, KIR_F32, 8);
+            qw->zeros
+                ? kir_cast(b, kir_binary(b, KIR_OP_AND, kir_cast(b, lv[2], KIR_I32), kir_const_i32(b, 127)),
+                           KIR_F32)
+                : kir_const_f(b, KIR_F32, 8);
         KirValue *qf = kir_sub(b, kir_cast(b, q, KIR_F32), z), *sc = lv[1];
         /* f16 scales with bf16 activations: each scale rounded to bf16 first (nearest even, 2^-9 of it,
          * as vLLM's Marlin does at load), so the CUDA backend's bf16 pairs multiply it in b16 */

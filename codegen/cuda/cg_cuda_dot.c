@@ -752,20 +752,27 @@ static void emit_wgmma(CgCudaGen *g, const KirInst *in, const char *acc)
         emit_pack_a(g, in->ops[0], "af");
     }
     cg_cuda_line(g, "const %s *const tb = kp%d + %s * %d;", ty, jb, rd, B->stage_bytes / esz);
+    /* the descriptors of the k slices: the tile's, moved by each slice's constant byte offset */
+    if (A) cg_cuda_line(g, "const unsigned long long da0 = kd_wgmma_desc_sw128(ta);");
+    if (B->trans)
+        cg_cuda_line(g, "const unsigned long long db0 = kd_wgmma_desc_mn_sw128(tb, %d);", B->lines * 128);
+    else
+        cg_cuda_line(g, "const unsigned long long db0 = kd_wgmma_desc_sw128(tb);");
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_line(g, "for (int i = 0; i < %d; i++) kd_fence_operand(%s[i]);", na, acc);
     cg_cuda_line(g, "kd_wgmma_fence();");
     cg_cuda_line(g, "#pragma unroll");
     cg_cuda_open(g, "for (int kk = 0; kk < %d; kk += %d)", K, KS);
     if (A)
-        cg_cuda_line(g, "const unsigned long long da = kd_wgmma_desc_sw128(ta + (kk / %d) * %d + kk %% %d);",
-                     AT, A->lines * AT, AT);
+        cg_cuda_line(g,
+                     "const unsigned long long da = kd_wgmma_desc_at(da0, ((kk / %d) * %d + kk %% %d) * %d);",
+                     AT, A->lines * AT, AT, esz);
     if (B->trans)
-        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_mn_sw128(tb + kk * 64, %d);",
-                     B->lines * 128);
+        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_at(db0, kk * %d);", 64 * esz);
     else
-        cg_cuda_line(g, "const unsigned long long db = kd_wgmma_desc_sw128(tb + (kk / %d) * %d + kk %% %d);",
-                     AT, B->lines * AT, AT);
+        cg_cuda_line(g,
+                     "const unsigned long long db = kd_wgmma_desc_at(db0, ((kk / %d) * %d + kk %% %d) * %d);",
+                     AT, B->lines * AT, AT, esz);
     IrBuf b = {0};
     int nin = A ? 2 : 5; /* da, db or a0..a3, db */
     const char *af = a_packed(g, in->ops[0]) ? a_packed(g, in->ops[0]) : "af";
@@ -972,8 +979,8 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
         if (lf->sub) { /* the element's byte of its word: from its address, as the copy took it (V = 1) */
             const char *pn = cg_cuda_scalar(g, in->ops[0]), *o = cg_cuda_at(g, in->ops[1], lf->lay);
             cg_cuda_line(g, "const unsigned w = ((const unsigned *)(%s))[%s];", ring, at);
-            cg_cuda_line(g, "const %s v = (%s)(w >> 8 * (((unsigned)(size_t)%s + (unsigned)(%s) * %d) & 3));", mt,
-                         mt, pn, o, lf->sub);
+            cg_cuda_line(g, "const %s v = (%s)(w >> 8 * (((unsigned)(size_t)%s + (unsigned)(%s) * %d) & 3));",
+                         mt, mt, pn, o, lf->sub);
         } else {
             cg_cuda_line(g, "const %s *const t = (const %s *)(%s) + %s;", mt, mt, ring, at);
         }

@@ -3,16 +3,17 @@
  * An A fragment (mma.sync's and wgmma's) holds its elements in pairs of columns (c, c + 1), c even, one
  * 32-bit register each. When the operand is the dequantized weight tile of qmatmul,
  *     x = dtype((f32((w >> sh) & 15) - z) * f32(s))    (x, s b16 of one dtype; z an integer in
- *                                                     [0, 255]; s may be bf16(an f16 scale))
+ *                                                     [0, 255] (f16), [0, 127] (bf16: a u8 & 127);
+ *                                                     s may be bf16(an f16 scale))
  * with the shifts of a pair sh(c) = 8j, sh(c + 1) = 8j + 4 (the pair is byte j of the word), the pair is
  * built in the b16 domain instead of element by element in f32: byte j moved to bit 0 and copied to bit
- * 12 puts the two codes at bits 0 and 16, or-ing the b16 bits of `magic` (bf16 128, f16 1024, whose ulp
- * is 1) makes the pair magic + q exactly, one b16 subtraction of magic + z (bf16 with a loaded z: of
- * magic, then of z, each exact) leaves q - z exactly, and one b16 multiplication by s rounds once, as
- * dtype(f32 product) does (the f32 product of an integer below 2^8 and a b16 is exact). About 3.5
- * instructions per element instead of 7 (shift, and, two conversions, sub, mul, half a pack). With f16
- * scales and bf16 x (packages keep checkpoints' f16 scales) the IR rounds each scale to bf16 first; the
- * rounding is done in integer ops from the f16 value, so runs of equal scales share it.
+ * 12 puts the two codes at bits 0 and 16, one lop3 keeps them and ors in the b16 bits of `magic` (bf16
+ * 128, f16 1024, whose ulp is 1), making the pair magic + q exactly; one b16 subtraction of magic + z
+ * (exact: f16 with z <= 255, bf16 with z <= 127, qmatmul's 7-bit zero points) leaves q - z exactly, and one
+ * b16 multiplication by s rounds once, as dtype(f32 product) does (the f32 product of an integer below 2^8
+ * and a b16 is exact). 2.5 instructions per element instead of 7 (shift, and, two conversions, sub, mul, half
+ * a pack). With f16 scales and bf16 x (packages keep checkpoints' f16 scales) the IR rounds each scale to
+ * bf16 first; the rounding is done in integer ops from the f16 value, so runs of equal scales share it.
  *
  * Recognized on the IR's structure; every condition is checked at compile time (the shifts by evaluating
  * the column-only shift tile), else the caller packs the f32 values as before.
@@ -41,7 +42,8 @@ static int at_ok(const CgCudaGen *g, const KirValue *v, int lay)
 typedef struct Nib {
     const KirValue *w, *sh, *z, *s;
     const KirValue *s16; /* s = bf16(s16), an f16 scale rounded for bf16 x (kfam_qmatmul.c); else NULL */
-    double zc; /* z when it is a constant (z NULL) */
+    double zc;           /* z when it is a constant (z NULL) */
+    int zmax;            /* a loaded z is at most this */
 } Nib;
 
 /* Is x of that form, with every fact the pairs need (see the top)? Fills n. */
@@ -64,7 +66,8 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
         const KirInst *shr = def_of(sr, KIR_OP_SHR);
         if (!def_of(m, KIR_OP_CONST) || m->def->i != 15 || !shr || shr->ops[0]->type.dtype != KIR_I32)
             continue;
-        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0, n->s16 = NULL;
+        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0, n->s16 = NULL,
+        n->zmax = 255;
         const KirInst *rs = def_of(n->s, KIR_OP_CAST);
         if (st == KIR_BF16 && rs && rs->ops[0]->type.dtype == KIR_F16 && pair_const(g, rs->ops[0]) &&
             at_ok(g, rs->ops[0], lay))
@@ -74,10 +77,21 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
             n->zc = z->def->f;
             if (!(n->zc >= -128 && n->zc <= 128) || n->zc != (double)(int)n->zc) continue;
         } else {
-            /* z = f32(u8 zero point), possibly through i32: an integer in [0, 255] */
-            const KirInst *zc = def_of(z, KIR_OP_CAST), *zi = zc ? def_of(zc->ops[0], KIR_OP_CAST) : NULL;
-            const KirValue *u = zi ? zi->ops[0] : zc ? zc->ops[0] : NULL;
-            if (!u || u->type.dtype != KIR_U8 || (zi && zc->ops[0]->type.dtype != KIR_I32)) continue;
+            /* z = f32(u8 zero point), possibly through i32 and an and with a constant c >= 0 (qmatmul's
+             * 7-bit zero points: c = 127): an integer in [0, min(255, c)] */
+            const KirInst *zc = def_of(z, KIR_OP_CAST), *za = zc ? def_of(zc->ops[0], KIR_OP_AND) : NULL;
+            const KirValue *zv = zc ? zc->ops[0] : NULL;
+            if (za && za->ops[0]->type.dtype == KIR_I32) {
+                const KirValue *c = za->ops[1];
+                zv = za->ops[0];
+                if (!def_of(c, KIR_OP_CONST)) c = za->ops[0], zv = za->ops[1];
+                if (!def_of(c, KIR_OP_CONST) || c->def->i < 0) continue;
+                if (c->def->i < n->zmax) n->zmax = (int)c->def->i;
+            }
+            const KirInst *zi = zv ? def_of(zv, KIR_OP_CAST) : NULL;
+            const KirValue *u = zi ? zi->ops[0] : zv;
+            if (!u || u->type.dtype != KIR_U8 || (zi && zv->type.dtype != KIR_I32)) continue;
+            if (t == KIR_BF16 && n->zmax > 127) continue; /* 128 + z would round in bf16 */
             n->z = z;
         }
         if (n->sh->type.rank != 2 || !pair_const(g, n->w) || !pair_const(g, n->s) ||
@@ -111,11 +125,8 @@ const char *cg_cuda_nib_pairs(CgCudaGen *g, const KirValue *x)
     const char *q = cg_cuda_fmt(g, "kd_nib_pair((unsigned)%s, %s, %s)", w, sh, magic);
     if (!n.z) /* magic + z is an integer of at most 2^8 (bf16) or below 2^11 (f16): exact */
         q = cg_cuda_fmt(g, "kd_sub_%s(%s, kd_splat_%s(%s + %.1ff))", ty, q, ty, mg, n.zc);
-    else if (bf) /* 128 + z may round in bf16: subtract 128, then z */
-        q = cg_cuda_fmt(g, "kd_sub_bf16x2(kd_sub_bf16x2(%s, %s), kd_splat_bf16x2(%s))", q, magic,
-                        cg_cuda_at(g, n.z, X->lay));
-    else
-        q = cg_cuda_fmt(g, "kd_sub_f16x2(%s, kd_splat_f16x2(%s + %s))", q, cg_cuda_at(g, n.z, X->lay), mg);
+    else /* magic + z: bf16 with z <= 127, f16 with z <= 255: exact */
+        q = cg_cuda_fmt(g, "kd_sub_%s(%s, kd_splat_%s(%s + %s))", ty, q, ty, cg_cuda_at(g, n.z, X->lay), mg);
     if (n.s16)
         cg_cuda_line(g, "%s[s / 2] = kd_mul_bf16x2(%s, %s * 0x10001u);", name, q, s);
     else

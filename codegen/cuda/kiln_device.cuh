@@ -104,12 +104,20 @@ __device__ __forceinline__ unsigned kd_pack_f16x2(float lo, float hi)
 #endif
 }
 
+/* (a & m) | o in one LOP3: written as and, or, ptxas keeps two (a SASS LOP3 takes one immediate; here one
+ * constant is a register, set once outside the loops). */
+__device__ __forceinline__ unsigned kd_lop3_mask_or(unsigned a, unsigned m, unsigned o)
+{
+    unsigned r;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(r) : "r"(a), "r"(m), "r"(o));
+    return r;
+}
 /* The 4-bit codes at bits sh..sh+3 and sh+4..sh+7 of w (sh a multiple of 8) as the b16 pair magic + q
  * (cg_cuda_nib.c): the byte moved to bit 0 and copied to bit 12 puts the second code at bit 16. */
 __device__ __forceinline__ unsigned kd_nib_pair(unsigned w, int sh, unsigned magic)
 {
     const unsigned b = __byte_perm(w, 0u, 0x4440u | ((unsigned)sh >> 3));
-    return (b * 0x1001u & 0x000f000fu) | magic;
+    return kd_lop3_mask_or(b * 0x1001u, 0x000f000fu, magic);
 }
 /* The bf16 bits of x rounded to nearest even (NaN: the quiet NaN 0x7fff, as kd_f32_to_bf16), in integer
  * ops (no asm: equal inputs share one computation). */
@@ -418,6 +426,13 @@ __device__ __forceinline__ unsigned long long kd_wgmma_desc_sw128(const void *p)
 {
     unsigned long long a = kd_smem_addr(p);
     return ((a & 0x3ffffull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+}
+/* A descriptor d of a tile moved by `bytes` (a multiple of 16) further into shared memory: the start address
+ * field (bits 0-13, address / 16) takes the sum without a carry, as shared addresses stay below 256 KiB; in
+ * 32-bit halves so a loop over k slices adds one constant per wgmma instead of rebuilding it. */
+__device__ __forceinline__ unsigned long long kd_wgmma_desc_at(unsigned long long d, unsigned bytes)
+{
+    return (d & 0xffffffff00000000ull) | (unsigned)((unsigned)d + (bytes >> 4));
 }
 /* Descriptor of an N-major operand tile (B with rows of N) with the 128-byte swizzle: atoms of 64 columns,
  * row k of an atom at 128 * k bytes (16-byte chunk j stored at chunk j ^ (k % 8)), 8-row groups 1024 B

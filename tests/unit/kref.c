@@ -546,7 +546,7 @@ void kref_qdequant(const char *wfmt, const void *w, const void *scales, const ui
                 uint32_t word = ((const uint32_t *)w)[(size_t)n * (K / 8) + k / 8];
                 int q = (int)((word >> (4 * (k % 8))) & 15);
                 size_t g = (size_t)n * (K / group) + k / group;
-                int z = zeros ? zeros[g] : 8;
+                int z = zeros ? zeros[g] & 127 : 8; /* 7-bit zero points (kfam_qmatmul.c) */
                 *o = (float)(q - z) * (float)kref_get(scales, t, g);
             } else if (!strcmp(wfmt, "w8a16")) {
                 *o = (float)((const int8_t *)w)[(size_t)n * K + k];
