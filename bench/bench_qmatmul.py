@@ -47,8 +47,11 @@ def make_weight(N, K, g):
     q = torch.randint(0, 16, (N, K), device=dev, dtype=torch.int32, generator=g)
     z = torch.randint(0, 16, (N, K // G), device=dev, dtype=torch.int32, generator=g)
     s = (torch.rand((N, K // G), device=dev, generator=g) * 0.004 + 0.002).to(sdt)
-    shifts = torch.arange(8, device=dev, dtype=torch.int32) * 4
-    words = (q.view(N, K // 8, 8) << shifts).sum(-1, dtype=torch.int64).to(torch.int64)
+    # the fragment order (ir/kfam_qmatmul.c): k = 32b + 8i + 2t + h sits in word 4b + t at nibble i + 4h
+    i, h = torch.arange(4, device=dev).view(4, 1), torch.arange(2, device=dev).view(1, 2)
+    shifts = ((i + 4 * h) * 4).to(torch.int32)
+    qp = q.view(N, K // 32, 4, 4, 2).permute(0, 1, 3, 2, 4)  # [n, b, t, i, h]
+    words = (qp << shifts).sum((-2, -1), dtype=torch.int64).reshape(N, K // 8)
     words = torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32)
     zi = z.repeat_interleave(G, 1)
     # f16 scales with bf16 activations: the kernel rounds each scale to bf16 first (docs/KERNELS.md)

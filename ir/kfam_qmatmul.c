@@ -5,8 +5,12 @@
  * Formats (spec `wfmt`), each as kiln keeps it in GPU memory; q is the stored integer of element (n, k):
  *   "w4a16"  GPTQ/AWQ-style INT4 in groups of G = `group` (32, 64, 128) along K. The loader repacks
  *            checkpoints into this layout:
- *              w       ptr<i32> [N, K/8]   eight nibbles per word, little nibble first:
- *                                         q = (w[n, k/8] >> 4*(k%8)) & 15
+ *              w       ptr<i32> [N, K/8]   eight nibbles per word in the order of the tensor cores' A
+ *                                         fragments: of each 32 k of a row (4 words), word t holds
+ *                                         k = 2t + h + 8i (h < 2, i < 4) at nibble i + 4h,
+ *                                         q = (w[n, (k & ~31)/8 + (k/2)%4] >> 4*((k/8)%4 + 4*(k%2))) & 15
+ *                                         (a thread's pairs (k, k + 1) of a 32-k block are one word, each
+ *                                         pair at bits 4i and 16 + 4i: see cg_cuda_nib.c)
  *              scales  ptr<dtype> [N, K/G]  s = scales[n, k/G]
  *              zeros   ptr<u8> [N, K/G]     (spec zeros=1, asymmetric) z = zeros[n, k/G] & 127 (7-bit:
  *                                         checkpoints' are 4-bit); zeros=0: z = 8
@@ -146,7 +150,7 @@ static int b_computed(int fmt, int64_t g)
  * 128 x 128), 4 stages: wgmma k32 reads whole 128-byte rows of 8-bit codes, and the 1-byte images leave room
  * for the wide tile. BK is
  * at least the group and at most pow2(K); stages (4 for decode, else 3) drop until the dot operands'
- * pipeline fits 200 KiB of shared memory. w4a16 decode with one weight: SWAP=1 (below). */
+ * pipeline fits 200 KiB of shared memory. w4a16 with N, K >= 128: SWAP=1 (below). */
 static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
@@ -191,23 +195,39 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "STAGES", stages);
     kir_config_set(cfg, "SPLIT_K", split);
     kir_config_set(cfg, "SWAP", 0);
-    if (fmt != QF_W4A16 || !small_m || two || N < 128 || K < 4096 || !kfam_spec_i(s, "ws", 0)) return;
-    /* w4a16 decode with K split in the launch (the shapes measured): SWAP=1, 128 weight rows on 8 warps
-     * (an A operand in registers, the packed words streamed 3 trips ahead), K split only until the
-     * programs fill about 3/4 of the 264 an H100/H200 holds at once (132 SMs x 2): one long pipeline per
-     * program beats waves of short ones, each with its fill and its slice reduction (H200, session 12,
-     * 28672 x 4096 M=1: 43.9 us unsplit (224 programs) vs 47.5 at 4 slices (896, 3.4 waves); 4096 x
-     * 14336: 26.6 at 8 slices (256) vs 27.7 at 4) */
+    if (fmt != QF_W4A16 || N < 128 || K < 128) return;
+    /* w4a16: SWAP=1, 128 weight rows on 8 warps, dequantized in the A fragments' registers (the packed
+     * words streamed trips ahead; silu_mul and pair dequantize their second weight after the first's
+     * dot). SWAP=0 reads the fragment-ordered words one per element (H200, session 13: prefill 28672 x
+     * 4096 M=512 1184 us SWAP=0, 296 SWAP=1 BM=128; silu_mul 14336 x 4096: 1003 vs 358 at BM=64). */
     kir_config_set(cfg, "SWAP", 1);
     kir_config_set(cfg, "BN", 128);
     kir_config_set(cfg, "BK", 128);
     kir_config_set(cfg, "WARPS", 8);
-    kir_config_set(cfg, "STAGES", 4);
-    /* two programs per SM: BM = 64 needs 134 registers unbounded, one program per SM (H200, session 11,
-     * 28672 x 4096 M=64: 84.7 us at MIN_BLOCKS=2, 94.7 without; M <= 16 stay below 128 either way) */
+    if (!small_m) { /* two accumulators of [128, 128] would not fit the registers: BM 64 */
+        kir_config_set(cfg, "BM", two ? 64 : 128);
+        kir_config_set(cfg, "STAGES", 3);
+        kir_config_set(cfg, "SPLIT_K", 1);
+        return;
+    }
+    /* decode: two programs per SM (BM = 64 needs 134 registers unbounded, one program per SM: H200,
+     * session 11, 28672 x 4096 M=64: 84.7 us at MIN_BLOCKS=2, 94.7 without; M <= 16 stay below 128);
+     * with K split in the launch (ws=1, K >= 4096), K split only until the programs fill about 3/4 of the
+     * 264 an H100/H200 holds at once (132 SMs x 2): one long pipeline per program beats waves of short
+     * ones, each with its fill and its slice reduction (H200, session 12, 28672 x 4096 M=1: 43.9 us
+     * unsplit (224 programs) vs 47.5 at 4 slices (896, 3.4 waves); 4096 x 14336: 26.6 at 8 slices (256)
+     * vs 27.7 at 4) */
+    /* 3 stages: 4 were as fast at 28672 x 4096 and slower with K split (H200, session 13, 4096 x 14336 M=1,
+     * 8 slices: 21.6 us at 3, 29.7 at 4, 23.0 at 2); too few tiles of 128 rows for the SMs even split the
+     * most: 64 rows on 4 warps (mma.sync; pair 1024 x 4096 M=1: 12.4 us vs 15.4) */
+    kir_config_set(cfg, "STAGES", 3);
     kir_config_set(cfg, "MIN_BLOCKS", 2);
-    tiles = kfam_cdiv(N, 128), split = 1;
-    while (bm <= KFAM_SPLITK_ROWS && split < KFAM_SPLITK_MAX && tiles * split < 192 && K / (split * 2) >= 512)
+    int64_t rows = kfam_cdiv(N, 128) * KFAM_SPLITK_MAX / (two ? 2 : 1) < 132 ? 64 : 128;
+    kir_config_set(cfg, "BN", rows);
+    if (rows == 64) kir_config_set(cfg, "WARPS", 4);
+    tiles = kfam_cdiv(N, rows), split = 1;
+    while (kfam_spec_i(s, "ws", 0) && K >= 4096 && bm <= KFAM_SPLITK_ROWS &&
+           split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split < 192 && K / (split * 2) >= 512)
         split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
 }
@@ -363,12 +383,17 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
                                              kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         return;
     }
-    if (t->fmt == QF_W4A16) {
-        KirValue *c8 = kir_const_i32(b, 8);
-        t->q_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, 8), kir_mul(b, rn, kir_const_i32(b, K / 8)));
+    if (t->fmt == QF_W4A16) { /* the fragment order above; k0 is a multiple of 32 */
+        KirValue *c3 = kir_const_i32(b, 3);
+        KirValue *word = kir_add(b, kir_mul(b, div_pow2(b, rk, 32), kir_const_i32(b, 4)),
+                                 kir_binary(b, KIR_OP_AND, div_pow2(b, rk, 2), c3));
+        KirValue *nib =
+            kir_add(b, kir_binary(b, KIR_OP_AND, div_pow2(b, rk, 8), c3),
+                    kir_mul(b, kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, 1)), kir_const_i32(b, 4)));
+        t->q_offs = kn_outer(b, t, KIR_OP_ADD, word, kir_mul(b, rn, kir_const_i32(b, K / 8)));
         t->s_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, t->group),
                              kir_mul(b, rn, kir_const_i32(b, K / t->group)));
-        t->shift = k_bcast(b, t, kir_mul(b, kir_binary(b, KIR_OP_REM, rk, c8), kir_const_i32(b, 4)), bn);
+        t->shift = k_bcast(b, t, kir_mul(b, nib, kir_const_i32(b, 4)), bn);
         return;
     }
     KirValue *cb = kir_const_i32(b, t->block_bytes);
@@ -419,22 +444,31 @@ typedef struct QLoop {
 /* One K step's operands as loaded: the A tile and the leaves of the B tile(s), flattened in that order. */
 typedef struct QTrip {
     KirValue *v[1 + 2 * Q_LEAVES];
-    int n, n1; /* all; the first weight's leaves */
+    int n, n1;     /* all; the first weight's leaves */
+    KirValue *bmk; /* the B tile's mask at this step */
 } QTrip;
 
-/* Issues the loads of the K step at k, masked by the k tail. */
+/* Issues the loads of the K step at k, masked by the k tail: the A tile and the first weight's leaves. */
 static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
 {
-    KirValue *am = q->a_mask, *bmk = q->b_mask;
-    kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, k, &am, &bmk, q->t->swap);
-    QLeaves l1, l2 = {{0}, 0};
-    dequant_loads(b, q->t, q->qw, k, bmk, &l1);
-    if (q->qw2->w) dequant_loads(b, q->t, q->qw2, k, bmk, &l2);
+    KirValue *am = q->a_mask;
+    tr->bmk = q->b_mask;
+    kfam_mm_k_tail(b, q->mt, q->K, q->bm, q->bn, q->bk, k, &am, &tr->bmk, q->t->swap);
+    QLeaves l1;
+    dequant_loads(b, q->t, q->qw, k, tr->bmk, &l1);
     tr->n = 0;
     tr->v[tr->n++] = kir_load(b, q->x, kir_add(b, q->a_base, k), am, q->zero);
     for (int i = 0; i < l1.n; i++)
         tr->v[tr->n++] = l1.v[i];
     tr->n1 = l1.n;
+}
+
+/* The second weight's leaves (silu_mul, pair), issued after the first weight's dot: the first weight's
+ * tiles are dead by then, so the two dequantizations do not hold registers at once. */
+static void trip_loads2(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
+{
+    QLeaves l2;
+    dequant_loads(b, q->t, q->qw2, k, tr->bmk, &l2);
     for (int i = 0; i < l2.n; i++)
         tr->v[tr->n++] = l2.v[i];
 }
@@ -573,10 +607,11 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     QLoop ql = {&mt, &t, &qw, &qw2, x, a_base, a_mask, b_mask, zero, K, bm, bn, bk};
     /* STAGES is the loop's pipeline hint: the CUDA backend streams the trip's loads (the dot operands as
      * loaded, or the A tile and packed words of a dequantized B tile) STAGES - 1 trips ahead by cp.async */
-    QTrip tr = {{0}, 0, 0};
+    QTrip tr = {{0}, 0, 0, NULL};
     KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
     trip_loads(&b, &ql, body->args[0], &tr);
     for (int j = 0; j < n_acc; j++) {
+        if (j) trip_loads2(&b, &ql, body->args[0], &tr);
         KirValue *wt = dequant_math(&b, &t, j ? &qw2 : &qw, tr.v + 1 + (j ? tr.n1 : 0));
         yields[j] =
             swap ? kir_dot(&b, wt, tr.v[0], body->args[1 + j]) : kir_dot(&b, tr.v[0], wt, body->args[1 + j]);

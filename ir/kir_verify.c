@@ -100,7 +100,8 @@ static IrStatus infer_for(const KirInst *in, IrDiag *d)
     if (!is_scalar(&body->args[0]->type) || body->args[0]->type.dtype != KIR_I32)
         return bad(d, "induction variable must be i32", NULL);
     for (int i = 0; i < n; i++) {
-        if (in->ops[3 + i]->type.is_ptr) /* the backends keep carried values in registers of the element type */
+        if (in->ops[3 + i]
+                ->type.is_ptr) /* the backends keep carried values in registers of the element type */
             return bad(d, "a loop cannot carry a pointer", &in->ops[3 + i]->type);
         if (!kir_type_eq(&body->args[1 + i]->type, &in->ops[3 + i]->type))
             return bad(d, "loop-carried value changes type", &body->args[1 + i]->type);
@@ -470,16 +471,23 @@ int64_t kir_estimate_tile_bytes(const KirKernel *k)
     return estimate(k, 0);
 }
 
-/* A pipelined loop's dot tiles live together (x its stages); loops one after another reuse one region. */
+/* A pipelined loop's dot tiles live together: a loaded operand x the loop's stages (copied trips ahead),
+ * a computed one (a dequantized weight tile) once, an operand of several dots once; loops one after
+ * another reuse one region. */
 static int64_t smem_walk(const KirBlock *blk, int stages)
 {
     int64_t own = 0, nested = 0;
     for (int i = 0; i < blk->n_insts; i++) {
         const KirInst *in = blk->insts[i];
-        if (in->op == KIR_OP_DOT) {
-            const KirType *a = &in->ops[0]->type, *b = &in->ops[1]->type;
-            own += (int64_t)(kir_type_numel(a) + kir_type_numel(b)) * kir_dtype_bytes(a->dtype) *
-                   (stages ? stages : 1);
+        for (int k = 0; in->op == KIR_OP_DOT && k < 2; k++) {
+            const KirValue *v = in->ops[k];
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = blk->insts[j]->op == KIR_OP_DOT &&
+                       (blk->insts[j]->ops[0] == v || blk->insts[j]->ops[1] == v);
+            seen |= k == 1 && in->ops[0] == v;
+            int copies = v->def && v->def->op == KIR_OP_LOAD && stages ? stages : 1;
+            if (!seen) own += (int64_t)kir_type_numel(&v->type) * kir_dtype_bytes(v->type.dtype) * copies;
         }
         if (in->op == KIR_OP_FOR) {
             int64_t n = smem_walk(in->body, in->pipeline);

@@ -6,9 +6,9 @@
  *   scales[g, n] f16 in all three.
  * AutoAWQ (WQLinear_GEMM.from_linear) fills nibble i of a word with column 8c + order[i], order =
  * {0, 2, 4, 6, 1, 3, 5, 7}; column j therefore sits in nibble slot(j), the inverse permutation
- * {0, 4, 1, 5, 2, 6, 3, 7} (AutoAWQ's AWQ_REVERSE_ORDER). A GPTQ qweight word is already a kiln word
- * (eight consecutive k, low nibble first), so GPTQ weights are a transpose of 32-bit words; AWQ words
- * are rebuilt nibble by nibble.
+ * {0, 4, 1, 5, 2, 6, 3, 7} (AutoAWQ's AWQ_REVERSE_ORDER). A GPTQ qweight word holds eight consecutive
+ * k, low nibble first, so GPTQ weights are first a transpose of 32-bit words and AWQ words are rebuilt
+ * nibble by nibble into that k order; then each row's 32-k blocks are shuffled into the fragment order.
  *
  * Invariant: rt_quant_check has passed before any array is indexed, so every read below stays inside
  * the byte sizes the caller gave, and rt_quant_repack checks dst before its first write.
@@ -248,6 +248,21 @@ static void repack_awq_w(const RtQuantSrc *src, int32_t *w)
         }
 }
 
+/* Each row's words from k order (nibble k % 8 of word k / 8) to the fragment order (rt_quant.h): of each
+ * 4 words (32 k), word t takes k = 2t + h + 8i at nibble i + 4h, that is nibble 2t + h of word i. */
+static void fragment_order(int32_t *w, int64_t words)
+{
+    for (int64_t b = 0; b < words; b += 4) {
+        uint32_t in[4], out[4] = {0};
+        memcpy(in, w + b, sizeof in);
+        for (int t = 0; t < 4; t++)
+            for (int i = 0; i < 4; i++)
+                for (int h = 0; h < 2; h++)
+                    out[t] |= ((in[i] >> (4 * (2 * t + h))) & 15u) << (4 * (i + 4 * h));
+        memcpy(w + b, out, sizeof out);
+    }
+}
+
 KilnStatus rt_quant_repack(const RtQuantSrc *src, const RtQuantDst *dst, char *err, int errlen)
 {
     KilnStatus s = rt_quant_check(src, err, errlen);
@@ -256,6 +271,7 @@ KilnStatus rt_quant_repack(const RtQuantSrc *src, const RtQuantDst *dst, char *e
         repack_awq_w(src, dst->w);
     else
         repack_gptq_w(src, dst->w);
+    fragment_order(dst->w, src->N * (src->K / 8)); /* K is a multiple of G, so of 32 */
     int64_t N = src->N, groups = src->K / src->G;
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < groups; g++) {

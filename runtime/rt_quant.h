@@ -20,9 +20,13 @@
  *     if (rt_quant_repack(&src, &dst, err, sizeof err)) fail(err);
  *
  * kiln's layout, for output feature n < N and input feature k < K (a Linear's weight is [N, K]):
- *     w       int32  [N, K/8]  q(n, k) = (w[n, k/8] >> 4*(k%8)) & 15
+ *     w       int32  [N, K/8]  in the tensor cores' fragment order: of each 32 k of a row (4 words),
+ *                              word t holds k = 2t + h + 8i (h < 2, i < 4) at nibble i + 4h, so
+ *                              q(n, k) = (w[n, (k & ~31)/8 + (k/2)%4] >> 4*((k/8)%4 + 4*(k%2))) & 15
+ *                              (ir/kfam_qmatmul.c: a GPU thread's 8 codes of a 32-k block are one word)
  *     scales  u16    [N, K/G]  f16 or bf16 bits: s(n, k) = scales[n, k/G]
- *     zeros   u8     [N, K/G]  z(n, k) = zeros[n, k/G]; without zeros (symmetric) z = 8
+ *     zeros   u8     [N, K/G]  z(n, k) = zeros[n, k/G] (0..16 here; the kernel reads z & 127); without
+ *                              zeros (symmetric) z = 8
  *     weight(n, k) = f32(q - z) * f32(s), rounded to the activation dtype by the kernel.
  * The checkpoint's tensors are its bytes as stored (little-endian, any alignment: read with memcpy).
  * This code assumes a little-endian host, as the rest of the runtime does.

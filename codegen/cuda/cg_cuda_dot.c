@@ -265,6 +265,39 @@ static int run_vec(CgCudaGen *g, const KirInst *ld, int per, int run, int bytes)
     return 1;
 }
 
+/* A window load (CgCudaPipeLeaf.win): in an mma layout (one warp across the columns), each row's
+ * offsets are the row's first one plus d(c), the same for every row and trip (compile-time facts), over
+ * [0, W) for W below the row's n elements: the row's elements are W consecutive ones that the columns read
+ * in another order. w4a16's fragment order: 4 words per 32 columns, column 32j + 8i + 2t + h reading word
+ * 4j + t, so a thread (t = its lane % 4) reads one word for 8 of its slots. Copied as rows of W elements,
+ * V per copy (copy j: the elements columns [jS, (j + 1)S) read, under a mask constant over them) and
+ * read once per run of S columns, at r * pitch + jV + t dt. Returns S (0: not a window), fills V, W and
+ * dt. */
+static int mma_window(CgCudaGen *g, const KirInst *ld, int bytes, int *vec, int *words, int *lane_step)
+{
+    const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
+    const CgCudaLayout *L = &g->lay[val(g, ld->res[0])->lay];
+    int n = L->n, W = 0, V = 16 / bytes;
+    if (L->kind != CG_CUDA_MMA || bytes > 16 || V < 1 || n > 4096) return 0;
+    for (int c = 0; c < n; c++) {
+        int64_t d;
+        if (!cg_cuda_col_delta(offs, 0, c, &d) || d < 0 || d >= n) return 0;
+        if (d + 1 > W) W = (int)d + 1;
+    }
+    if (W >= n || W % V || n % (W / V) || cg_cuda_col_div(g, offs, 0) % V) return 0;
+    int S = n / (W / V);
+    int64_t dt;
+    if (S % 8 || L->wn != 1 || (L->fn * 8) % S || !cg_cuda_col_delta(offs, 0, 2, &dt)) return 0;
+    for (int c = 0; c < n; c++) { /* column c = jS + 8i + 2t + h (t the lane % 4) reads jV + t dt */
+        int64_t d;
+        cg_cuda_col_delta(offs, 0, c, &d);
+        if (d != (int64_t)(c / S) * V + (c % 8 / 2) * dt) return 0;
+    }
+    if (mask && (val(g, mask)->ax.cnst[1] < S || val(g, mask)->ax.cnst[1] % S)) return 0;
+    *vec = V, *words = W, *lane_step = (int)dt;
+    return S;
+}
+
 /* A dot loop whose operand is computed in the body (a dequantized weight tile): its loads from read-only
  * memory with offsets computable for any trip, 4, 8 or 16 bytes per access and masks constant over an
  * access (zero fill), stream through rings (CgCudaPipeLeaf); the others stay where they are. afeed_only:
@@ -285,7 +318,18 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
             !(g->k->params[P->def->i].flags & KIR_PARAM_RDONLY))
             continue;
         int step, dyn, w = cg_cuda_load_access(g, ld, &step, &dyn), run = cg_cuda_mma_run(g, ld);
-        int bytes = (run ? 1 : w) * kir_dtype_bytes(ld->ops[0]->type.dtype), sub = 0;
+        int esz = kir_dtype_bytes(ld->ops[0]->type.dtype), V = 1, W = 0, dt = 0;
+        int win = run || esz < 4 ? 0 : mma_window(g, ld, esz, &V, &W, &dt);
+        if (win) { /* one copy of V elements per S columns of a row; rows padded by V elements */
+            CgCudaPipeLeaf *lf = &p->leaves[p->n_leaves++];
+            memset(lf, 0, sizeof *lf);
+            lf->ld = ld, lf->lay = L->lay, lf->step = step, lf->w = 1, lf->win = win, lf->vec = V,
+            lf->dt = dt;
+            lf->bytes = esz, lf->lines = g->lay[L->lay].m, lf->pitch = W + V;
+            lf->stage_bytes = (lf->lines * lf->pitch * esz + 127) / 128 * 128;
+            continue;
+        }
+        int bytes = (run ? 1 : w) * esz, sub = 0;
         if (run && bytes < 4) /* 1-2-byte group scales, zero points, GGUF block bytes: a word each */
             sub = bytes, bytes = 4;
         if ((dyn && !run) || (bytes != 4 && bytes != 8 && bytes != 16)) continue;
@@ -932,13 +976,15 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         const KirInst *ld = lf->ld;
         const KirValue *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
         const char *pn = cg_cuda_scalar(g, ld->ops[0]);
-        if (lf->run) { /* elements (r, c) of vec runs from each, rows of n / run of them over the threads */
+        if (lf->run || lf->win) { /* elements (r, c) of vec runs from each, rows of n / run of them over
+                                   * the threads; a window's copy j: elements jV.. of its row, as column jS */
             int V = lf->vec, per = (lf->pitch - V) / V, n = lf->lines * per, T = g->threads;
             cg_cuda_line(g, "#pragma unroll");
             cg_cuda_open(g, "for (int i = 0; i < %d; i++)", (n + T - 1) / T);
             cg_cuda_line(g, "const int q = (int)threadIdx.x + i * %d;", T);
             if (n % T) cg_cuda_line(g, "if (q >= %d) break;", n);
-            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per, lf->run * V);
+            cg_cuda_line(g, "const int r = q / %d, c = (q %% %d) * %d;", per, per,
+                         lf->win ? lf->win : lf->run * V);
             const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
             cg_cuda_line(g, "const bool m = %s;", mask ? cg_cuda_at(g, mask, lf->lay) : "true");
             const char *cp = lf->sub ? cg_cuda_fmt(g, "kd_cp_async_sub<%d>", lf->sub)
@@ -971,6 +1017,18 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     KirDtype t = in->ops[0]->type.dtype;
     const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t), *ring = leaf_stage(g, p, lf, "rd");
     cg_cuda_declare(g, res);
+    if (lf->win) { /* a thread's slots of one element are a run of S columns (the pairs of S / 8
+                    * fragments): run u % G of the row half (mma_window) */
+        int G = g->lay[lf->lay].fn * 8 / lf->win;
+        cg_cuda_mma_run_loop(g, lf->lay, lf->win);
+        const char *x = cg_cuda_fmt(
+            g, "((const %s *)(%s))[ok ? r * %d + (u %% %d) * %d + ((int)threadIdx.x %% 4) * %d : 0]", mt,
+            ring, lf->pitch, G, lf->vec, lf->dt);
+        cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, x), zero);
+        cg_cuda_mma_run_fill(g, R, lf->win);
+        cg_cuda_close(g);
+        return 1;
+    }
     if (lf->run) { /* one read per vec consecutive runs of a row */
         int V = lf->vec, q = lf->run / 8;
         cg_cuda_mma_run_loop(g, lf->lay, lf->run * V);
@@ -1081,7 +1139,7 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
         cg_cuda_line(g, "kd_cp_async_wait<%d>(); %s/* this trip's tiles have landed */", ahead - 1, fence);
         int shared = p->n_loads > 0;
         for (int j = 0; j < p->n_leaves; j++)
-            shared |= p->leaves[j].run > 0;
+            shared |= p->leaves[j].run > 0 || p->leaves[j].win > 0;
         if (shared) /* (per-thread leaf rings alone: a thread reads only its own copies) */
             cg_cuda_line(g, "__syncthreads(); /* ... for every thread; and the slot to refill is free */");
         cg_cuda_begin(g);

@@ -44,6 +44,7 @@ typedef struct Nib {
     const KirValue *s16; /* s = bf16(s16), an f16 scale rounded for bf16 x (kfam_qmatmul.c); else NULL */
     double zc;           /* z when it is a constant (z NULL) */
     int zmax;            /* a loaded z is at most this */
+    int lanes;           /* 1: the pair's codes at bits sh and sh + 16; 0: at sh and sh + 4 */
 } Nib;
 
 /* Is x of that form, with every fact the pairs need (see the top)? Fills n. */
@@ -98,11 +99,15 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
             (n->z && !pair_const(g, n->z)) || !at_ok(g, n->w, lay) || !at_ok(g, n->s, lay) ||
             (n->z && !at_ok(g, n->z, lay)) || !at_ok(g, n->sh, lay))
             continue;
-        int64_t a = 0, b = 0, ok = 1;
-        for (int64_t c = 0; c + 1 < x->type.shape[1] && ok; c += 2)
-            ok = cg_cuda_col_value(n->sh, c, &a) && cg_cuda_col_value(n->sh, c + 1, &b) && a % 8 == 0 &&
-                 a >= 0 && a <= 24 && b == a + 4;
-        if (ok) return 1;
+        /* every pair a byte (sh, sh + 4), or every pair nibbles 16 bits apart (sh, sh + 16: the fragment
+         * order of kfam_qmatmul.c) */
+        for (n->lanes = 0; n->lanes < 2; n->lanes++) {
+            int64_t a = 0, b = 0, ok = 1;
+            for (int64_t c = 0; c + 1 < x->type.shape[1] && ok; c += 2)
+                ok = cg_cuda_col_value(n->sh, c, &a) && cg_cuda_col_value(n->sh, c + 1, &b) && a >= 0 &&
+                     (n->lanes ? a % 4 == 0 && a <= 12 && b == a + 16 : a % 8 == 0 && a <= 24 && b == a + 4);
+            if (ok) return 1;
+        }
     }
     return 0;
 }
@@ -116,13 +121,34 @@ const char *cg_cuda_nib_pairs(CgCudaGen *g, const KirValue *x)
     const char *name = cg_cuda_fmt(g, "%s_pr", X->name), *ty = bf ? "bf16x2" : "f16x2";
     const char *magic = bf ? "0x43004300u" : "0x64006400u", *mg = bf ? "128.0f" : "1024.0f";
     cg_cuda_line(g, "unsigned %s[%d];", name, g->lay[X->lay].slots / 2);
+    /* lanes: a pair's shift is the same for the 4 threads of its columns (w4a16's fragment order): a
+     * table by fragment column, so the shifts are constants, not computed from the lane */
+    const CgCudaLayout *L = &g->lay[X->lay];
+    int tab = n.lanes && L->wn == 1 && L->fn * 8 == x->type.shape[1] && L->fn <= 64;
+    int64_t sh0[64];
+    for (int a = 0; tab && a < L->fn; a++)
+        for (int t = 0; tab && t < 4; t++) {
+            int64_t v;
+            tab = cg_cuda_col_value(n.sh, 8 * a + 2 * t, &v) && (t ? v == sh0[a] : (sh0[a] = v, 1));
+        }
+    const char *tname = cg_cuda_fmt(g, "%s_sh", name);
+    if (tab) {
+        IrBuf b = {0};
+        for (int a = 0; a < L->fn; a++)
+            ir_buf_printf(&b, "%s%d", a ? ", " : "", (int)sh0[a]);
+        cg_cuda_line(g, "const int %s[%d] = {%s};", tname, L->fn, b.oom ? "" : b.s);
+        if (b.oom) g->oom = 1;
+        ir_buf_free(&b);
+    }
     cg_cuda_slot_loop(g, X->lay, 2);
-    const char *w = cg_cuda_at(g, n.w, X->lay), *sh = cg_cuda_at(g, n.sh, X->lay);
+    const char *w = cg_cuda_at(g, n.w, X->lay);
+    const char *sh = tab ? cg_cuda_fmt(g, "%s[(s / 4) %% %d]", tname, L->fn) : cg_cuda_at(g, n.sh, X->lay);
     /* an f16 scale rounded to bf16: rounded and splat in integer ops from the f16 value, which the
      * compiler computes once per run of equal scales (the cvt.rn asm was repeated per pair) */
     const char *s = n.s16 ? cg_cuda_fmt(g, "kd_f32_to_bf16_bits(%s)", cg_cuda_at(g, n.s16, X->lay))
                           : cg_cuda_at(g, n.s, X->lay);
-    const char *q = cg_cuda_fmt(g, "kd_nib_pair((unsigned)%s, %s, %s)", w, sh, magic);
+    const char *q =
+        cg_cuda_fmt(g, "kd_nib_pair%s((unsigned)%s, %s, %s)", n.lanes ? "_lanes" : "", w, sh, magic);
     if (!n.z) /* magic + z is an integer of at most 2^8 (bf16) or below 2^11 (f16): exact */
         q = cg_cuda_fmt(g, "kd_sub_%s(%s, kd_splat_%s(%s + %.1ff))", ty, q, ty, mg, n.zc);
     else /* magic + z: bf16 with z <= 127, f16 with z <= 255: exact */

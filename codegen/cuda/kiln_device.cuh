@@ -119,6 +119,12 @@ __device__ __forceinline__ unsigned kd_nib_pair(unsigned w, int sh, unsigned mag
     const unsigned b = __byte_perm(w, 0u, 0x4440u | ((unsigned)sh >> 3));
     return kd_lop3_mask_or(b * 0x1001u, 0x000f000fu, magic);
 }
+/* The 4-bit codes at bits sh..sh+3 and sh+16..sh+19 of w (the fragment order of qmatmul's w4a16 words) as
+ * the b16 pair magic + q. */
+__device__ __forceinline__ unsigned kd_nib_pair_lanes(unsigned w, int sh, unsigned magic)
+{
+    return kd_lop3_mask_or(w >> sh, 0x000f000fu, magic);
+}
 /* The bf16 bits of x rounded to nearest even (NaN: the quiet NaN 0x7fff, as kd_f32_to_bf16), in integer
  * ops (no asm: equal inputs share one computation). */
 __device__ __forceinline__ unsigned kd_f32_to_bf16_bits(float x)

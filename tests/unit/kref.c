@@ -543,8 +543,10 @@ void kref_qdequant(const char *wfmt, const void *w, const void *scales, const ui
         for (int k = 0; k < K; k++) {
             float *o = &out[(size_t)n * K + k];
             if (!strcmp(wfmt, "w4a16")) {
-                uint32_t word = ((const uint32_t *)w)[(size_t)n * (K / 8) + k / 8];
-                int q = (int)((word >> (4 * (k % 8))) & 15);
+                /* the fragment order (kfam_qmatmul.c): word (k/2)%4 of the 32-k block, nibble (k/8)%4 +
+                 * 4(k%2) */
+                uint32_t word = ((const uint32_t *)w)[(size_t)n * (K / 8) + (k / 32) * 4 + (k / 2) % 4];
+                int q = (int)((word >> (4 * ((k / 8) % 4 + 4 * (k % 2)))) & 15);
                 size_t g = (size_t)n * (K / group) + k / group;
                 int z = zeros ? zeros[g] & 127 : 8; /* 7-bit zero points (kfam_qmatmul.c) */
                 *o = (float)(q - z) * (float)kref_get(scales, t, g);

@@ -1124,10 +1124,10 @@ static void qmatmul_source_changed(const KfamSpec *s, KirOp op, int at, int64_t 
     cg_cuda_source(k, cg_target_find("sm_90a"), src, &d);
 }
 
-/* Packed weights: the w4a16 decode kernel loads each 32-bit word once per chunk of 8 slots (the 8
- * nibbles of a word are 8 k rows: chunks along dim 0) and each group scale once per chunk. Found by
- * axis info on k >> 3 and k >> log2(G) (constant over aligned runs); before, each of the 8 slots loaded
- * its word again, 8 words K/2 bytes apart per thread. */
+/* Packed weights. SWAP=0 (the generic dot; w4a16's defaults are SWAP=1): each group scale loads once per
+ * chunk of 8 slots along k, found by axis info on k >> log2(G) (constant over aligned runs); the words,
+ * in the fragment order (kfam_qmatmul.c), load once per element. SWAP=1: the words are a window
+ * (cg_cuda_dot.c mma_window): each thread's 8 codes of a 32-k block are one word, read once. */
 static void check_packed_loads(void)
 {
     KfamSpec s = kfam_spec("qmatmul");
@@ -1141,7 +1141,7 @@ static void check_packed_loads(void)
     qmatmul_source_at(&s, &b_tile, &src);
     KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
              "w4a16: the dequantized B tile is chunked along k");
-    KT_CHECK(src.s && strstr(src.s, "const int x = ok ? p_w["), "w4a16: one word load per chunk");
+    KT_CHECK(src.s && strstr(src.s, "] = ok ? p_w["), "w4a16: the words loaded in the B tile's layout");
     KT_CHECK(src.s && strstr(src.s, "const float x = ok ? kd_bf16_to_f32(__ldg(p_scales + "),
              "w4a16: one scale load per chunk");
     ir_buf_free(&src);
@@ -1152,17 +1152,17 @@ static void check_packed_loads(void)
     qmatmul_source_at(&s, &b_tile, &ring);
     KT_CHECK(ring.s && strstr(ring.s, "the loads streamed beside the dot") &&
                  strstr(ring.s,
-                        "kd_cp_async<4>(kd_smem + 0 + wr * 2048 + ((s / 8) * 256 + (int)threadIdx.x) * 4") &&
-                 strstr(ring.s, "const int *const t = (const int *)(kd_smem + 0 + rd * 2048)") &&
+                        "kd_cp_async<4>(kd_smem + 0 + wr * 16384 + ((s / 1) * 256 + (int)threadIdx.x) * 4") &&
+                 strstr(ring.s, "const int *const t = (const int *)(kd_smem + 0 + rd * 16384)") &&
                  !strstr(ring.s, "/* ... for every thread"),
              "w4a16 STAGES=4: packed words in per-thread cp.async rings");
     ir_buf_free(&ring);
     /* the decode default with K split in the launch, SWAP=1: the dequantized weights are wgmma's A operand
      * in registers (no shared image of them), their packed words are copied once per trip into a shared
-     * image (rows of 16 words padded to 20, 16-byte copies) three trips ahead and read 4 words at a time,
-     * the 2-byte group scales stream too (each the aligned word holding it, copied up to the scale only)
-     * and each thread reads one per row half, and the nibbles become bf16 pairs (cg_cuda_nib.c: the
-     * scales are bf16, the dtype) */
+     * image (rows of 16 words padded to 20, 16-byte copies) three trips ahead, each thread reading the
+     * word of its lane % 4 in each 32-k block, the 2-byte group scales stream too (each the aligned word
+     * holding it, copied up to the scale only) and each thread reads one per row half, and the nibbles
+     * become bf16 pairs at constant shifts (cg_cuda_nib.c: the scales are bf16, the dtype) */
     kfam_spec_int(&s, "ws", 1);
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);
@@ -1171,9 +1171,11 @@ static void check_packed_loads(void)
              "w4a16 SWAP=1: the weights dequantized in the A fragments' layout");
     KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<16>(kb + ") &&
                  strstr(sw.s, " * 10240 + (r * 20 + (q % 4) * 4) * 4, m ? p_w + ") &&
-                 strstr(sw.s, "+ (ok ? r * 20 + c / 8 : 0);") && strstr(sw.s, "kd_vload<4, false>(vw, t);"),
-             "w4a16 SWAP=1: the packed words streamed into a shared image, read by the run's threads");
-    KT_CHECK(sw.s && strstr(sw.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
+                 strstr(sw.s, "[ok ? r * 20 + (u % 4) * 4 + ((int)threadIdx.x % 4) * 1 : 0]") &&
+                 strstr(sw.s, "for (int u = 0; u < 8; u++)"),
+             "w4a16 SWAP=1: the packed words streamed into a shared image, one read per word");
+    KT_CHECK(sw.s && strstr(sw.s, "_sh[16] = {0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12};") &&
+                 strstr(sw.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair_lanes(") &&
                  strstr(sw.s, "af[s][3] = v") && strstr(sw.s, "_pr[s * 4 + 3];"),
              "w4a16 SWAP=1: bf16 pairs dequantized in b16 arithmetic (z = 8: one subtraction)");
     const char *sc = sw.s ? strstr(sw.s, "(unsigned)(size_t)p_scales + ") : NULL, *loop = NULL;
@@ -1189,20 +1191,21 @@ static void check_packed_loads(void)
     IrBuf f16s = {0};
     qmatmul_source(&s, &f16s);
     KT_CHECK(f16s.s && strstr(f16s.s, "(A in registers, pipelined B, wgmma)") &&
-                 strstr(f16s.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair(") &&
+                 strstr(f16s.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair_lanes(") &&
                  strstr(f16s.s, "kd_f32_to_bf16_bits(") && !strstr(f16s.s, "kd_scale_bf16x2("),
              "w4a16 SWAP=1, f16 scales: rounded to bf16, bf16 pairs");
     ir_buf_free(&f16s);
-    /* the matcher refuses what is not a pair of nibbles: a 3-bit mask, shifts 3 bits apart (k % 8 * 3) */
+    /* the matcher refuses what is not a pair of nibbles: a 3-bit mask; shifts (k / 8 % 4 + 4 (k % 4)) * 4,
+     * whose pairs are 16 bits apart only for k % 4 = 0 */
     kfam_spec_str(&s, "sdtype", "bf16");
     IrBuf m7 = {0}, sh3 = {0};
     qmatmul_source_changed(&s, KIR_OP_AND, 1, 15, 7, &m7);
-    qmatmul_source_changed(&s, KIR_OP_MUL, 1, 4, 3, &sh3);
-    KT_CHECK(m7.s && strstr(m7.s, "(A in registers, pipelined B, wgmma)") && !strstr(m7.s, "kd_nib_pair(") &&
+    qmatmul_source_changed(&s, KIR_OP_AND, 1, 1, 3, &sh3);
+    KT_CHECK(m7.s && strstr(m7.s, "(A in registers, pipelined B, wgmma)") && !strstr(m7.s, "kd_nib_pair") &&
                  strstr(m7.s, "& s"),
              "w4a16 SWAP=1 with the mask 7: no b16 pairs");
-    KT_CHECK(sh3.s && strstr(sh3.s, "(A in registers, pipelined B, wgmma)") && !strstr(sh3.s, "kd_nib_pair("),
-             "w4a16 SWAP=1 with shifts 3 bits apart: no b16 pairs");
+    KT_CHECK(sh3.s && strstr(sh3.s, "(A in registers, pipelined B, wgmma)") && !strstr(sh3.s, "kd_nib_pair"),
+             "w4a16 SWAP=1 with pairs' shifts 32 bits apart: no b16 pairs");
     ir_buf_free(&m7);
     ir_buf_free(&sh3);
 }

@@ -187,13 +187,20 @@ static void ref_dequant_awq(const RtQuantSrc *c, RtQuantDtype dt, float *out)
         }
 }
 
+/* The code of (n, k) in kiln's w4a16 words: the fragment order (rt_quant.h), 32 k per 4 words. */
+static int kiln_q(const int32_t *w, int64_t K, int64_t n, int64_t k)
+{
+    uint32_t word = (uint32_t)w[n * (K / 8) + (k / 32) * 4 + (k / 2) % 4];
+    return (int)((word >> (4 * ((k / 8) % 4 + 4 * (k % 2)))) & 15u);
+}
+
 /* kiln's w4a16 formula (ir/kfam_qmatmul.c) on the repacked arrays, before the dtype rounding. */
 static void kiln_dequant(const RtQuantDst *d, int64_t N, int64_t K, int64_t G, float *out)
 {
-    int64_t J = K / 8, groups = K / G;
+    int64_t groups = K / G;
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++) {
-            int q = (int)(((uint32_t)d->w[n * J + k / 8] >> (4 * (k % 8))) & 15u);
+            int q = kiln_q(d->w, K, n, k);
             int z = d->zeros ? d->zeros[n * groups + k / G] : 8;
             uint16_t h = d->scales[n * groups + k / G];
             float s = d->dtype == RT_QUANT_BF16 ? kref_bf16_to_f32(h) : kref_f16_to_f32(h);
@@ -267,7 +274,7 @@ static void check_round_trip(const Linear *L, RtQuantDtype dt, int zeros, int wi
     int64_t N = L->N, K = L->K, G = L->G, bad_q = 0, bad_z = 0, bad_v = 0, first = -1;
     for (int64_t n = 0; n < N; n++)
         for (int64_t k = 0; k < K; k++) {
-            bad_q += (int)(((uint32_t)o.w[n * (K / 8) + k / 8] >> (4 * (k % 8))) & 15u) != L->q[n * K + k];
+            bad_q += kiln_q(o.w, K, n, k) != L->q[n * K + k];
             if (k % G == 0 && zeros) bad_z += o.z[n * L->groups + k / G] != L->z[n * L->groups + k / G];
         }
     float *want = xcalloc((size_t)(N * K), 4), *got = xcalloc((size_t)(N * K), 4);
