@@ -688,6 +688,25 @@ static void cuda_compile(void)
     }
 }
 
+/* kir_verify's shared-memory estimate of a SWAP=1 silu_mul trip: each dequantized weight tile [BN, BK]
+ * (computed: not multi-buffered) once, the x^T tile both dots read (loaded: x STAGES) once, and the
+ * cross-warp reduction buffer; before, every dot operand counted x STAGES for every dot. */
+static void smem_estimate(void)
+{
+    static const Fmt w4 = {"w4a16", 128, 1, 0, NULL, 0};
+    KfamSpec s = spec_of(&w4, KIR_BF16, 14336, 4096, "silu_mul");
+    KirConfig c =
+        ksweep_cfg(7, "BM", 16, "BN", 128, "BK", 128, "WARPS", 8, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
+    IrArena *a = ir_arena_create();
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KT_CHECK(kfam_find("qmatmul")->build(a, &s, &c, &k, &d) == IR_OK, "qmatmul silu_mul SWAP=1: %s", d.msg);
+    int64_t want = 2 * 128 * 128 * 2 + 3 * 128 * 16 * 2 + 32 * 4 * 2;
+    KT_CHECK(!k || kir_estimate_smem_bytes(k) == want, "silu_mul SWAP=1: smem estimate %lld, want %lld",
+             k ? (long long)kir_estimate_smem_bytes(k) : 0LL, (long long)want);
+    ir_arena_destroy(a);
+}
+
 int main(void)
 {
     const KRunner *rs[3];
@@ -699,6 +718,7 @@ int main(void)
         sweep(rs[i], &g);
     }
     if (ksweep_shard0()) cuda_compile();
+    if (ksweep_shard0()) smem_estimate();
     ksweep_summary("kfam_qmatmul");
     return kt_done("test_kfam_qmatmul");
 }
