@@ -204,9 +204,10 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "BN", 128);
     kir_config_set(cfg, "BK", 128);
     kir_config_set(cfg, "WARPS", 8);
-    if (!small_m) { /* two accumulators of [128, 128] would not fit the registers: BM 64 */
+    if (!small_m) { /* two accumulators of [128, 128] would not fit the registers: BM 64; 2 stages, what
+                     * the shared memory left for the streamed loads' images holds at 3 requested */
         kir_config_set(cfg, "BM", two ? 64 : 128);
-        kir_config_set(cfg, "STAGES", 3);
+        kir_config_set(cfg, "STAGES", 2);
         kir_config_set(cfg, "SPLIT_K", 1);
         return;
     }
@@ -463,8 +464,10 @@ static void trip_loads(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
     tr->n1 = l1.n;
 }
 
-/* The second weight's leaves (silu_mul, pair), issued after the first weight's dot: the first weight's
- * tiles are dead by then, so the two dequantizations do not hold registers at once. */
+/* The second weight's leaves (silu_mul, pair). SWAP=1 issues them after the first weight's dot: the first
+ * weight's tiles are dead by then, so the two dequantizations in registers do not hold registers at once
+ * (the CUDA backend streams the loads trips ahead either way); SWAP=0 issues them with the first's, so
+ * their latency overlaps the first dot (a barrier of the generic dot lies between). */
 static void trip_loads2(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
 {
     QLeaves l2;
@@ -610,8 +613,9 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     QTrip tr = {{0}, 0, 0, NULL};
     KirBlock *body = kir_for_begin(&b, lo, hi, kir_const_i32(&b, bk), inits, n_acc, stages > 1 ? stages : 0);
     trip_loads(&b, &ql, body->args[0], &tr);
+    if (n_acc > 1 && !swap) trip_loads2(&b, &ql, body->args[0], &tr);
     for (int j = 0; j < n_acc; j++) {
-        if (j) trip_loads2(&b, &ql, body->args[0], &tr);
+        if (j && swap) trip_loads2(&b, &ql, body->args[0], &tr);
         KirValue *wt = dequant_math(&b, &t, j ? &qw2 : &qw, tr.v + 1 + (j ? tr.n1 : 0));
         yields[j] =
             swap ? kir_dot(&b, wt, tr.v[0], body->args[1 + j]) : kir_dot(&b, tr.v[0], wt, body->args[1 + j]);

@@ -100,8 +100,8 @@ static IrStatus infer_for(const KirInst *in, IrDiag *d)
     if (!is_scalar(&body->args[0]->type) || body->args[0]->type.dtype != KIR_I32)
         return bad(d, "induction variable must be i32", NULL);
     for (int i = 0; i < n; i++) {
-        if (in->ops[3 + i]
-                ->type.is_ptr) /* the backends keep carried values in registers of the element type */
+        /* the backends keep carried values in registers of the element type */
+        if (in->ops[3 + i]->type.is_ptr)
             return bad(d, "a loop cannot carry a pointer", &in->ops[3 + i]->type);
         if (!kir_type_eq(&body->args[1 + i]->type, &in->ops[3 + i]->type))
             return bad(d, "loop-carried value changes type", &body->args[1 + i]->type);

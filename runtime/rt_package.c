@@ -34,7 +34,8 @@
 #define RT_VERSION_STRING                                                                                    \
     RT_STR(KILN_VERSION_MAJOR) "." RT_STR(KILN_VERSION_MINOR) "." RT_STR(KILN_VERSION_PATCH)
 
-/* Format 3. Changing any table or column means bumping RT_PKG_FORMAT_VERSION. */
+/* Format 4. Changing any table or column, or what a package's kernels expect of the buffers the runtime
+ * binds (format 4: w4a16 words in the fragment order, rt_quant.h), means bumping RT_PKG_FORMAT_VERSION. */
 const char rt_pkg_schema_sql[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"

@@ -19,7 +19,7 @@
 #include "kiln.h"
 
 #define RT_PKG_APPLICATION_ID 0x4b494c4e /* 'KILN', PRAGMA application_id */
-#define RT_PKG_FORMAT_VERSION 3          /* PRAGMA user_version */
+#define RT_PKG_FORMAT_VERSION 4          /* PRAGMA user_version */
 
 typedef struct RtPkgWriter RtPkgWriter;
 

@@ -265,37 +265,25 @@ static int run_vec(CgCudaGen *g, const KirInst *ld, int per, int run, int bytes)
     return 1;
 }
 
-/* A window load (CgCudaPipeLeaf.win): in an mma layout (one warp across the columns), each row's
- * offsets are the row's first one plus d(c), the same for every row and trip (compile-time facts), over
- * [0, W) for W below the row's n elements: the row's elements are W consecutive ones that the columns read
- * in another order. w4a16's fragment order: 4 words per 32 columns, column 32j + 8i + 2t + h reading word
- * 4j + t, so a thread (t = its lane % 4) reads one word for 8 of its slots. Copied as rows of W elements,
- * V per copy (copy j: the elements columns [jS, (j + 1)S) read, under a mask constant over them) and
- * read once per run of S columns, at r * pitch + jV + t dt. Returns S (0: not a window), fills V, W and
- * dt. */
-static int mma_window(CgCudaGen *g, const KirInst *ld, int bytes, int *vec, int *words, int *lane_step)
+/* A window load (CgCudaPipeLeaf.win): 4-byte elements in an mma layout (one warp across the columns)
+ * whose row offsets are the row's first one plus d(c), the same for every row and trip (compile-time
+ * facts), d(c) = 4(c / 32) + (c % 8) / 2: w4a16's fragment-ordered words, column 32j + 8i + 2t + h
+ * reading word 4j + t, so a thread (t = its lane % 4) reads one word for its 8 slots of a 32-column
+ * block. Copied as rows of n / 8 words, 4 per copy (copy j: the words of columns [32j, 32j + 32), under
+ * a mask constant over them), and read once per 32 columns at r * pitch + 4j + t. Returns whether ld
+ * is one. */
+static int mma_window(CgCudaGen *g, const KirInst *ld)
 {
     const KirValue *offs = ld->ops[1], *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
     const CgCudaLayout *L = &g->lay[val(g, ld->res[0])->lay];
-    int n = L->n, W = 0, V = 16 / bytes;
-    if (L->kind != CG_CUDA_MMA || bytes > 16 || V < 1 || n > 4096) return 0;
-    for (int c = 0; c < n; c++) {
+    if (L->kind != CG_CUDA_MMA || L->wn != 1 || L->n % 32 || kir_dtype_bytes(ld->ops[0]->type.dtype) != 4 ||
+        cg_cuda_col_div(g, offs, 0) % 4)
+        return 0;
+    for (int c = 0; c < L->n; c++) {
         int64_t d;
-        if (!cg_cuda_col_delta(offs, 0, c, &d) || d < 0 || d >= n) return 0;
-        if (d + 1 > W) W = (int)d + 1;
+        if (!cg_cuda_col_delta(offs, 0, c, &d) || d != 4 * (c / 32) + (c % 8) / 2) return 0;
     }
-    if (W >= n || W % V || n % (W / V) || cg_cuda_col_div(g, offs, 0) % V) return 0;
-    int S = n / (W / V);
-    int64_t dt;
-    if (S % 8 || L->wn != 1 || (L->fn * 8) % S || !cg_cuda_col_delta(offs, 0, 2, &dt)) return 0;
-    for (int c = 0; c < n; c++) { /* column c = jS + 8i + 2t + h (t the lane % 4) reads jV + t dt */
-        int64_t d;
-        cg_cuda_col_delta(offs, 0, c, &d);
-        if (d != (int64_t)(c / S) * V + (c % 8 / 2) * dt) return 0;
-    }
-    if (mask && (val(g, mask)->ax.cnst[1] < S || val(g, mask)->ax.cnst[1] % S)) return 0;
-    *vec = V, *words = W, *lane_step = (int)dt;
-    return S;
+    return !mask || (val(g, mask)->ax.cnst[1] >= 32 && val(g, mask)->ax.cnst[1] % 32 == 0);
 }
 
 /* A dot loop whose operand is computed in the body (a dequantized weight tile): its loads from read-only
@@ -318,15 +306,14 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
             !(g->k->params[P->def->i].flags & KIR_PARAM_RDONLY))
             continue;
         int step, dyn, w = cg_cuda_load_access(g, ld, &step, &dyn), run = cg_cuda_mma_run(g, ld);
-        int esz = kir_dtype_bytes(ld->ops[0]->type.dtype), V = 1, W = 0, dt = 0;
-        int win = run || esz < 4 ? 0 : mma_window(g, ld, esz, &V, &W, &dt);
-        if (win) { /* one copy of V elements per S columns of a row; rows padded by V elements */
+        int esz = kir_dtype_bytes(ld->ops[0]->type.dtype);
+        if (!run && mma_window(g, ld)) { /* rows of n / 8 words padded by 4 (a warp's reads: distinct
+                                          * banks for n >= 64), 4 words per copy */
             CgCudaPipeLeaf *lf = &p->leaves[p->n_leaves++];
             memset(lf, 0, sizeof *lf);
-            lf->ld = ld, lf->lay = L->lay, lf->step = step, lf->w = 1, lf->win = win, lf->vec = V,
-            lf->dt = dt;
-            lf->bytes = esz, lf->lines = g->lay[L->lay].m, lf->pitch = W + V;
-            lf->stage_bytes = (lf->lines * lf->pitch * esz + 127) / 128 * 128;
+            lf->ld = ld, lf->lay = L->lay, lf->step = step, lf->w = 1, lf->win = 32, lf->vec = 4;
+            lf->bytes = 4, lf->lines = g->lay[L->lay].m, lf->pitch = g->lay[L->lay].n / 8 + 4;
+            lf->stage_bytes = (lf->lines * lf->pitch * 4 + 127) / 128 * 128;
             continue;
         }
         int bytes = (run ? 1 : w) * esz, sub = 0;
@@ -1017,15 +1004,15 @@ int cg_cuda_emit_leaf_load(CgCudaGen *g, const KirInst *in)
     KirDtype t = in->ops[0]->type.dtype;
     const char *mt = cg_cuda_mem_type(t), *zero = cg_cuda_zero_of(t), *ring = leaf_stage(g, p, lf, "rd");
     cg_cuda_declare(g, res);
-    if (lf->win) { /* a thread's slots of one element are a run of S columns (the pairs of S / 8
-                    * fragments): run u % G of the row half (mma_window) */
-        int G = g->lay[lf->lay].fn * 8 / lf->win;
-        cg_cuda_mma_run_loop(g, lf->lay, lf->win);
-        const char *x = cg_cuda_fmt(
-            g, "((const %s *)(%s))[ok ? r * %d + (u %% %d) * %d + ((int)threadIdx.x %% 4) * %d : 0]", mt,
-            ring, lf->pitch, G, lf->vec, lf->dt);
+    if (lf->win) { /* a thread's slots of one word are a run of 32 columns (the pairs of 4 fragments):
+                    * run u % G of the row half (mma_window) */
+        int G = g->lay[lf->lay].fn * 8 / 32;
+        cg_cuda_mma_run_loop(g, lf->lay, 32);
+        const char *x =
+            cg_cuda_fmt(g, "((const %s *)(%s))[ok ? r * %d + (u %% %d) * 4 + (int)threadIdx.x %% 4 : 0]", mt,
+                        ring, lf->pitch, G);
         cg_cuda_line(g, "const %s x = ok ? %s : %s;", cg_cuda_reg_type(t), cg_cuda_from_mem(g, t, x), zero);
-        cg_cuda_mma_run_fill(g, R, lf->win);
+        cg_cuda_mma_run_fill(g, R, 32);
         cg_cuda_close(g);
         return 1;
     }

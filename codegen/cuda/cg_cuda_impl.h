@@ -102,10 +102,9 @@ typedef struct CgCudaPipeLeaf {
     int sub;   /* run > 0, elements of 1 or 2 bytes (below cp.async's 4): each image element is the
                 * aligned 4-byte word holding it, copied only up to the element (never past it: the
                 * buffer may end there), and read back shifted by the element's byte in the word */
-    int win;   /* > 0: a window load (cg_cuda_dot.c mma_window), copied as rows of W consecutive elements
-                * (pitch W + vec), vec per copy, copy j taken at column j * win; read once per run of
-                * win columns at r * pitch + j * vec + (lane % 4) * dt */
-    int dt;
+    int win;   /* 32: a window load (cg_cuda_dot.c mma_window): rows of n / 8 words (pitch n / 8 + 4), 4
+                * per copy, copy j taken at column 32j; read once per 32 columns at
+                * r * pitch + 4j + lane % 4 */
     int offset, stage_bytes;
 } CgCudaPipeLeaf;
 

@@ -5,15 +5,18 @@
  *     x = dtype((f32((w >> sh) & 15) - z) * f32(s))    (x, s b16 of one dtype; z an integer in
  *                                                     [0, 255] (f16), [0, 127] (bf16: a u8 & 127);
  *                                                     s may be bf16(an f16 scale))
- * with the shifts of a pair sh(c) = 8j, sh(c + 1) = 8j + 4 (the pair is byte j of the word), the pair is
- * built in the b16 domain instead of element by element in f32: byte j moved to bit 0 and copied to bit
- * 12 puts the two codes at bits 0 and 16, one lop3 keeps them and ors in the b16 bits of `magic` (bf16
- * 128, f16 1024, whose ulp is 1), making the pair magic + q exactly; one b16 subtraction of magic + z
- * (exact: f16 with z <= 255, bf16 with z <= 127, qmatmul's 7-bit zero points) leaves q - z exactly, and one
- * b16 multiplication by s rounds once, as dtype(f32 product) does (the f32 product of an integer below 2^8
- * and a b16 is exact). 2.5 instructions per element instead of 7 (shift, and, two conversions, sub, mul, half
- * a pack). With f16 scales and bf16 x (packages keep checkpoints' f16 scales) the IR rounds each scale to
- * bf16 first; the rounding is done in integer ops from the f16 value, so runs of equal scales share it.
+ * the pair is built in the b16 domain instead of element by element in f32, when its two codes sit in
+ * one word at shifts sh(c + 1) = sh(c) + 16 (qmatmul's fragment-ordered words: each pair at bits 4i and
+ * 16 + 4i; the shift is the same for the 4 threads of a fragment column, so a table by column gives it
+ * as a constant) or sh(c + 1) = sh(c) + 4, sh(c) a multiple of 8 (a byte: `prmt` moves it to bit 0 and
+ * a multiply by 0x1001 copies it to bit 12, the second code then at bit 16). One lop3 keeps the two codes
+ * and ors in the b16 bits of `magic` (bf16 128, f16 1024, whose ulp is 1), making the pair magic + q
+ * exactly; one b16 subtraction of magic + z (exact: f16 with z <= 255, bf16 with z <= 127, qmatmul's
+ * 7-bit zero points) leaves q - z exactly, and one b16 multiplication by s rounds once, as dtype(f32
+ * product) does (the f32 product of an integer below 2^8 and a b16 is exact). About 2 instructions per
+ * element instead of 7 (shift, and, two conversions, sub, mul, half a pack). With f16 scales and bf16 x
+ * (packages keep checkpoints' f16 scales) the IR rounds each scale to bf16 first; the rounding is done in
+ * integer ops from the f16 value, so runs of equal scales share it.
  *
  * Recognized on the IR's structure; every condition is checked at compile time (the shifts by evaluating
  * the column-only shift tile), else the caller packs the f32 values as before.

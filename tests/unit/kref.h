@@ -123,9 +123,9 @@ int kref_spec_verify_sample(const float *logits, const int32_t *draft, const flo
 double kref_gumbel(int64_t seed, int32_t counter);
 
 /* ---- quantized weights (the qmatmul family, docs/KERNELS.md) ---- */
-/* Dequantized weights [N, K] as f32, from the qmatmul family's layouts: "w4a16": w i32 [N, K/8] (little
- * nibble first), scales of dtype t [N, K/group], zeros u8 [N, K/group] or NULL (z = 8), value
- * f32(q - z) * f32(s); "w8a16": w i8 [N, K], value q (the per-channel scale is kref_qmatmul's chan);
+/* Dequantized weights [N, K] as f32, from the qmatmul family's layouts: "w4a16": w i32 [N, K/8] in the
+ * fragment order (of each 32 k, word (k/2)%4 at nibble (k/8)%4 + 4(k%2)), scales of dtype t [N, K/group],
+ * zeros u8 [N, K/group] read as z & 127, or NULL (z = 8), value f32(q - z) * f32(s); "w8a16": w i8 [N, K], value q (the per-channel scale is kref_qmatmul's chan);
  * "fp8": w e4m3fn bytes [N, K], value q (its f32 scales are kref_qmatmul's chan too) or, with group > 1,
  * f32(q * s) with f32 scales [N, K/group];
  * "q4_0", "q4_1", "q8_0": w the GGUF blocks (rows of K/32 blocks), values bit-identical to

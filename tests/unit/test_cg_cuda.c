@@ -1141,7 +1141,8 @@ static void check_packed_loads(void)
     qmatmul_source_at(&s, &b_tile, &src);
     KT_CHECK(src.s && strstr(src.s, "[128,32] blocked: chunks of 8 along dim 0"),
              "w4a16: the dequantized B tile is chunked along k");
-    KT_CHECK(src.s && strstr(src.s, "] = ok ? p_w["), "w4a16: the words loaded in the B tile's layout");
+    KT_CHECK(src.s && strstr(src.s, "[s] = ok ? p_w[") && !strstr(src.s, "const int x = ok ? p_w["),
+             "w4a16: the fragment-ordered words loaded once per element");
     KT_CHECK(src.s && strstr(src.s, "const float x = ok ? kd_bf16_to_f32(__ldg(p_scales + "),
              "w4a16: one scale load per chunk");
     ir_buf_free(&src);
@@ -1171,7 +1172,7 @@ static void check_packed_loads(void)
              "w4a16 SWAP=1: the weights dequantized in the A fragments' layout");
     KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<16>(kb + ") &&
                  strstr(sw.s, " * 10240 + (r * 20 + (q % 4) * 4) * 4, m ? p_w + ") &&
-                 strstr(sw.s, "[ok ? r * 20 + (u % 4) * 4 + ((int)threadIdx.x % 4) * 1 : 0]") &&
+                 strstr(sw.s, "[ok ? r * 20 + (u % 4) * 4 + (int)threadIdx.x % 4 : 0]") &&
                  strstr(sw.s, "for (int u = 0; u < 8; u++)"),
              "w4a16 SWAP=1: the packed words streamed into a shared image, one read per word");
     KT_CHECK(sw.s && strstr(sw.s, "_sh[16] = {0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12};") &&

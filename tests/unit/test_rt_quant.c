@@ -194,18 +194,13 @@ static int kiln_q(const int32_t *w, int64_t K, int64_t n, int64_t k)
     return (int)((word >> (4 * ((k / 8) % 4 + 4 * (k % 2)))) & 15u);
 }
 
-/* kiln's w4a16 formula (ir/kfam_qmatmul.c) on the repacked arrays, before the dtype rounding. */
+/* kiln's w4a16 values of the repacked arrays, before the dtype rounding: kref_qdequant, the reference
+ * the qmatmul kernels are checked against (tests/unit/test_kfam_qmatmul.c), so the repacker's layout is
+ * the kernels' own. */
 static void kiln_dequant(const RtQuantDst *d, int64_t N, int64_t K, int64_t G, float *out)
 {
-    int64_t groups = K / G;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
-            int q = kiln_q(d->w, K, n, k);
-            int z = d->zeros ? d->zeros[n * groups + k / G] : 8;
-            uint16_t h = d->scales[n * groups + k / G];
-            float s = d->dtype == RT_QUANT_BF16 ? kref_bf16_to_f32(h) : kref_f16_to_f32(h);
-            out[n * K + k] = (float)(q - z) * s;
-        }
+    kref_qdequant("w4a16", d->w, d->scales, d->zeros, d->dtype == RT_QUANT_BF16 ? KIR_BF16 : KIR_F16, (int)N,
+                  (int)K, (int)G, out);
 }
 
 /* ---- outputs with guard elements past their ends ---------------------------------------------------------
