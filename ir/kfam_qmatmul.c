@@ -208,8 +208,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
                      * the shared memory left for the streamed loads' images holds at 3 requested */
         kir_config_set(cfg, "BM", two ? 64 : 128);
         kir_config_set(cfg, "STAGES", 2);
-        kir_config_set(cfg, "SPLIT_K", 1);
-        return;
+        return; /* SPLIT_K is 1 (above) */
     }
     /* decode: two programs per SM (BM = 64 needs 134 registers unbounded, one program per SM: H200,
      * session 11, 28672 x 4096 M=64: 84.7 us at MIN_BLOCKS=2, 94.7 without; M <= 16 stay below 128);
@@ -217,10 +216,9 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
      * 264 an H100/H200 holds at once (132 SMs x 2): one long pipeline per program beats waves of short
      * ones, each with its fill and its slice reduction (H200, session 12, 28672 x 4096 M=1: 43.9 us
      * unsplit (224 programs) vs 47.5 at 4 slices (896, 3.4 waves); 4096 x 14336: 26.6 at 8 slices (256)
-     * vs 27.7 at 4) */
-    /* 3 stages: 4 were as fast at 28672 x 4096 and slower with K split (H200, session 13, 4096 x 14336 M=1,
-     * 8 slices: 21.6 us at 3, 29.7 at 4, 23.0 at 2); too few tiles of 128 rows for the SMs even split the
-     * most: 64 rows on 4 warps (mma.sync; pair 1024 x 4096 M=1: 12.4 us vs 15.4) */
+     * vs 27.7 at 4); 3 stages: 4 were as fast at 28672 x 4096 and slower with K split (H200, session 13, 4096
+     * x 14336 M=1, 8 slices: 21.6 us at 3, 29.7 at 4, 23.0 at 2); too few tiles of 128 rows for the SMs even
+     * split the most: 64 rows on 4 warps (mma.sync; pair 1024 x 4096 M=1: 12.4 us vs 15.4) */
     kir_config_set(cfg, "STAGES", 3);
     kir_config_set(cfg, "MIN_BLOCKS", 2);
     int64_t rows = kfam_cdiv(N, 128) * KFAM_SPLITK_MAX / (two ? 2 : 1) < 132 ? 64 : 128;

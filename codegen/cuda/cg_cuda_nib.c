@@ -46,7 +46,6 @@ typedef struct Nib {
     const KirValue *w, *sh, *z, *s;
     const KirValue *s16; /* s = bf16(s16), an f16 scale rounded for bf16 x (kfam_qmatmul.c); else NULL */
     double zc;           /* z when it is a constant (z NULL) */
-    int zmax;            /* a loaded z is at most this */
     int lanes;           /* 1: the pair's codes at bits sh and sh + 16; 0: at sh and sh + 4 */
 } Nib;
 
@@ -70,8 +69,7 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
         const KirInst *shr = def_of(sr, KIR_OP_SHR);
         if (!def_of(m, KIR_OP_CONST) || m->def->i != 15 || !shr || shr->ops[0]->type.dtype != KIR_I32)
             continue;
-        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0, n->s16 = NULL,
-        n->zmax = 255;
+        n->w = shr->ops[0], n->sh = shr->ops[1], n->s = sc->ops[0], n->z = NULL, n->zc = 0, n->s16 = NULL;
         const KirInst *rs = def_of(n->s, KIR_OP_CAST);
         if (st == KIR_BF16 && rs && rs->ops[0]->type.dtype == KIR_F16 && pair_const(g, rs->ops[0]) &&
             at_ok(g, rs->ops[0], lay))
@@ -85,17 +83,18 @@ static int match(const CgCudaGen *g, const KirValue *x, Nib *n)
              * 7-bit zero points: c = 127): an integer in [0, min(255, c)] */
             const KirInst *zc = def_of(z, KIR_OP_CAST), *za = zc ? def_of(zc->ops[0], KIR_OP_AND) : NULL;
             const KirValue *zv = zc ? zc->ops[0] : NULL;
+            int64_t zmax = 255; /* z is at most this */
             if (za && za->ops[0]->type.dtype == KIR_I32) {
                 const KirValue *c = za->ops[1];
                 zv = za->ops[0];
                 if (!def_of(c, KIR_OP_CONST)) c = za->ops[0], zv = za->ops[1];
                 if (!def_of(c, KIR_OP_CONST) || c->def->i < 0) continue;
-                if (c->def->i < n->zmax) n->zmax = (int)c->def->i;
+                if (c->def->i < zmax) zmax = c->def->i;
             }
             const KirInst *zi = zv ? def_of(zv, KIR_OP_CAST) : NULL;
             const KirValue *u = zi ? zi->ops[0] : zv;
             if (!u || u->type.dtype != KIR_U8 || (zi && zv->type.dtype != KIR_I32)) continue;
-            if (t == KIR_BF16 && n->zmax > 127) continue; /* 128 + z would round in bf16 */
+            if (t == KIR_BF16 && zmax > 127) continue; /* 128 + z would round in bf16 */
             n->z = z;
         }
         if (n->sh->type.rank != 2 || !pair_const(g, n->w) || !pair_const(g, n->s) ||
