@@ -22,6 +22,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--lib", required=True)
 p.add_argument("--runs", type=int, default=50)
 p.add_argument("--config", action="append", default=[], help="a config to time beside the default")
+p.add_argument("--only", action="store_true", help="time the --config ones only, not the default")
 p.add_argument("--group", type=int, default=128)
 p.add_argument("--epilogue", default="none", choices=["none", "silu_mul", "pair"],
                help="silu_mul / pair: two weights (gate/up, k/v); the peer multiplies both in one cuBLAS call "
@@ -83,7 +84,7 @@ for N, K in shapes:
                 for _ in range(2 if epi == "pair" else 1)]
         refs = reference(xs[0].double() @ dense[0].double().t(), N)
         peer_ms = kb.median_ms(lambda i: torch.matmul(xs[i], dense[i].t()), sets, args.runs)
-        for k in kb.kernels("qmatmul", spec, [""] + args.config):
+        for k in kb.kernels("qmatmul", spec, ([] if args.only else [""]) + args.config):
             def run(i, k=k):
                 wargs = [t for w in wts[i] for t in w[:3]]
                 k(xs[i], *wargs, *[o[i] for o in outs], wsb, sem, M)

@@ -7,6 +7,8 @@
  *   h = kb_build("rmsnorm", "C=4096 eps=1e-05 dtype=bf16 residual=0", "BLOCK=4096 WARPS=8", err, n)
  *   kb_launch(h, argv, n_args, 0, err, n)      argv[i]: a device pointer or a scalar's bits (f32 as bits)
  *   kb_source(h), kb_ir(h), kb_config(h)       generated CUDA C, kernel IR, the config used
+ *   KB_SOURCE=file: kb_build compiles that CUDA C instead of the generated source (a hand-edited kgen.py
+ *   output for the same spec and config: prototyping a lowering before the backend emits it)
  *   kb_gen(family, spec, config, target, what)  no device needed: the kernel IR (what 0) or CUDA C (1; 2: and
  *                                               compile it) for
  *                                               a target such as "sm_90a" (caller frees; error text on
@@ -129,9 +131,23 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
     IrDiag d = {0};
     CgBinary cubin = {0};
     if (!(kb->k = make_kernel(kb->arena, f, spec_text, config_text, target, err, n))) goto bad;
-    if (cg_cuda_source(kb->k, target, &kb->source, &d) != IR_OK ||
+    const char *given = getenv("KB_SOURCE");
+    if (given) {
+        FILE *fp = fopen(given, "rb");
+        char buf[1 << 16];
+        size_t got = fp ? fread(buf, 1, sizeof buf - 1, fp) : 0;
+        if (fp) fclose(fp);
+        if (!got || got == sizeof buf - 1) {
+            fail(err, n, "KB_SOURCE %s: unreadable or over 64 KiB%s", given, "");
+            goto bad;
+        }
+        buf[got] = 0;
+        ir_buf_printf(&kb->source, "%s", buf);
+    }
+    if ((!given && cg_cuda_source(kb->k, target, &kb->source, &d) != IR_OK) ||
         cg_cuda_launch_info(kb->k, target, &kb->launch, &d) != IR_OK ||
-        cg_cuda_compile(kb->k, target, &cubin, NULL, &d) != IR_OK) {
+        (given ? cg_cuda_compile_source(kb->k, target, kb->source.s, &cubin, &d)
+               : cg_cuda_compile(kb->k, target, &cubin, NULL, &d)) != IR_OK) {
         fail(err, n, "%s%s", d.msg, "");
         goto bad;
     }

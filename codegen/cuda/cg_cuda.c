@@ -240,6 +240,19 @@ IrStatus cg_cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin,
     return compile(k, t, cubin, ptx, NULL, d);
 }
 
+IrStatus cg_cuda_compile_source(const KirKernel *k, const CgTarget *t, const char *src, CgBinary *cubin,
+                                IrDiag *d)
+{
+    memset(cubin, 0, sizeof *cubin);
+#ifdef KILN_HAVE_NVRTC
+    return run_nvrtc(k, t, src, cubin, NULL, NULL, d);
+#else
+    (void)t;
+    (void)src;
+    return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no NVRTC (CUDA backend)", k->name);
+#endif
+}
+
 IrStatus cg_cuda_ptxas_report(const KirKernel *k, const CgTarget *t, IrBuf *report, IrDiag *d)
 {
     CgBinary cubin;

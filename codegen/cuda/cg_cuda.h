@@ -47,6 +47,10 @@ IrStatus cg_cuda_launch_info(const KirKernel *k, const CgTarget *t, CgCudaLaunch
  * NVRTC rejects the generated code ("kernel K: nvrtc: <first log lines>"), IR_ERR_LIMIT when the failure
  * is a resource limit (shared memory, registers). On error both outputs are left empty. */
 IrStatus cg_cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin, CgBinary *ptx, IrDiag *d);
+/* The cubin of a CUDA C source given for kernel k (a hand-edited cg_cuda_source: prototyping a lowering
+ * before the backend emits it; bench/kbench.c's KB_SOURCE). */
+IrStatus cg_cuda_compile_source(const KirKernel *k, const CgTarget *t, const char *src, CgBinary *cubin,
+                                IrDiag *d);
 
 /* Compiles k for t with ptxas in verbose mode and appends its report (registers, spill bytes, shared
  * memory, per entry) to report. For developers and tools (bench/kgen.py --compile); errors as
