@@ -221,6 +221,12 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
      * split the most: 64 rows on 4 warps (mma.sync; pair 1024 x 4096 M=1: 12.4 us vs 15.4) */
     kir_config_set(cfg, "STAGES", 3);
     kir_config_set(cfg, "MIN_BLOCKS", 2);
+    /* M <= 16, one weight, b16 x: 256-long K steps (half the trips' fixed cost: copies, barrier, wgmma
+     * issue; H200, session 14, 28672 x 4096 M=1/16: 33.0/33.7 us vs 34.2/37.0 at BK 128, 4096 x 14336:
+     * 20.7/21.6 vs 21.8/22.8; slower at M = 64 (session 13); 127 registers, no spills; f32 x spills) */
+    const char *dtn = kfam_spec_s(s, "dtype", "bf16");
+    if (bm == 16 && !two && K % 256 == 0 && (!strcmp(dtn, "bf16") || !strcmp(dtn, "f16")))
+        kir_config_set(cfg, "BK", 256);
     int64_t rows = kfam_cdiv(N, 128) * KFAM_SPLITK_MAX / (two ? 2 : 1) < 132 ? 64 : 128;
     kir_config_set(cfg, "BN", rows);
     if (rows == 64) kir_config_set(cfg, "WARPS", 4);

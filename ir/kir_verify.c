@@ -6,6 +6,7 @@
  */
 #include "kir_impl.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,14 +381,175 @@ static int64_t tile_bytes(const KirType *t)
  * What counts is what a backend must hold in registers: not index or mask tiles (integer tiles that no
  * load produced: backends evaluate them where they are consumed), not splats, expands and broadcasts
  * (read from their source where used), and not tiles used only as dot operands (staged through shared
- * memory). A loop's init moves into its iter arg, and an operand's registers go to the result. */
+ * memory). A loop's init moves into its iter arg, and an operand's registers go to the result. A tile
+ * that repeats along its columns (col_repeats) counts one copy per distinct element, but at least one
+ * per COPY_COLS columns: a backend spreads a row's columns over threads (an mma quad's lanes hold 2 of
+ * every 8, a blocked layout chunks of 8) and each thread keeps its own copy. */
 typedef struct Live {
     int n;
     int all;         /* count every tile (a lowering that keeps all tiles in memory: the LLVM GPU path) */
     int *def, *last; /* by value id */
     int64_t *bytes;
     unsigned char *dot_only;
+    int *run; /* by value id: col_repeats' run, 0 until computed */
 } Live;
+
+enum {
+    EVAL_WORK = 256, /* instructions eval_vec / col_part look at, at most (shared sub-trees count again) */
+    COPY_COLS = 8,   /* columns a thread's copy of a repeated element covers, at most (below) */
+};
+
+/* One integer op of eval_vec on values in i32's range, with C's semantics; 0 when the result leaves that
+ * range or the op is undefined there (the interpreter's errors) or not one of these. */
+static int eval_op(KirOp op, int64_t x, int64_t y, int64_t *r)
+{
+    switch (op) {
+    case KIR_OP_ADD: *r = x + y; break;
+    case KIR_OP_SUB: *r = x - y; break;
+    case KIR_OP_MUL: *r = x * y; break; /* |x|, |y| < 2^31: no overflow */
+    case KIR_OP_DIV:
+    case KIR_OP_REM:
+        if (y == 0 || (x == INT32_MIN && y == -1)) return 0;
+        *r = op == KIR_OP_DIV ? x / y : x % y;
+        break;
+    case KIR_OP_SHR:
+        if (x < 0 || y < 0 || y > 31) return 0;
+        *r = x >> y;
+        break;
+    case KIR_OP_SHL:
+        if (x < 0 || y < 0 || y > 31) return 0;
+        *r = x << y; /* below 2^62 */
+        break;
+    case KIR_OP_AND: *r = x & y; break;
+    case KIR_OP_OR: *r = x | y; break;
+    case KIR_OP_XOR: *r = x ^ y; break;
+    case KIR_OP_MIN: *r = x < y ? x : y; break;
+    case KIR_OP_MAX: *r = x > y ? x : y; break;
+    default: return 0;
+    }
+    return *r >= INT32_MIN && *r <= INT32_MAX;
+}
+
+/* The values of a rank-1 integer tile of n elements (a scalar: n copies) built from arange, constants and
+ * the integer ops of eval_op, into out; 0 when it depends on anything else (a program id, a loop variable,
+ * a load, a param) or leaves i32's range. */
+static int eval_vec(const KirValue *v, int64_t *out, int n, int *work)
+{
+    const KirInst *d = v->def;
+    if (!d || ++*work > EVAL_WORK || !kir_dtype_is_int(v->type.dtype) || v->type.is_ptr) return 0;
+    if (v->type.rank == 1 && d->op == KIR_OP_SPLAT) return eval_vec(d->ops[0], out, n, work);
+    if (v->type.rank == 0) {
+        if (d->op != KIR_OP_CONST || d->i < INT32_MIN || d->i > INT32_MAX) return 0;
+        for (int j = 0; j < n; j++)
+            out[j] = d->i;
+        return 1;
+    }
+    if (v->type.rank != 1 || v->type.shape[0] != n) return 0;
+    if (d->op == KIR_OP_ARANGE) {
+        for (int j = 0; j < n; j++)
+            out[j] = j;
+        return 1;
+    }
+    if (d->n_ops != 2) return 0;
+    int64_t *b = malloc(sizeof *b * (size_t)n);
+    int ok = b && eval_vec(d->ops[0], out, n, work) && eval_vec(d->ops[1], b, n, work);
+    for (int j = 0; ok && j < n; j++)
+        ok = eval_op(d->op, out[j], b[j], &out[j]);
+    free(b);
+    return ok;
+}
+
+/* How a 2-D offset tile varies along dim 1: 0 not at all (rows, scalars), 1 as the rank-1 tile *col
+ * broadcast along dim 0, -1 otherwise (or not known). Sums and differences of one varying part and
+ * constant ones vary as that part. */
+static int col_part(const KirValue *v, const KirValue **col, int *work)
+{
+    const KirInst *d = v->def;
+    if (v->type.rank == 0) return 0;
+    if (!d || ++*work > EVAL_WORK) return -1;
+    if (d->op == KIR_OP_BROADCAST && d->ops[0]->def && d->ops[0]->def->op == KIR_OP_EXPAND) {
+        if (d->ops[0]->def->i == 1) return 0; /* [M] -> [M,1] -> [M,N]: constant along dim 1 */
+        *col = d->ops[0]->def->ops[0];
+        return 1;
+    }
+    if (d->op != KIR_OP_ADD && d->op != KIR_OP_SUB) return -1;
+    const KirValue *c0 = NULL, *c1 = NULL;
+    int a = col_part(d->ops[0], &c0, work), b = col_part(d->ops[1], &c1, work);
+    if (a < 0 || b < 0 || (a && b)) return -1;
+    *col = a ? c0 : c1;
+    return a | b;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs along dim 1 of a compile-time column vector: the largest power of two R dividing n such that
+ * v[j] = v[j - j % R]; and its distinct values (*distinct; v is sorted for them). Runs are powers of two
+ * dividing C, so the shortest of several is their common run. */
+static int vec_runs(int64_t *v, int n, int64_t *distinct)
+{
+    int R = n & -n;
+    for (; R > 1; R /= 2) {
+        int ok = 1;
+        for (int j = 0; j < n && ok; j++)
+            ok = v[j] == v[j - j % R];
+        if (ok) break;
+    }
+    qsort(v, (size_t)n, sizeof *v, cmp_i64);
+    *distinct = n > 0;
+    for (int j = 1; j < n; j++)
+        *distinct += v[j] != v[j - 1];
+    return R;
+}
+
+/* How a rank-2 value repeats along dim 1 (C columns): *run, the aligned runs (a power of two dividing C)
+ * it is constant over, and *distinct, its distinct columns: a load at offsets of rows plus a compile-time
+ * column vector by that vector (qmatmul's w4a16 words repeat over 8 columns that are not one run, its group
+ * scales and zero points over runs of G), under its mask's runs; an element-wise result keeps the
+ * shortest run of its operands (memoized in l->run: operands are defined first). 1 and C when not known. */
+static void col_repeats(Live *l, const KirValue *v, int *run, int64_t *distinct)
+{
+    const KirInst *d = v->def;
+    int C = v->type.rank == 2 ? v->type.shape[1] : 1;
+    *run = 1;
+    *distinct = C;
+    if (!d || v->type.rank != 2) return;
+    if (d->op == KIR_OP_LOAD || d->op == KIR_OP_BROADCAST) {
+        const KirValue *col = NULL;
+        int work = 0, how = col_part(d->op == KIR_OP_LOAD ? d->ops[1] : v, &col, &work);
+        int64_t *vals = how > 0 ? malloc(sizeof *vals * (size_t)C) : NULL;
+        if (how == 0) {
+            *run = C & -C;
+            *distinct = 1;
+        }
+        work = 0;
+        if (vals && eval_vec(col, vals, C, &work)) *run = vec_runs(vals, C, distinct);
+        free(vals);
+        if (d->op == KIR_OP_LOAD && d->n_ops > 2) { /* a mask that changes inside a run ends it */
+            int mr = l->run[d->ops[2]->id];
+            int64_t md;
+            if (!mr) col_repeats(l, d->ops[2], &mr, &md);
+            if (mr < *run) {
+                *run = mr;
+                *distinct = C / mr;
+            }
+        }
+        return;
+    }
+    if (!(kir_op_flags(d->op) & KIR_F_ELEM)) return;
+    *run = C & -C;
+    for (int k = 0; k < d->n_ops; k++) {
+        if (d->ops[k]->type.rank == 0) continue;
+        int r = l->run[d->ops[k]->id];
+        int64_t dd;
+        if (!r) col_repeats(l, d->ops[k], &r, &dd);
+        if (r < *run) *run = r;
+    }
+    *distinct = C / *run;
+}
 
 static void live_value(Live *l, const KirValue *v, int pos)
 {
@@ -397,6 +559,12 @@ static void live_value(Live *l, const KirValue *v, int pos)
     l->def[v->id] = pos;
     l->last[v->id] = pos;
     l->bytes[v->id] = !l->all && (index_like || view || l->dot_only[v->id] == 1) ? 0 : tile_bytes(&v->type);
+    if (!l->all && v->type.rank == 2) { /* one copy of a repeated element per COPY_COLS columns */
+        int64_t distinct, C = v->type.shape[1];
+        col_repeats(l, v, &l->run[v->id], &distinct);
+        if (distinct < C / COPY_COLS) distinct = C / COPY_COLS;
+        l->bytes[v->id] = l->bytes[v->id] * distinct / C;
+    }
 }
 
 /* dot_only[v]: 1 while every use of v seen is as a dot's a or b operand, 2 once another use is seen. */
@@ -445,9 +613,10 @@ static int64_t estimate(const KirKernel *k, int all)
               calloc((size_t)n + 1, sizeof(int)),
               calloc((size_t)n + 1, sizeof(int)),
               calloc((size_t)n + 1, sizeof(int64_t)),
-              calloc((size_t)n + 1, 1)};
+              calloc((size_t)n + 1, 1),
+              calloc((size_t)n + 1, sizeof(int))};
     int64_t peak = 0;
-    if (l.def && l.last && l.bytes && l.dot_only) {
+    if (l.def && l.last && l.bytes && l.dot_only && l.run) {
         mark_uses(k->body, l.dot_only);
         int positions = 0;
         live_walk(k->body, &positions, &l);
@@ -463,6 +632,7 @@ static int64_t estimate(const KirKernel *k, int all)
     free(l.last);
     free(l.bytes);
     free(l.dot_only);
+    free(l.run);
     return peak;
 }
 

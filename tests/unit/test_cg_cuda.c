@@ -1158,24 +1158,27 @@ static void check_packed_loads(void)
                  !strstr(ring.s, "/* ... for every thread"),
              "w4a16 STAGES=4: packed words in per-thread cp.async rings");
     ir_buf_free(&ring);
-    /* the decode default with K split in the launch, SWAP=1: the dequantized weights are wgmma's A operand
-     * in registers (no shared image of them), their packed words are copied once per trip into a shared
-     * image (rows of 16 words padded to 20, 16-byte copies) three trips ahead, each thread reading the
-     * word of its lane % 4 in each 32-k block, the 2-byte group scales stream too (each the aligned word
-     * holding it, copied up to the scale only) and each thread reads one per row half, and the nibbles
-     * become bf16 pairs at constant shifts (cg_cuda_nib.c: the scales are bf16, the dtype) */
+    /* the decode default with K split in the launch, SWAP=1, BK 256: the dequantized weights are wgmma's A
+     * operand in registers (no shared image of them), their packed words are copied once per trip into a
+     * shared image (rows of 32 words padded to 36, 16-byte copies) three trips ahead, each thread reading
+     * the word of its lane % 4 in each 32-k block, the 2-byte group scales stream too (each the aligned
+     * word holding it, copied up to the scale only) and each thread reads one per row half and group, and
+     * the nibbles become bf16 pairs at constant shifts (cg_cuda_nib.c: the scales are bf16, the dtype) */
     kfam_spec_int(&s, "ws", 1);
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);
     KT_CHECK(sw.s && strstr(sw.s, "SWAP=1") && strstr(sw.s, "(A in registers, pipelined B, wgmma)") &&
-                 strstr(sw.s, "[128,128] mma.sync m16n8 accumulators: 8x1 warps, 1x16 fragments per warp"),
+                 strstr(sw.s, "[128,256] mma.sync m16n8 accumulators: 8x1 warps, 1x32 fragments per warp"),
              "w4a16 SWAP=1: the weights dequantized in the A fragments' layout");
     KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async<16>(kb + ") &&
-                 strstr(sw.s, " * 10240 + (r * 20 + (q % 4) * 4) * 4, m ? p_w + ") &&
-                 strstr(sw.s, "[ok ? r * 20 + (u % 4) * 4 + (int)threadIdx.x % 4 : 0]") &&
-                 strstr(sw.s, "for (int u = 0; u < 8; u++)"),
+                 strstr(sw.s, " * 18432 + (r * 36 + (q % 8) * 4) * 4, m ? p_w + ") &&
+                 strstr(sw.s, "[ok ? r * 36 + (u % 8) * 4 + (int)threadIdx.x % 4 : 0]") &&
+                 strstr(sw.s, "for (int u = 0; u < 16; u++)"),
              "w4a16 SWAP=1: the packed words streamed into a shared image, one read per word");
-    KT_CHECK(sw.s && strstr(sw.s, "_sh[16] = {0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12};") &&
+    KT_CHECK(sw.s &&
+                 strstr(sw.s,
+                        "_sh[32] = {0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, "
+                        "8, 12, 0, 4, 8, 12, 0, 4, 8, 12};") &&
                  strstr(sw.s, "_pr[s / 2] = kd_mul_bf16x2(kd_sub_bf16x2(kd_nib_pair_lanes(") &&
                  strstr(sw.s, "af[s][3] = v") && strstr(sw.s, "_pr[s * 4 + 3];"),
              "w4a16 SWAP=1: bf16 pairs dequantized in b16 arithmetic (z = 8: one subtraction)");
@@ -1183,8 +1186,8 @@ static void check_packed_loads(void)
     for (const char *u = sw.s ? strstr(sw.s, "for (int ") : NULL; u && u < sc; u = strstr(u + 1, "for (int "))
         loop = u; /* the loop the scale's read is in */
     KT_CHECK(sw.s && strstr(sw.s, "kd_cp_async_sub<2>(kb + ") && !strstr(sw.s, "__ldg(p_scales") && loop &&
-                 !strncmp(loop, "for (int u = 0; u < 2; u++)", 27),
-             "w4a16 SWAP=1: the scales streamed by sub-word copies, one read per row half");
+                 !strncmp(loop, "for (int u = 0; u < 4; u++)", 27),
+             "w4a16 SWAP=1: the scales streamed by sub-word copies, one read per row half and group");
     ir_buf_free(&sw);
     /* f16 scales with bf16 activations: the IR rounds each scale to bf16 first, so the pairs multiply
      * in bf16 by the scale rounded and splat in integer ops from the f16 value */
