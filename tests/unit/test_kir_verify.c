@@ -7,7 +7,7 @@
 #include "ir/kir.h"
 #include "kt.h"
 
-enum { ROWS = 16, COLS = 64 };
+enum { ROWS = 16, COLS = 64, FULL = ROWS * COLS * 4, EIGHTH = FULL / 8 };
 
 /* How the column part of the load's offsets is made, and what consumes the load. */
 typedef enum { COL_K, COL_K_SHR3, COL_K_SHR5, COL_K_SHR3_PID } ColForm;
@@ -49,19 +49,18 @@ static int64_t estimate(ColForm cf, UseForm uf)
 
 int main(void)
 {
-    const int64_t full = ROWS * COLS * 4, eighth = full / 8;
     static const struct {
         ColForm cf;
         UseForm uf;
         int64_t want;
         const char *what;
     } cases[] = {
-        {COL_K, USE_CAST, full, "offsets rows + k: every element"},
-        {COL_K_SHR3, USE_CAST, eighth, "rows + (k >> 3): 8 distinct columns of 64"},
-        {COL_K_SHR5, USE_CAST, eighth, "rows + (k >> 5): 2 distinct, but one copy per 8 columns"},
-        {COL_K_SHR3_PID, USE_CAST, full, "rows + (k >> 3) + 64 pid: not known at compile time"},
-        {COL_K_SHR3, USE_MASKED, full, "a mask k < M that changes inside the runs"},
-        {COL_K_SHR5, USE_TIMES_K, full, "times f32(k): the product's run is the shortest"},
+        {COL_K, USE_CAST, FULL, "offsets rows + k: every element"},
+        {COL_K_SHR3, USE_CAST, EIGHTH, "rows + (k >> 3): 8 distinct columns of 64"},
+        {COL_K_SHR5, USE_CAST, EIGHTH, "rows + (k >> 5): 2 distinct, but one copy per 8 columns"},
+        {COL_K_SHR3_PID, USE_CAST, FULL, "rows + (k >> 3) + 64 pid: not known at compile time"},
+        {COL_K_SHR3, USE_MASKED, FULL, "a mask k < M that changes inside the runs"},
+        {COL_K_SHR5, USE_TIMES_K, FULL, "times f32(k): the product's run is the shortest"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int64_t got = estimate(cases[i].cf, cases[i].uf);
