@@ -39,18 +39,30 @@
  *            as two u8 loads and decoded with integer ops, casts and exact products:
  *            (-1)^s * (m + 1024 [e > 0]) * 2^(max(e, 1) - 25) for sign s, exponent e, mantissa m;
  *            non-finite halves (e = 31) decode to unspecified finite values.
+ *   "q4_k", "q6_k"  GGUF K-quants: super-blocks of 256 along K as stored, row n at byte n * (K/256) * B
+ *            (B = 144, 210); j = k % 256:
+ *            q4_k  bytes d, dmin, scales[12], qs[128]: sub-block s = j / 32, q = qs[32(j/64) + j%32] >>
+ *                  4(s%2) & 15; s < 4: sc = scales[s] & 63, m = scales[s+4] & 63; else sc = scales[s+4] &
+ *                  15 | (scales[s-4] >> 6) << 4, m = scales[s+4] >> 4 | (scales[s] >> 6) << 4; value
+ *                  (d * sc) * q - dmin * m
+ *            q6_k  bytes ql[128], qh[64], i8 scales[16], d: h = j / 128, u = (j/32) % 4, l = j % 32: q =
+ *                  (ql[64h + l + 32(u%2)] >> 4(u/2) & 15 | (qh[32h + l] >> 2u & 3) << 4) - 32, value
+ *                  (d * scales[8h + l/16 + 2u]) * q
+ *            in f32 in llama.cpp's order (every product exact; q4_k rounds once, at the difference):
+ *            bit-identical to rt_gguf_dequant; BK is a multiple of 256, and up to 8 byte loads per element
+ *            keep the default tiles narrow (BN 32, 8 warps; BM 64 for large M).
  * Epilogues (the dense matmul family's, docs/KERNELS.md): none, bias, residual, silu_mul (two quantized
  * weights of the same format, gate w and up w2, each with its own scales and zeros), pair (two weights
  * of the same format as silu_mul's, two outputs out = dtype(acc), out2 = dtype(acc2), each bit-identical
  * to epilogue none with its weight at the same config).
  *
  * Spec: N, K, dtype (bf16 | f16 | f32), wfmt, group (w4a16 only: 32, 64 or 128, default 128; GGUF formats
- * accept group=32), zeros (w4a16 only, 0 or 1, default 0), sdtype (w4a16: the scales' dtype, f16 or the
- * dtype, default the dtype; packages keep checkpoints' f16 scales as they are, which bf16 kernels round
- * to bf16 before the product; fp8: f32), scale (fp8:
- * channel, default, or tensor), act (dtype, default; fp8 or int8: W8A8, above), epilogue (default none),
- * optional m_hint (typical M; only the default config reads it). K must be a multiple of the group (32 for
- * GGUF formats); w8a16 and fp8 take any K. M is a runtime parameter.
+ * accept group=32, the K-quants 256), zeros (w4a16 only, 0 or 1, default 0), sdtype (w4a16: the scales'
+ * dtype, f16 or the dtype, default the dtype; packages keep checkpoints' f16 scales as they are, which
+ * bf16 kernels round to bf16 before the product; fp8: f32), scale (fp8: channel, default, or tensor), act
+ * (dtype, default; fp8 or int8: W8A8, above), epilogue (default none), optional m_hint (typical M; only
+ * the default config reads it). K must be a multiple of the group (32 for GGUF formats, 256 for the
+ * K-quants); w8a16 and fp8 take any K. M is a runtime parameter.
  * Params, in order, SPLIT_K = 1 (bracketed ones only with their format, epilogue or option):
  *   x        ptr<dtype | f8e4m3 | i8> [M, K]   rdonly  (act=fp8 / int8: quantized, then xs ptr<f32> [M])
  *   w        ptr<i32 | i8 | u8 | f8e4m3>  rdonly   the format's quantized data (above)
@@ -73,10 +85,11 @@
  * decode default splits K when few column tiles would leave SMs idle.
  * Grid (cdiv(M, BM), cdiv(N, BN), SPLIT_K).
  * Config: BM, BN, BK, WARPS, STAGES, SPLIT_K as the dense family; BK must be a multiple of the group
- * (32 for GGUF formats), else the config is INVALID. SWAP (0/1, not with W8A8): 1 computes the transposed
- * product out^T = dequant(w) x^T: the dequantized tile [BN,BK] is the dot's A operand, x^T [BK,BM] its B,
- * the accumulator [BN,BM], stored through transposed offsets (the CUDA backend then dequantizes straight
- * into the A fragments' registers; cg_cuda_layout.c). STAGES is the loop's pipeline hint.
+ * (32 for GGUF formats, 256 for the K-quants), else the config is INVALID. SWAP (0/1, not with W8A8): 1
+ * computes the transposed product out^T = dequant(w) x^T: the dequantized tile [BN,BK] is the dot's A
+ * operand, x^T [BK,BM] its B, the accumulator [BN,BM], stored through transposed offsets (the CUDA backend
+ * then dequantizes straight into the A fragments' registers; cg_cuda_layout.c). STAGES is the loop's pipeline
+ * hint.
  *
  * The K loop keeps the dense family's canonical shape: `for k in [lo, hi) step BK` carrying acc (and acc2);
  * the body loads the A tile [BM,BK] at rows*K + k + cols and builds the B tile [BK,BN] from loads at
@@ -99,15 +112,19 @@
 
 extern const KfamFamily kfam_qmatmul;
 
-enum { QF_W4A16, QF_W8A16, QF_Q4_0, QF_Q4_1, QF_Q8_0, QF_FP8 };
+enum { QF_W4A16, QF_W8A16, QF_Q4_0, QF_Q4_1, QF_Q8_0, QF_FP8, QF_Q4_K, QF_Q6_K };
 
 static const struct {
     const char *name;
-    int block_bytes; /* GGUF: bytes per block of 32 */
-    int quant_at;    /* GGUF: offset of the quants in a block */
+    int block;       /* GGUF: elements per block (32, or 256 for the K-quants' super-blocks) */
+    int block_bytes; /* GGUF: bytes per block */
+    int quant_at;    /* GGUF: offset of the quants (q4_k: qs; q6_k: ql) in a block */
+    int half_at;     /* GGUF: offset of the first f16 half (d) in a block */
 } formats[] = {
-    [QF_W4A16] = {"w4a16", 0, 0}, [QF_W8A16] = {"w8a16", 0, 0}, [QF_Q4_0] = {"q4_0", 18, 2},
-    [QF_Q4_1] = {"q4_1", 20, 4},  [QF_Q8_0] = {"q8_0", 34, 2},  [QF_FP8] = {"fp8", 0, 0},
+    [QF_W4A16] = {"w4a16", 0, 0, 0, 0},    [QF_W8A16] = {"w8a16", 0, 0, 0, 0},
+    [QF_Q4_0] = {"q4_0", 32, 18, 2, 0},    [QF_Q4_1] = {"q4_1", 32, 20, 4, 0},
+    [QF_Q8_0] = {"q8_0", 32, 34, 2, 0},    [QF_FP8] = {"fp8", 0, 0, 0, 0},
+    [QF_Q4_K] = {"q4_k", 256, 144, 16, 0}, [QF_Q6_K] = {"q6_k", 256, 210, 0, 208},
 };
 
 static int format_of(const KfamSpec *s)
@@ -124,13 +141,13 @@ static int per_row_scale(int fmt)
     return fmt == QF_W8A16 || fmt == QF_FP8;
 }
 
-/* Elements along K that share one scale: the group (w4a16; fp8 with group=), a GGUF block, or 1 (w8a16,
- * fp8: the scale multiplies the row's sum). */
+/* Elements along K that share one scale: the group (w4a16; fp8 with group=), a GGUF block (the
+ * K-quants' super-block of 256), or 1 (w8a16, fp8: the scale multiplies the row's sum). */
 static int64_t group_of(const KfamSpec *s, int fmt)
 {
     if (fmt == QF_W4A16) return kfam_spec_i(s, "group", 128);
     if (fmt == QF_FP8) return kfam_spec_i(s, "group", 1);
-    return per_row_scale(fmt) ? 1 : 32;
+    return per_row_scale(fmt) ? 1 : formats[fmt].block;
 }
 
 /* Is the B tile of format fmt with group g dequantized in the K loop (else it is the codes themselves, at
@@ -169,6 +186,10 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
         bn = kfam_clamp(kfam_pow2_ceil(N), 32, !strcmp(act, "fp8") ? 256 : 128);
     while (small_m && bn > 32 && bk * bn > 128 * 64)
         bn /= 2; /* the dequantized [BK, BN] tile and its offset tiles stay within the registers */
+    if (g == 256 && !small_m) { /* K-quants: up to 8 byte loads per element of a [256, BN] tile */
+        bm = 64;
+        bn = 32;
+    }
     kir_config_set(cfg, "BM", bm);
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
@@ -191,6 +212,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
             split *= 2;
         if (split > 1) warps = 8;
     }
+    if (g == 256) warps = 8; /* the K-quants' tile over 4 warps needs ~288 registers a thread */
     kir_config_set(cfg, "WARPS", warps);
     kir_config_set(cfg, "STAGES", stages);
     kir_config_set(cfg, "SPLIT_K", split);
@@ -248,10 +270,15 @@ typedef struct QTile {
     int fmt;
     KirDtype dt;
     int64_t group, block_bytes;
-    KirValue *q_offs; /* element (w8a16), word (w4a16) or quant byte (GGUF) of (k0 + kk, n) */
-    KirValue *s_offs; /* scale (w4a16) or block start (GGUF) of (k0 + kk, n) */
-    KirValue *shift;  /* nibble shift, the tiles' shape (w4a16, q4_0, q4_1) */
-    int swap;         /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
+    KirValue *q_offs;    /* element (w8a16), word (w4a16) or quant byte (GGUF) of (k0 + kk, n) */
+    KirValue *s_offs;    /* scale (w4a16) or block start (GGUF) of (k0 + kk, n) */
+    KirValue *shift;     /* nibble shift, the tiles' shape (w4a16, q4_0, q4_1, q4_k; q6_k: ql's) */
+    KirValue *shift2;    /* q6_k: the shift of qh's 2 bits */
+    KirValue *hi;        /* q4_k: 1 where the sub-block is 4..7 (its 6-bit scale and min are split), else 0 */
+    KirValue *e_offs[3]; /* K-quants' other bytes of (k0 + kk, n): q4_k scales[sub], [sub + 4],
+                          * [sub % 4]; q6_k qh, scales */
+    int n_e;
+    int swap; /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
 } QTile;
 
 /* The f32 value of IEEE half bits (an i32 tile of values in [0, 65535]): see the design note. */
@@ -281,7 +308,7 @@ static KirValue *half_of(KirBuilder *b, KirValue *lo, KirValue *hi)
 
 /* The loads of one K step's B tile (its leaves: codes or words, scales, zero points, GGUF block halves)
  * and what dequant_math makes of them (the CUDA backend may stream the loads trips ahead). */
-enum { Q_LEAVES = 6 };
+enum { Q_LEAVES = 8 };
 typedef struct QLeaves {
     KirValue *v[Q_LEAVES];
     int n;
@@ -307,11 +334,53 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
         if (qw->zeros) lv->v[lv->n++] = kir_load(b, qw->zeros, g_offs, m, NULL);
         return;
     }
-    KirValue *step = kir_mul(b, kir_div(b, k, kir_const_i32(b, 32)), kir_const_i32(b, t->block_bytes));
+    KirValue *step =
+        kir_mul(b, kir_div(b, k, kir_const_i32(b, formats[t->fmt].block)), kir_const_i32(b, t->block_bytes));
     KirValue *blk = kir_add(b, t->s_offs, step);
     lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL);
-    for (int i = 0; i < (t->fmt == QF_Q4_1 ? 4 : 2); i++) /* d (and m): little-endian halves, byte by byte */
+    /* d (q4_1: and m; q4_k: and dmin): little-endian halves, byte by byte */
+    for (int i = 0; i < (t->fmt == QF_Q4_1 || t->fmt == QF_Q4_K ? 4 : 2); i++)
         lv->v[lv->n++] = kir_load(b, qw->w, i ? kir_add(b, blk, kir_const_i32(b, i)) : blk, m, NULL);
+    for (int i = 0; i < t->n_e; i++)
+        lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->e_offs[i], step), m, NULL);
+}
+
+/* The f32 value of a K-quant element from its leaves, in llama.cpp's order (dequantize_row_q4_K / q6_K):
+ * q4_k: (d * sc) * q - dmin * m, each product exact in f32, one rounding at the difference; q6_k:
+ * (d * sc) * (q - 32), exact (11 + 8 + 6 bits). */
+static KirValue *kquant_math(KirBuilder *b, const QTile *t, KirValue *const *lv)
+{
+    KirValue *c4 = kir_const_i32(b, 4), *q = kir_cast(b, lv[0], KIR_I32);
+    q = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, q, t->shift), kir_const_i32(b, 15));
+    if (t->fmt == QF_Q6_K) {
+        KirValue *h =
+            kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, kir_cast(b, lv[3], KIR_I32), t->shift2),
+                       kir_const_i32(b, 3));
+        q = kir_sub(b, kir_binary(b, KIR_OP_OR, q, kir_binary(b, KIR_OP_SHL, h, c4)), kir_const_i32(b, 32));
+        KirValue *sc =
+            kir_sub(b, kir_binary(b, KIR_OP_XOR, kir_cast(b, lv[4], KIR_I32), kir_const_i32(b, 128)),
+                    kir_const_i32(b, 128)); /* the i8 scale */
+        KirValue *ds = kir_mul(b, half_of(b, lv[1], lv[2]), kir_cast(b, sc, KIR_F32));
+        return kir_mul(b, ds, kir_cast(b, q, KIR_F32));
+    }
+    /* q4_k's 6-bit scale and min of sub-block s (get_scale_min_k4): s < 4: A & 63, B & 63; else
+     * (B & 15) | (C >> 6) << 4, B >> 4 | (A >> 6) << 4, with A = scales[s], B = scales[s + 4], C =
+     * scales[s - 4] */
+    KirValue *A = kir_cast(b, lv[5], KIR_I32), *B = kir_cast(b, lv[6], KIR_I32),
+             *C = kir_cast(b, lv[7], KIR_I32);
+    KirValue *c6 = kir_const_i32(b, 6), *c63 = kir_const_i32(b, 63), *c15 = kir_const_i32(b, 15);
+    KirValue *hi = kir_binary(b, KIR_OP_NE, t->hi, kir_const_i32(b, 0));
+    KirValue *sc = kir_select(b, hi,
+                              kir_binary(b, KIR_OP_OR, kir_binary(b, KIR_OP_AND, B, c15),
+                                         kir_binary(b, KIR_OP_SHL, kir_binary(b, KIR_OP_SHR, C, c6), c4)),
+                              kir_binary(b, KIR_OP_AND, A, c63));
+    KirValue *mn = kir_select(b, hi,
+                              kir_binary(b, KIR_OP_OR, kir_binary(b, KIR_OP_SHR, B, c4),
+                                         kir_binary(b, KIR_OP_SHL, kir_binary(b, KIR_OP_SHR, A, c6), c4)),
+                              kir_binary(b, KIR_OP_AND, B, c63));
+    KirValue *d1 = kir_mul(b, half_of(b, lv[1], lv[2]), kir_cast(b, sc, KIR_F32));
+    KirValue *m1 = kir_mul(b, half_of(b, lv[3], lv[4]), kir_cast(b, mn, KIR_F32));
+    return kir_sub(b, kir_mul(b, d1, kir_cast(b, q, KIR_F32)), m1);
 }
 
 /* The dtype B tile [BK,BN] ([BN,BK] with swap) from its leaves (dequant_loads). */
@@ -341,6 +410,7 @@ static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, 
         v = kir_mul(b, qf, kir_cast(b, sc, KIR_F32));
         return kir_cast(b, v, t->dt);
     }
+    if (t->fmt == QF_Q4_K || t->fmt == QF_Q6_K) return kir_cast(b, kquant_math(b, t, lv), t->dt);
     KirValue *q = kir_cast(b, lv[0], KIR_I32);
     if (t->fmt == QF_Q8_0) /* the i8 value as f32((u ^ 128)) - 128 (exact), as for w4a16 above */
         q = kir_binary(b, KIR_OP_XOR, q, kir_const_i32(b, 128));
@@ -380,7 +450,8 @@ static KirValue *k_bcast(KirBuilder *b, const QTile *t, KirValue *x, int bn)
 static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValue *rn)
 {
     int bn = rn->type.shape[0];
-    t->shift = NULL;
+    t->shift = t->shift2 = t->hi = NULL;
+    t->n_e = 0;
     if (per_row_scale(t->fmt)) {
         t->q_offs = kn_outer(b, t, KIR_OP_ADD, rk, kir_mul(b, rn, kir_const_i32(b, K)));
         t->s_offs = t->group == 1 ? NULL
@@ -401,15 +472,47 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
         t->shift = k_bcast(b, t, kir_mul(b, nib, kir_const_i32(b, 4)), bn);
         return;
     }
+    int B = formats[t->fmt].block;
     KirValue *cb = kir_const_i32(b, t->block_bytes);
-    KirValue *row = kir_mul(b, rn, kir_const_i32(b, K / 32 * t->block_bytes)); /* [BN] */
-    KirValue *blk = kir_mul(b, div_pow2(b, rk, 32), cb);                       /* [BK] */
-    KirValue *j = kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, 31));         /* [BK] k % 32 */
-    KirValue *byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 15));
+    KirValue *row = kir_mul(b, rn, kir_const_i32(b, K / B * t->block_bytes)); /* [BN] */
+    KirValue *blk = kir_mul(b, div_pow2(b, rk, B), cb);                       /* [BK] */
+    KirValue *j = kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, B - 1));     /* [BK] k % B */
+    KirValue *byte, *c4 = kir_const_i32(b, 4);
+    if (t->fmt == QF_Q4_K) {
+        /* chunk c = j / 64 of qs[32c + j % 32], low nibbles then high; sub-block j / 32 */
+        KirValue *sub = div_pow2(b, j, 32);
+        byte = kir_add(b, kir_mul(b, div_pow2(b, j, 64), kir_const_i32(b, 32)),
+                       kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 31)));
+        t->shift = k_bcast(b, t, kir_mul(b, kir_binary(b, KIR_OP_AND, sub, kir_const_i32(b, 1)), c4), bn);
+        t->hi = k_bcast(b, t, div_pow2(b, sub, 4), bn);
+        KirValue *at[3] = {kir_add(b, sub, c4), kir_add(b, sub, kir_const_i32(b, 8)),
+                           kir_add(b, kir_binary(b, KIR_OP_AND, sub, kir_const_i32(b, 3)), c4)};
+        for (int i = 0; i < 3; i++)
+            t->e_offs[t->n_e++] = kn_outer(b, t, KIR_OP_ADD, kir_add(b, blk, at[i]), row);
+    } else if (t->fmt == QF_Q6_K) {
+        /* half h = j / 128, quarter u = (j / 32) % 4, l = j % 32: ql[64h + l + 32(u % 2)] >> 4(u / 2),
+         * qh[32h + l] >> 2u, scales[8h + l / 16 + 2u] */
+        KirValue *h = div_pow2(b, j, 128),
+                 *u = kir_binary(b, KIR_OP_AND, div_pow2(b, j, 32), kir_const_i32(b, 3));
+        KirValue *l = kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 31));
+        byte = kir_add(b, kir_add(b, kir_mul(b, h, kir_const_i32(b, 64)), l),
+                       kir_mul(b, kir_binary(b, KIR_OP_AND, u, kir_const_i32(b, 1)), kir_const_i32(b, 32)));
+        t->shift = k_bcast(b, t, kir_mul(b, div_pow2(b, u, 2), c4), bn);
+        t->shift2 = k_bcast(b, t, kir_mul(b, u, kir_const_i32(b, 2)), bn);
+        KirValue *qh = kir_add(b, kir_add(b, kir_mul(b, h, kir_const_i32(b, 32)), l), kir_const_i32(b, 128));
+        KirValue *sc = kir_add(b, kir_add(b, kir_mul(b, h, kir_const_i32(b, 8)), div_pow2(b, l, 16)),
+                               kir_add(b, kir_mul(b, u, kir_const_i32(b, 2)), kir_const_i32(b, 192)));
+        t->e_offs[t->n_e++] = kn_outer(b, t, KIR_OP_ADD, kir_add(b, blk, qh), row);
+        t->e_offs[t->n_e++] = kn_outer(b, t, KIR_OP_ADD, kir_add(b, blk, sc), row);
+    } else {
+        byte = t->fmt == QF_Q8_0 ? j : kir_binary(b, KIR_OP_AND, j, kir_const_i32(b, 15));
+        if (t->fmt != QF_Q8_0) t->shift = k_bcast(b, t, kir_mul(b, div_pow2(b, j, 16), c4), bn);
+    }
     t->q_offs = kn_outer(b, t, KIR_OP_ADD,
                          kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
-    t->s_offs = kn_outer(b, t, KIR_OP_ADD, blk, row);
-    if (t->fmt != QF_Q8_0) t->shift = k_bcast(b, t, kir_mul(b, div_pow2(b, j, 16), kir_const_i32(b, 4)), bn);
+    KirValue *half =
+        formats[t->fmt].half_at ? kir_add(b, blk, kir_const_i32(b, formats[t->fmt].half_at)) : blk;
+    t->s_offs = kn_outer(b, t, KIR_OP_ADD, half, row);
 }
 
 /* acc * f32(scales[n]) for w8a16's and fp8's per-channel scale; fp8 scale=tensor: acc * scales[0]. acc is
@@ -495,7 +598,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                            "qmatmul: epilogue must be none, bias, residual, silu_mul or pair");
     if (fmt < 0)
         return ir_diag_set(d, IR_ERR_INPUT,
-                           "qmatmul: wfmt must be w4a16, w8a16, fp8, q4_0, q4_1 or q8_0 (got %s)",
+                           "qmatmul: wfmt must be w4a16, w8a16, fp8, q4_0, q4_1, q8_0, q4_k or q6_k (got %s)",
                            kfam_spec_s(s, "wfmt", "none"));
     int64_t g = group_of(s, fmt), zeros = kfam_spec_i(s, "zeros", 0), given_g = kfam_spec_i(s, "group", -1);
     if (fmt == QF_W4A16 && g != 32 && g != 64 && g != 128)
@@ -535,7 +638,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
                            (long long)K, formats[fmt].name, (long long)g);
     int64_t wbytes = fmt == QF_W4A16      ? N * K / 2
                      : per_row_scale(fmt) ? N * K
-                                          : N * (K / 32) * formats[fmt].block_bytes;
+                                          : N * (K / g) * formats[fmt].block_bytes;
     if (wbytes > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: %lld weight bytes need 64-bit offsets",
                            (long long)wbytes);

@@ -9,8 +9,9 @@
 
 local base = {
   dtype = "bf16",
-  weight_dtype = "",         -- the linear layers' weights: "" = dtype, a GGUF block format (q4_0, q4_1, q8_0),
-                             -- w4g<G>[z] (GPTQ/AWQ INT4) or f8g<G> (FP8 e4m3), G = 32, 64 or 128
+  weight_dtype = "",         -- the linear layers' weights: "" = dtype, a GGUF block format (q4_0, q4_1, q8_0;
+                             -- q4_k, q6_k: every linear layer's K a multiple of 256), w4g<G>[z] (GPTQ/AWQ
+                             -- INT4) or f8g<G> (FP8 e4m3), G = 32, 64 or 128
   page_size = 16,
   head_dim = 0,              -- 0: hidden_size / n_heads
   qkv_bias = false,

@@ -18,7 +18,9 @@
  *
  * Dequantization follows ggml-quants.c's reference rows. It is bit-identical to llama.cpp whatever the
  * compiler contracts: a 4- or 8-bit integer times an f16 scale (11 significant bits) is exact in f32, so
- * x*d, and x*d + m with or without FMA, round only once, at the same place.
+ * x*d, and x*d + m with or without FMA, round only once, at the same place. K-quants alike: Q4_K's
+ * d*sc and dmin*m (6-bit sc, m) and d*sc*q (4-bit q) are exact, so only the final subtraction rounds;
+ * Q6_K's d*sc*q (i8 sc, 6-bit q) is exact, its odd parts being at most 2047*127*31 < 2^24.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rt_gguf.h"
@@ -849,6 +851,20 @@ float rt_gguf_f16_to_f32(uint16_t h)
     return f;
 }
 
+/* The 6-bit scale *sc and min *m of sub-block j (0..7) of a Q4_K super-block's 12 scale bytes q
+ * (ggml's get_scale_min_k4): j < 4 in the low 6 bits of q[j] and q[j + 4]; j >= 4 in the nibbles of
+ * q[j + 4], with the top 2 bits of q[j - 4] and q[j] above them. */
+static void rt_gguf_scale_min_k4(int j, const unsigned char *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0x0f) | (q[j - 4] >> 6) << 4;
+        *m = q[j + 4] >> 4 | (q[j] >> 6) << 4;
+    }
+}
+
 KilnStatus rt_gguf_dequant(RtGgufType type, const void *src, int64_t n, float *dst)
 {
     int block, bytes;
@@ -896,6 +912,36 @@ KilnStatus rt_gguf_dequant(RtGgufType type, const void *src, int64_t n, float *d
             const float d = rt_gguf_f16_to_f32(rt_gguf_le16(p));
             for (int j = 0; j < 32; j++)
                 dst[j] = (float)(int8_t)p[2 + j] * d;
+        }
+        return KILN_OK;
+    case RT_GGUF_TYPE_Q4_K: /* super-block: f16 d, f16 dmin, u8 scales[12], u8 qs[128] */
+        for (int64_t i = 0; i < nb; i++, p += 144, dst += 256) {
+            const float d = rt_gguf_f16_to_f32(rt_gguf_le16(p)), dm = rt_gguf_f16_to_f32(rt_gguf_le16(p + 2));
+            /* sub-block j of 32: the low (j even) or high nibbles of qs[32(j/2) ..] */
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                rt_gguf_scale_min_k4(j, p + 4, &sc, &m);
+                const float d1 = d * (float)sc, m1 = dm * (float)m;
+                const unsigned char *qs = p + 16 + 32 * (j / 2);
+                for (int l = 0; l < 32; l++)
+                    dst[32 * j + l] = d1 * (float)(qs[l] >> 4 * (j & 1) & 0x0f) - m1;
+            }
+        }
+        return KILN_OK;
+    case RT_GGUF_TYPE_Q6_K: /* super-block: u8 ql[128], u8 qh[64], i8 scales[16], f16 d */
+        for (int64_t i = 0; i < nb; i++, p += 210, dst += 256) {
+            const float d = rt_gguf_f16_to_f32(rt_gguf_le16(p + 208));
+            for (int h = 0; h < 2; h++) { /* halves of 128: ql + 64h, qh + 32h, scales + 8h */
+                const unsigned char *ql = p + 64 * h, *qh = p + 128 + 32 * h, *sc = p + 192 + 8 * h;
+                float *y = dst + 128 * h;
+                /* y[32k + l]: the low (k < 2) or high nibble of ql[l + 32(k&1)], bits 2k, 2k+1 of qh[l] */
+                for (int k = 0; k < 4; k++)
+                    for (int l = 0; l < 32; l++) {
+                        const int lo = ql[l + 32 * (k & 1)] >> 4 * (k >> 1) & 0x0f, hi = qh[l] >> 2 * k & 3;
+                        const int q = (lo | hi << 4) - 32;
+                        y[32 * k + l] = d * (float)(int8_t)sc[l / 16 + 2 * k] * (float)q;
+                    }
+            }
         }
         return KILN_OK;
     default: return KILN_ERR_UNSUPPORTED;

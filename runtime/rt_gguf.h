@@ -179,11 +179,12 @@ const char *rt_gguf_val_name(RtGgufVal type);
 
 /* IEEE half (binary16) bits to f32, exactly (subnormals, infinities; a NaN keeps its payload). */
 float rt_gguf_f16_to_f32(uint16_t h);
-/* Reference dequantization of n elements (a multiple of the type's block) of a tensor of `type` at src
- * (the file's bytes, any alignment) to f32 at dst. Types: F32, F16, BF16, Q4_0, Q4_1, Q8_0; results are
- * bit-identical to llama.cpp's dequantize_row_q4_0 / q4_1 / q8_0 (and gguf-py's quants.dequantize).
+/* Reference dequantization of n elements (a multiple of the type's block: 256 for Q4_K and Q6_K) of a
+ * tensor of `type` at src (the file's bytes, any alignment) to f32 at dst. Types: F32, F16, BF16, Q4_0,
+ * Q4_1, Q8_0, Q4_K, Q6_K; results are bit-identical to llama.cpp's dequantize_row_q4_0 / q4_1 / q8_0 /
+ * q4_K / q6_K (and gguf-py's quants.dequantize).
  * Returns KILN_OK; KILN_ERR_ARG for n < 0, n not a multiple of the block, NULL src/dst with n > 0, or an
- * unknown type; KILN_ERR_UNSUPPORTED for a known type without a dequantizer here (Q4_K, Q6_K, ...). */
+ * unknown type; KILN_ERR_UNSUPPORTED for a known type without a dequantizer here (Q5_K, IQ4_NL, ...). */
 KilnStatus rt_gguf_dequant(RtGgufType type, const void *src, int64_t n, float *dst);
 
 #endif

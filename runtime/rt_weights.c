@@ -50,6 +50,8 @@ enum {
     FMT_Q4_0,
     FMT_Q4_1,
     FMT_Q8_0,
+    FMT_Q4_K,
+    FMT_Q6_K,
     FMT_W4G32,
     FMT_W4G64,
     FMT_W4G128,
@@ -70,13 +72,14 @@ static const struct {
     {"f32", 1, 4, RT_GGUF_TYPE_F32},        {"f16", 1, 2, RT_GGUF_TYPE_F16},
     {"bf16", 1, 2, RT_GGUF_TYPE_BF16},      {"q4_0", 32, 18, RT_GGUF_TYPE_Q4_0},
     {"q4_1", 32, 20, RT_GGUF_TYPE_Q4_1},    {"q8_0", 32, 34, RT_GGUF_TYPE_Q8_0},
+    {"q4_k", 256, 144, RT_GGUF_TYPE_Q4_K},  {"q6_k", 256, 210, RT_GGUF_TYPE_Q6_K},
     {"w4g32", 32, 18, RT_GGUF_TYPE_F32},    {"w4g64", 64, 34, RT_GGUF_TYPE_F32},
     {"w4g128", 128, 66, RT_GGUF_TYPE_F32},  {"w4g32z", 32, 19, RT_GGUF_TYPE_F32},
     {"w4g64z", 64, 35, RT_GGUF_TYPE_F32},   {"w4g128z", 128, 67, RT_GGUF_TYPE_F32},
     {"f8g32", 32, 36, RT_GGUF_TYPE_F32},    {"f8g64", 64, 68, RT_GGUF_TYPE_F32},
     {"f8g128", 128, 132, RT_GGUF_TYPE_F32},
 };
-#define FMT_LIST "f32, f16, bf16, q4_0, q4_1, q8_0"
+#define FMT_LIST "f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k"
 
 static int fmt_is_block(int f)
 {

@@ -32,8 +32,8 @@
 #define RT_W_MAX_RANK 4 /* dimensions of a package weight */
 
 /* One row of a package's weights table. name and dtype are borrowed (they must outlive every call that
- * is given the spec). dtype is package dtype text: f32, f16, bf16, q4_0, q4_1, q8_0. shape: row-major,
- * outermost first, rank entries used (the rest 0). nbytes: the tensor's size in dtype, bytes. */
+ * is given the spec). dtype is package dtype text: f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k. shape:
+ * row-major, outermost first, rank entries used (the rest 0). nbytes: the tensor's size in dtype, bytes. */
 typedef struct RtWeightSpec {
     const char *name;
     const char *dtype;
@@ -74,9 +74,9 @@ RtGgufFile *rt_w_gguf(const RtWeights *w);
 /* Checks, without reading tensor data, that every spec can be served: the package dtype is one kiln
  * reads and nbytes matches it and the shape; the tensor exists under its mapped name; its shape is the
  * spec's; its dtype converts to the spec's (same dtype: copy; among f32/f16/bf16 and from GGUF q4_0,
- * q4_1, q8_0 to any of f32/f16/bf16; a block dtype only from the same GGUF type); for a GGUF, the
- * architecture is llama or qwen2, and q/k rows that need un-permuting divide into heads. Returns KILN_OK,
- * or at the first failure a status and one line naming the file and the tensor, e.g.
+ * q4_1, q8_0, q4_k, q6_k to any of f32/f16/bf16; a block dtype only from the same GGUF type); for a
+ * GGUF, the architecture is llama or qwen2, and q/k rows that need un-permuting divide into heads.
+ * Returns KILN_OK, or at the first failure a status and one line naming the file and the tensor, e.g.
  *   "m.gguf: tensor blk.3.attn_q.weight (model.layers.3.self_attn.q_proj.weight): shape [576,576] in the
  *    file, the package wants [576,640]"
  * KILN_ERR_ARG: NULL arguments, a missing tensor, a shape mismatch, a name with no GGUF mapping;

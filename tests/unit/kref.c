@@ -555,6 +555,19 @@ void kref_qdequant(const char *wfmt, const void *w, const void *scales, const ui
             } else if (!strcmp(wfmt, "fp8")) { /* group > 1: f32 scales [N, K/group] in f32(q * s) */
                 *o = kref_f8e4m3_to_f32(((const uint8_t *)w)[(size_t)n * K + k]);
                 if (group > 1) *o *= ((const float *)scales)[(size_t)n * (K / group) + k / group];
+            } else if (!strcmp(wfmt, "q4_k")) { /* super-blocks of 256: d, dmin, scales[12], qs[128] */
+                const unsigned char *blk = p + ((size_t)n * (K / 256) + k / 256) * 144, *sc = blk + 4;
+                int j = k % 256, s = j / 32, q = (blk[16 + (j / 64) * 32 + j % 32] >> (4 * (s % 2))) & 15;
+                int scale = s < 4 ? sc[s] & 63 : (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4;
+                int min = s < 4 ? sc[s + 4] & 63 : sc[s + 4] >> 4 | (sc[s] >> 6) << 4;
+                float d1 = kref_le_half(blk) * (float)scale, m1 = kref_le_half(blk + 2) * (float)min;
+                *o = d1 * (float)q - m1;
+            } else if (!strcmp(wfmt, "q6_k")) { /* ql[128], qh[64], i8 scales[16], d */
+                const unsigned char *blk = p + ((size_t)n * (K / 256) + k / 256) * 210;
+                int j = k % 256, h = j / 128, u = (j / 32) % 4, l = j % 32;
+                int lo = blk[64 * h + l + 32 * (u % 2)] >> (4 * (u / 2)) & 15;
+                int q = (lo | ((blk[128 + 32 * h + l] >> (2 * u)) & 3) << 4) - 32;
+                *o = kref_le_half(blk + 208) * (float)(int8_t)blk[192 + 8 * h + l / 16 + 2 * u] * (float)q;
             } else {
                 int q4_1 = !strcmp(wfmt, "q4_1"), q8 = !strcmp(wfmt, "q8_0");
                 size_t bytes = q8 ? 34 : q4_1 ? 20 : 18;

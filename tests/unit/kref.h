@@ -128,8 +128,8 @@ double kref_gumbel(int64_t seed, int32_t counter);
  * zeros u8 [N, K/group] read as z & 127, or NULL (z = 8), value f32(q - z) * f32(s); "w8a16": w i8 [N, K], value q (the per-channel scale is kref_qmatmul's chan);
  * "fp8": w e4m3fn bytes [N, K], value q (its f32 scales are kref_qmatmul's chan too) or, with group > 1,
  * f32(q * s) with f32 scales [N, K/group];
- * "q4_0", "q4_1", "q8_0": w the GGUF blocks (rows of K/32 blocks), values bit-identical to
- * rt_gguf_dequant (NaN halves give NaN). */
+ * "q4_0", "q4_1", "q8_0": w the GGUF blocks (rows of K/32 blocks), "q4_k", "q6_k": the super-blocks
+ * (rows of K/256), values bit-identical to rt_gguf_dequant (NaN halves give NaN). */
 void kref_qdequant(const char *wfmt, const void *w, const void *scales, const uint8_t *zeros, KirDtype t,
                    int N, int K, int group, float *out);
 /* out = x[M,K] @ w[N,K]^T with kref_matmul's epilogues, each weight rounded to t first (the family's B

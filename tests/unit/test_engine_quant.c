@@ -8,7 +8,9 @@
  * fp8 (weight_dtype=f8g32): FP8 checkpoints whose Linears hold random e4m3 codes with F32 scales per
  * tensor (a scalar), per output channel ([N, 1]) or per 16 x 32 block (`_scale_inv`, DeepSeek-style); the
  * logits must match the bf16 package on the dense checkpoint holding bf16(f32(q) * s). Refusals: scale
- * blocks narrower than the package's groups, a missing scale, a bf16 tensor where FP8 is wanted. */
+ * blocks narrower than the package's groups, a missing scale, a bf16 tensor where FP8 is wanted.
+ * GGUF K-quants (weight_dtype=q4_k, q6_k; the tiny recipe at hidden 256): logits against the f32 package
+ * reading the same GGUF file dequantized (kquant_checks). */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <math.h>
 #include <stdio.h>
@@ -344,6 +346,104 @@ static void fp8_checks(const char *dense_pkg, const char *f8_pkg, const char *f8
     free_model(&m);
 }
 
+/* ---- GGUF K-quants ---- */
+
+/* The GGUF name of package weight hf (the loader's llama table, docs/WEIGHTS.md). */
+static void gguf_name(const char *hf, char *out, size_t n)
+{
+    static const char *const map[][2] = {
+        {"self_attn.q_proj.weight", "attn_q"},          {"self_attn.k_proj.weight", "attn_k"},
+        {"self_attn.v_proj.weight", "attn_v"},          {"self_attn.o_proj.weight", "attn_output"},
+        {"mlp.gate_proj.weight", "ffn_gate"},           {"mlp.up_proj.weight", "ffn_up"},
+        {"mlp.down_proj.weight", "ffn_down"},           {"input_layernorm.weight", "attn_norm"},
+        {"post_attention_layernorm.weight", "ffn_norm"}};
+    int l, at = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &l, &at) == 1 && at > 0)
+        for (unsigned i = 0; i < sizeof map / sizeof map[0]; i++)
+            if (!strcmp(hf + at, map[i][0])) {
+                snprintf(out, n, "blk.%d.%s.weight", l, map[i][1]);
+                return;
+            }
+    snprintf(out, n, "%s",
+             !strcmp(hf, "model.embed_tokens.weight") ? "token_embd.weight"
+             : !strcmp(hf, "model.norm.weight")       ? "output_norm.weight"
+             : !strcmp(hf, "lm_head.weight")          ? "output.weight"
+                                                      : hf);
+}
+
+/* The tiny model at hidden 256 (every Linear's K a multiple of 256) as a GGUF file whose Linears hold
+ * random Q4_K (q6: Q6_K) super-blocks, d and dmin chosen to keep the weights near 1, the rest bf16. */
+static void write_kquant_gguf(const Model *m, int q6, const char *path, KrefRng *g)
+{
+    KfGgTensor t[MAXW];
+    char names[MAXW][96];
+    void *blocks[MAXW] = {0};
+    for (int i = 0; i < m->n; i++) {
+        const KfStTensor *w = &m->dense[i];
+        gguf_name(w->name, names[i], sizeof names[i]);
+        t[i] = (KfGgTensor){names[i], RT_GGUF_TYPE_BF16, w->n_dims, {0}, w->data, w->nbytes};
+        for (int d = 0; d < w->n_dims; d++)
+            t[i].ne[d] = (uint64_t)w->shape[w->n_dims - 1 - d];
+        if (!is_linear(w->name, w->n_dims)) continue;
+        size_t nb = (size_t)(w->shape[0] * w->shape[1] / 256), bytes = q6 ? 210 : 144;
+        unsigned char *b = blocks[i] = malloc(nb * bytes);
+        for (size_t j = 0; j < nb * bytes; j++)
+            b[j] = (unsigned char)kref_next(g);
+        for (size_t j = 0; j < nb; j++, b += bytes) {
+            uint16_t d = kref_f32_to_f16((float)(q6 ? 2e-4 : 1e-3) * (float)(1 + kref_next(g) % 100) / 50);
+            uint16_t dmin = kref_f32_to_f16((float)(1e-3 * (double)(kref_next(g) % 100) / 50));
+            memcpy(b + (q6 ? 208 : 0), &d, 2);
+            if (!q6) memcpy(b + 2, &dmin, 2);
+        }
+        t[i].type = q6 ? RT_GGUF_TYPE_Q6_K : RT_GGUF_TYPE_Q4_K;
+        t[i].data = blocks[i], t[i].nbytes = nb * bytes;
+    }
+    KfGgKvs kv = {0};
+    kf_gg_kv_str(&kv, "general.architecture", "llama");
+    kf_gg_kv_u32(&kv, "llama.attention.head_count", 4);
+    kf_gg_kv_u32(&kv, "llama.attention.head_count_kv", 2);
+    kf_gg_write(path, &kv, t, m->n);
+    kf_gg_kvs_free(&kv);
+    for (int i = 0; i < m->n; i++)
+        free(blocks[i]);
+}
+
+/* Q4_K and Q6_K packages against the f32 package on the same GGUF file: the f32 package reads the
+ * K-quant Linears dequantized (rt_gguf_dequant), the K-quant package runs qmatmul's K-quant kernels on
+ * the super-blocks as stored; the same f32 weights summed in another order, so logits within 1e-4. Also:
+ * a Q4_K package refuses the Q6_K file. */
+static void kquant_checks(const char *kiln, const char *src, KrefRng *g)
+{
+    const char *base = "--set hidden_size=256 --set intermediate_size=512 --set dtype=f32";
+    char set[256], f32_pkg[512], kq_pkg[2][512];
+    snprintf(f32_pkg, sizeof f32_pkg, "%s", kf_at("k-f32.kiln"));
+    if (!compile(kiln, src, base, f32_pkg)) return;
+    for (int q6 = 0; q6 < 2; q6++) {
+        snprintf(kq_pkg[q6], sizeof kq_pkg[q6], "%s", kf_at(q6 ? "q6_k.kiln" : "q4_k.kiln"));
+        snprintf(set, sizeof set, "%s --set weight_dtype=%s", base, q6 ? "q6_k" : "q4_k");
+        if (!compile(kiln, src, set, kq_pkg[q6])) return;
+    }
+    Model m;
+    if (!make_model(f32_pkg, g, 1, &m)) return;
+    int32_t tok[T];
+    for (int i = 0; i < T; i++)
+        tok[i] = (int32_t)(kref_next(g) % 256);
+    for (int q6 = 0; q6 < 2; q6++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s", kf_at(q6 ? "m-q6_k.gguf" : "m-q4_k.gguf"));
+        write_kquant_gguf(&m, q6, path, g);
+        int V = 0, V2 = 0;
+        float *want = score(f32_pkg, path, tok, &V), *got = want ? score(kq_pkg[q6], path, tok, &V2) : NULL;
+        double err = got && V == V2 ? rel_l2(got, want, T * V) : INFINITY;
+        KT_CHECK(err < 1e-4, "%s package on a %s GGUF: logits rel L2 %.3g vs the f32 package",
+                 q6 ? "q6_k" : "q4_k", q6 ? "Q6_K" : "Q4_K", err);
+        free(want);
+        free(got);
+        if (q6) expect_refusal("a Q6_K file for a q4_k package", kq_pkg[0], path, "file has q6_k");
+    }
+    free_model(&m);
+}
+
 int main(void)
 {
     const char *kiln = getenv("KILN_BIN"), *src = getenv("KILN_SOURCE_DIR");
@@ -423,6 +523,7 @@ int main(void)
         free_model(&m);
     }
     fp8_checks(dense_pkg, f8_pkg, f8g64_pkg, &g);
+    kquant_checks(kiln, src, &g);
     /* a GGUF file holds no GPTQ/AWQ weights */
     KfGgKvs kv = {0};
     kf_gg_kv_str(&kv, "general.architecture", "llama");

@@ -6,9 +6,9 @@
  *     dtype(w[n, m]), compared bit for bit, with scales over the whole finite half range (subnormal,
  *     zero, negative, large) and configs whose BK spans several groups and K tails;
  *   - a sweep: every format (w4a16 with groups 32/64/128 and with or without zeros, w8a16, fp8 with
- *     per-channel, per-tensor and 32- or 128-wide block scales, q4_0, q4_1, q8_0; W8A8: fp8 and int8
- * activations with row scales), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple of
- * the group (w8a16, fp8: odd K), configs across tile sizes, warps, stages and split-K (then
+ *     per-channel, per-tensor and 32- or 128-wide block scales, q4_0, q4_1, q8_0, q4_k, q6_k; W8A8: fp8 and
+ * int8 activations with row scales), bf16, f16 and f32, every epilogue, M and N no tile divides, K a multiple
+ * of the group (w8a16, fp8: odd K), configs across tile sizes, warps, stages and split-K (then
  * matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue pair's two outputs
  * also bit for bit equal to two epilogue-none launches of the same config, one per weight;
  *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
@@ -40,7 +40,7 @@ static const Fmt fmts[] = {
     {"fp8", 0, 0, 1, NULL, 0},     {"q4_0", 0, 0, 0, NULL, 0},   {"q4_1", 0, 0, 0, NULL, 0},
     {"q8_0", 0, 0, 0, NULL, 0},    {"fp8", 0, 0, 0, "fp8", 0},   {"fp8", 0, 0, 1, "fp8", 0},
     {"w8a16", 0, 0, 0, "int8", 0}, {"fp8", 128, 0, 0, NULL, 0},  {"fp8", 32, 0, 0, NULL, 0},
-    {"w4a16", 128, 1, 0, NULL, 1},
+    {"w4a16", 128, 1, 0, NULL, 1}, {"q4_k", 0, 0, 0, NULL, 0},   {"q6_k", 0, 0, 0, NULL, 0},
 };
 
 /* The scales' dtype of format f with activations dt (w4a16, w8a16). */
@@ -64,15 +64,25 @@ static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
 static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul", "pair"};
 enum { N_EPI = sizeof epilogues / sizeof epilogues[0] };
 
+/* GGUF's K-quants (super-blocks of 256). */
+static int kquant(const Fmt *f)
+{
+    return !strcmp(f->wfmt, "q4_k") || !strcmp(f->wfmt, "q6_k");
+}
+
 /* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16 and fp8. */
 static int group_of(const Fmt *f)
 {
-    return f->group ? f->group : 32;
+    return f->group ? f->group : kquant(f) ? 256 : 32;
 }
 
 static int gguf_bytes(const Fmt *f)
 {
-    return !strcmp(f->wfmt, "q8_0") ? 34 : !strcmp(f->wfmt, "q4_1") ? 20 : 18;
+    return !strcmp(f->wfmt, "q8_0")   ? 34
+           : !strcmp(f->wfmt, "q4_1") ? 20
+           : !strcmp(f->wfmt, "q4_k") ? 144
+           : !strcmp(f->wfmt, "q6_k") ? 210
+                                      : 18;
 }
 
 /* One quantized weight: its buffers as the kernel takes them and its dequantized f32 values [N, K]. */
@@ -86,17 +96,21 @@ typedef struct QW {
     float *chan_f32; /* fp8: the expansion */
 } QW;
 
-/* A random half: |v| in [lo, hi) with a random sign, or (wild) any finite half below 512 (subnormals and
- * zeros included; q * d then stays finite in f16). */
+/* Any finite half whose biased exponent is at most e (subnormals and zeros included). */
+static uint16_t rand_half_exp(KrefRng *g, int e)
+{
+    uint16_t h;
+    do
+        h = (uint16_t)kref_next(g);
+    while (((h >> 10) & 31) > e);
+    return h;
+}
+
+/* A random half: |v| in [lo, hi) with a random sign, or (wild) any finite half below 512 (q * d then
+ * stays finite in f16). */
 static uint16_t rand_half(KrefRng *g, double lo, double hi, int wild)
 {
-    if (wild) {
-        uint16_t h;
-        do
-            h = (uint16_t)kref_next(g);
-        while (((h >> 10) & 31) > 23);
-        return h;
-    }
+    if (wild) return rand_half_exp(g, 23);
     double v = kref_uniform(g, lo, hi);
     return kref_f32_to_f16((float)(kref_next(g) & 1 ? -v : v));
 }
@@ -180,8 +194,9 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
         qw->chan = qw->scales;
         qw->chan_t = dt;
     } else {
-        int bytes = gguf_bytes(f), q4_1 = !strcmp(f->wfmt, "q4_1");
-        size_t nb = nk / 32;
+        int bytes = gguf_bytes(f), q4_1 = !strcmp(f->wfmt, "q4_1"), q4_k = !strcmp(f->wfmt, "q4_k");
+        int q6_k = !strcmp(f->wfmt, "q6_k");
+        size_t nb = nk / (size_t)group_of(f);
         qw->w_bytes = nb * (size_t)bytes;
         qw->w = malloc(qw->w_bytes);
         unsigned char *p = qw->w;
@@ -189,11 +204,18 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
             p[i] = (unsigned char)kref_next(g);
         for (size_t b = 0; b < nb; b++) {
             unsigned char *blk = p + b * (size_t)bytes;
-            uint16_t d = rand_half(g, bytes == 34 ? 0.002 : 0.02, bytes == 34 ? 0.015 : 0.15, wild);
-            blk[0] = (unsigned char)d;
-            blk[1] = (unsigned char)(d >> 8);
-            if (q4_1) {
-                uint16_t m = rand_half(g, 0, 1, wild);
+            /* d (q4_k: times a 6-bit scale and a nibble; q6_k: an i8 scale and a 6-bit q - 32) keeps |w|
+             * around 1 */
+            double lo = bytes == 34 ? 0.002 : q4_k ? 0.0005 : q6_k ? 0.0001 : 0.02;
+            double hi = bytes == 34 ? 0.015 : q4_k ? 0.003 : q6_k ? 0.0005 : 0.15;
+            /* wild K-quants: d below 32 (q4_k: d * 63 * 15 + dmin * 63) or 8 (q6_k: d * 128 * 32), so the
+             * values stay finite in f16 (x = I: an infinite weight times 0 would be NaN) */
+            uint16_t d =
+                wild && (q4_k || q6_k) ? rand_half_exp(g, q4_k ? 19 : 17) : rand_half(g, lo, hi, wild);
+            blk[q6_k ? 208 : 0] = (unsigned char)d;
+            blk[q6_k ? 209 : 1] = (unsigned char)(d >> 8);
+            if (q4_1 || q4_k) { /* m; q4_k: dmin, times a 6-bit min */
+                uint16_t m = wild && q4_k ? rand_half_exp(g, 19) : rand_half(g, 0, q4_k ? 0.003 : 1, wild);
                 blk[2] = (unsigned char)m;
                 blk[3] = (unsigned char)(m >> 8);
             }
@@ -257,12 +279,15 @@ static void gguf_reference(KrefRng *g)
     static const struct {
         const char *wfmt;
         RtGgufType type;
-        int bytes;
-    } types[] = {
-        {"q4_0", RT_GGUF_TYPE_Q4_0, 18}, {"q4_1", RT_GGUF_TYPE_Q4_1, 20}, {"q8_0", RT_GGUF_TYPE_Q8_0, 34}};
-    enum { N = 7, K = 32 * 37 };
+        int bytes, block;
+    } types[] = {{"q4_0", RT_GGUF_TYPE_Q4_0, 18, 32},
+                 {"q4_1", RT_GGUF_TYPE_Q4_1, 20, 32},
+                 {"q8_0", RT_GGUF_TYPE_Q8_0, 34, 32},
+                 {"q4_k", RT_GGUF_TYPE_Q4_K, 144, 256},
+                 {"q6_k", RT_GGUF_TYPE_Q6_K, 210, 256}};
+    enum { N = 7, K = 32 * 40 };
     for (unsigned t = 0; t < sizeof types / sizeof types[0]; t++) {
-        size_t bytes = (size_t)N * (K / 32) * types[t].bytes;
+        size_t bytes = (size_t)N * (K / types[t].block) * types[t].bytes;
         unsigned char *w = malloc(bytes);
         float *want = malloc(sizeof(float) * N * K), *got = malloc(sizeof(float) * N * K);
         if (!w || !want || !got) abort();
@@ -294,7 +319,7 @@ static void exact(const KRunner *r, KrefRng *g)
             const Fmt *f = &fmts[fi];
             KirDtype dt = dtypes[di];
             if (f->act) continue; /* the weights' dequantization is its non-W8A8 twin's */
-            int G = group_of(f), K = G == 128 ? 2 * G : 3 * G, N = 37;
+            int G = group_of(f), K = G == 128 ? 2 * G : 3 * G, N = 37, BK = G >= 128 ? 256 : 128;
             if (per_row(f)) K = 80;
             QW qw;
             qw_make(g, &qw, f, dt, N, K, 1);
@@ -304,14 +329,15 @@ static void exact(const KRunner *r, KrefRng *g)
             /* SWAP=1 dequantizes in the A fragments (CUDA: w4a16 in b16 pairs, cg_cuda_nib.c), on mma.sync
              * (2 warps) and on wgmma (8 warps, 128 rows) */
             KirConfig cfgs[4] = {ksweep_cfg(0),
-                                 ksweep_cfg(6, "BM", 16, "BN", 32, "BK", G == 128 ? 256 : 128, "WARPS", 4,
+                                 ksweep_cfg(6, "BM", 16, "BN", 32, "BK", BK, "WARPS", G == 256 ? 8 : 4,
                                             "STAGES", 2, "SPLIT_K", 1),
-                                 ksweep_cfg(7, "BM", 16, "BN", 32, "BK", G == 128 ? 256 : 128, "WARPS", 2,
+                                 ksweep_cfg(7, "BM", 16, "BN", G == 256 ? 16 : 32, "BK", BK, "WARPS", 2,
                                             "STAGES", 3, "SPLIT_K", 1, "SWAP", 1),
-                                 ksweep_cfg(7, "BM", 16, "BN", 128, "BK", 128, "WARPS", 8, "STAGES", 2,
-                                            "SPLIT_K", 1, "SWAP", 1)};
+                                 ksweep_cfg(7, "BM", 16, "BN", 128, "BK", G == 256 ? 256 : 128, "WARPS", 8,
+                                            "STAGES", 2, "SPLIT_K", 1, "SWAP", 1)};
             for (int c = 0; c < 4; c++) {
                 if (c == 3 && !strcmp(r->name, "host")) continue; /* a CUDA form; the host JIT's budget */
+                if (c && G == 256 && ksweep_big(r)) continue;     /* the K-quants: their JIT is slow */
                 IrArena *a = ir_arena_create();
                 KfamSpec s = spec_of(f, dt, N, K, "none");
                 KirKernel *k = ksweep_build(r, a, &s, &cfgs[c]);
@@ -553,7 +579,7 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* M, N, K in groups (w8a16, fp8: K = groups * 32 + 15) */
     static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}, {5, 40, 3}};
     static const int large[][3] = {{1, 1000, 8}, {130, 257, 4}};
-    KirConfig cfgs[8];
+    KirConfig cfgs[10];
     cfgs[0] = ksweep_cfg(0);
     cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 32, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1);
     cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 64, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
@@ -565,30 +591,36 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* ... and with more warps than the tile's rows (slots a warp does not use: their reads of the run
      * images stay inside them) */
     cfgs[7] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 8, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
+    /* the K-quants' (BK a multiple of 256; narrow tiles: up to 8 byte loads per element), then cfgs[4] */
+    cfgs[8] = ksweep_cfg(6, "BM", 32, "BN", 16, "BK", 256, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
+    cfgs[9] = ksweep_cfg(7, "BM", 16, "BN", 16, "BK", 256, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
     /* the interpreter runs every config; compiled executors (compile-bound; NVRTC on a GPU machine) the
      * default and one other, rotating with the case */
-    static const int all[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    static const int all[8] = {0, 1, 2, 3, 4, 5, 6, 7}, all_kq[4] = {0, 8, 9, 4};
     int big = ksweep_big(r), n_case = 0;
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
         for (int d = 0; d < 2; d++) {
             const Fmt *f = &fmts[fi];
             int G = group_of(f), w8 = per_row(f);
-            /* compiled executors: the variants of a format (per-tensor or block scales, W8A8) in one dtype
-             * (the host JIT's time is the test's budget) */
-            if (big && (f->tensor || f->act || (f->group && !strcmp(f->wfmt, "fp8"))) && d == 1) continue;
+            /* compiled executors: the variants of a format (per-tensor or block scales, W8A8) and the
+             * K-quants in one dtype (the host JIT's time is the test's budget) */
+            if (big && (f->tensor || f->act || (f->group && !strcmp(f->wfmt, "fp8")) || kquant(f)) && d == 1)
+                continue;
             for (int i = 0; i < N_EPI; i++, n_case++) {
                 /* every epilogue once per (format, dtype) */
                 const char *epi = epilogues[(i + d * 2 + (int)fi) % N_EPI];
                 Case c = {.f = f, .dt = dtypes[d], .M = small[i][0], .N = small[i][1], .epi = epi};
-                int pick[2] = {0, 1 + n_case % 7};
+                int kq = kquant(f), pick[2] = {0, 1 + n_case % 7};
                 c.K = small[i][2] * G + (w8 ? 15 : 0);
-                if (ksweep_mine()) run_case(r, g, c, cfgs, big ? pick : all, big ? 2 : 8);
+                /* compiled executors: the K-quants' default config, three epilogues (their JIT is slow) */
+                if (ksweep_mine() && !(big && kq && i >= 3))
+                    run_case(r, g, c, cfgs, big ? pick : kq ? all_kq : all, big ? 2 - kq : kq ? 4 : 8);
             }
             for (int i = 0; big && i < 2; i++)
                 if ((i + (int)fi) % 2 == d) {
                     Case c = {
                         .f = f, .dt = dtypes[d], .M = large[i][0], .N = large[i][1], .epi = epilogues[i]};
-                    int pick[2] = {0, 1 + (n_case + 2 * i) % 7};
+                    int pick[2] = {0, kquant(f) ? 8 : 1 + (n_case + 2 * i) % 7};
                     c.K = large[i][2] * (G < 64 ? 64 : G) + (w8 ? 15 : 0);
                     if (ksweep_mine()) run_case(r, g, c, cfgs, pick, 2);
                 }
@@ -597,8 +629,11 @@ static void sweep(const KRunner *r, KrefRng *g)
      * the formats (silu_mul and pair keep acc2's slices after acc's: 4 x 2 fills the workspace's 8):
      * 4 slices of 16 rows and 2 of 32 rows (STAGES 2: streamed a trip ahead), BK 128 (a
      * multiple of every group), K of 8 such steps (+ a tail where the format allows), M within BM (the
-     * runtime takes a split binary for at most its BM rows); each format must run at least one */
-    KirConfig wcfg[3];
+     * runtime takes a split binary for at most its BM rows); each format must run at least one; the
+     * K-quants: the same at BK 256 (4 and 2 steps), 8 warps */
+    KirConfig wcfg[3], kcfg[2];
+    kcfg[0] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 256, "WARPS", 8, "STAGES", 1, "SPLIT_K", 4);
+    kcfg[1] = ksweep_cfg(6, "BM", 32, "BN", 32, "BK", 256, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2);
     wcfg[0] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 128, "WARPS", 4, "STAGES", 1, "SPLIT_K", 4);
     wcfg[1] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 128, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2);
     /* the decode form with SWAP=1: 128 weight rows on 8 warps (wgmma with A in registers), N = 72 masked,
@@ -616,9 +651,9 @@ static void sweep(const KRunner *r, KrefRng *g)
                       .inl = 1};
             c.K = 8 * 128 + (per_row(c.f) ? 15 : 0);
             int pick = j;
-            if (j == 2 && !strcmp(r->name, "host"))
-                continue; /* a CUDA form; the host JIT's time is the budget */
-            run_case(r, g, c, wcfg, &pick, 1);
+            if (j == 2 && (!strcmp(r->name, "host") || kquant(c.f)))
+                continue; /* a CUDA form (w4a16's); the host JIT's time is the budget */
+            run_case(r, g, c, kquant(c.f) ? kcfg : wcfg, &pick, 1);
         }
         ksweep_check(r, NULL, ws_split_runs > before, "qmatmul %s g%d: no split-K launch with ws=1 ran",
                      fmts[fi].wfmt, fmts[fi].group);
@@ -653,6 +688,12 @@ static void cuda_compile(void)
         {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 1, 0},
         {{"q8_0", 0, 0, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
         {{"q8_0", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 0, 0},
+        {{"q4_k", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 1, 1},
+        {{"q4_k", 0, 0, 0, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 16, 1},
+        {{"q4_k", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 14336, "residual", 512, 0},
+        {{"q6_k", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 14336, "residual", 1, 1},
+        {{"q6_k", 0, 0, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
+        {{"q6_k", 0, 0, 0, NULL, 0}, KIR_F16, 128256, 4096, "none", 1, 0},
     };
     const CgTarget *t = cg_target_find("sm_90a");
     int nvrtc = t && cg_backend_for(t, "cuda");

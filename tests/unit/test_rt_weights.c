@@ -130,7 +130,16 @@ static void ref_dequant(RtGgufType t, const unsigned char *blk, float *out)
 
 static int block_bytes(RtGgufType t)
 {
-    return t == RT_GGUF_TYPE_Q4_0 ? 18 : t == RT_GGUF_TYPE_Q4_1 ? 20 : 34;
+    return t == RT_GGUF_TYPE_Q4_0   ? 18
+           : t == RT_GGUF_TYPE_Q4_1 ? 20
+           : t == RT_GGUF_TYPE_Q4_K ? 144
+           : t == RT_GGUF_TYPE_Q6_K ? 210
+                                    : 34;
+}
+
+static int block_elems(RtGgufType t)
+{
+    return t == RT_GGUF_TYPE_Q4_K || t == RT_GGUF_TYPE_Q6_K ? 256 : 32;
 }
 
 /* Random blocks with finite scales (spanning subnormal to large halves, so some results overflow f16). */
@@ -142,8 +151,8 @@ static void random_blocks(RtGgufType t, unsigned char *p, int64_t n_blocks)
             p[k] = (unsigned char)kref_next(&rng);
         int scale = (int)(kref_next(&rng) % 40) - 24; /* 2^-24 .. 2^15 */
         uint16_t d = kref_f32_to_f16((float)ldexp(kref_normal(&rng), scale));
-        memcpy(p, &d, 2);
-        if (t == RT_GGUF_TYPE_Q4_1) {
+        memcpy(p + (t == RT_GGUF_TYPE_Q6_K ? 208 : 0), &d, 2);
+        if (t == RT_GGUF_TYPE_Q4_1 || t == RT_GGUF_TYPE_Q4_K) { /* m; q4_k: dmin */
             uint16_t m = kref_f32_to_f16((float)ldexp(kref_normal(&rng), scale));
             memcpy(p + 2, &m, 2);
         }
@@ -180,6 +189,10 @@ static RtWeightSpec spec2(const char *name, const char *dtype, int64_t d0, int64
         s.nbytes = n / 32 * 20;
     else if (!strcmp(dtype, "q8_0"))
         s.nbytes = n / 32 * 34;
+    else if (!strcmp(dtype, "q4_k"))
+        s.nbytes = n / 256 * 144;
+    else if (!strcmp(dtype, "q6_k"))
+        s.nbytes = n / 256 * 210;
     else
         s.nbytes = 4 * n;
     return s;
@@ -478,18 +491,21 @@ done:
 /* GGUF block types to f32/f16/bf16 against ref_dequant, and block types copied byte for byte. */
 static void test_gguf_conversions(void)
 {
-    enum { ROWS = 7, K = 96 };
-    const RtGgufType qt[3] = {RT_GGUF_TYPE_Q4_0, RT_GGUF_TYPE_Q4_1, RT_GGUF_TYPE_Q8_0};
-    const char *const qname[3] = {"q4_0", "q4_1", "q8_0"};
-    const char *const gname[3] = {"blk.0.ffn_up.weight", "blk.0.ffn_gate.weight", "blk.1.ffn_down.weight"};
-    const char *const hname[3] = {"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.gate_proj.weight",
-                                  "model.layers.1.mlp.down_proj.weight"};
-    unsigned char *q[3];
-    KfGgTensor t[6];
-    for (int i = 0; i < 3; i++) {
-        size_t nb = (size_t)(ROWS * K / 32 * block_bytes(qt[i]));
+    enum { ROWS = 7, K = 512, NQ = 5, NT = NQ + 3 };
+    const RtGgufType qt[NQ] = {RT_GGUF_TYPE_Q4_0, RT_GGUF_TYPE_Q4_1, RT_GGUF_TYPE_Q8_0, RT_GGUF_TYPE_Q4_K,
+                               RT_GGUF_TYPE_Q6_K};
+    const char *const qname[NQ] = {"q4_0", "q4_1", "q8_0", "q4_k", "q6_k"};
+    const char *const gname[NQ] = {"blk.0.ffn_up.weight", "blk.0.ffn_gate.weight", "blk.1.ffn_down.weight",
+                                   "blk.1.ffn_up.weight", "blk.1.ffn_gate.weight"};
+    const char *const hname[NQ] = {"model.layers.0.mlp.up_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+                                   "model.layers.1.mlp.down_proj.weight", "model.layers.1.mlp.up_proj.weight",
+                                   "model.layers.1.mlp.gate_proj.weight"};
+    unsigned char *q[NQ];
+    KfGgTensor t[NT];
+    for (int i = 0; i < NQ; i++) {
+        size_t nb = (size_t)(ROWS * K / block_elems(qt[i]) * block_bytes(qt[i]));
         q[i] = xmalloc(nb);
-        random_blocks(qt[i], q[i], ROWS * K / 32);
+        random_blocks(qt[i], q[i], ROWS * K / block_elems(qt[i]));
         t[i] = (KfGgTensor){gname[i], qt[i], 2, {K, ROWS}, q[i], nb};
     }
     /* float tensors in GGUF too: f16, bf16, f32 norms */
@@ -500,21 +516,24 @@ static void test_gguf_conversions(void)
         hh[i] = (uint16_t)kref_next(&rng);
         bb[i] = (uint16_t)kref_next(&rng);
     }
-    t[3] = (KfGgTensor){"output_norm.weight", RT_GGUF_TYPE_F32, 1, {K}, f, sizeof f};
-    t[4] = (KfGgTensor){"blk.0.attn_norm.weight", RT_GGUF_TYPE_F16, 1, {K}, hh, sizeof hh};
-    t[5] = (KfGgTensor){"blk.0.ffn_norm.weight", RT_GGUF_TYPE_BF16, 1, {K}, bb, sizeof bb};
+    t[NQ] = (KfGgTensor){"output_norm.weight", RT_GGUF_TYPE_F32, 1, {K}, f, sizeof f};
+    t[NQ + 1] = (KfGgTensor){"blk.0.attn_norm.weight", RT_GGUF_TYPE_F16, 1, {K}, hh, sizeof hh};
+    t[NQ + 2] = (KfGgTensor){"blk.0.ffn_norm.weight", RT_GGUF_TYPE_BF16, 1, {K}, bb, sizeof bb};
     KfGgKvs kv = {0};
     kf_gg_kv_str(&kv, "general.architecture", "llama");
     kf_gg_kv_u32(&kv, "llama.attention.head_count", 4);
-    kf_gg_write(kf_at("conv.gguf"), &kv, t, 6);
+    kf_gg_write(kf_at("conv.gguf"), &kv, t, NT);
     kf_gg_kvs_free(&kv);
     RtWeights *w = open_ok(kf_at("conv.gguf"));
     if (!w) goto done;
-    KT_CHECK(!strcmp(rt_w_kind(w), "gguf") && rt_w_gguf(w) != NULL && rt_gguf_tensor_count(rt_w_gguf(w)) == 6,
+    KT_CHECK(!strcmp(rt_w_kind(w), "gguf") && rt_w_gguf(w) != NULL &&
+                 rt_gguf_tensor_count(rt_w_gguf(w)) == NT,
              "gguf handle");
-    float ref[ROWS * K];
-    for (int i = 0; i < 3; i++) {
-        for (int blk = 0; blk < ROWS * K / 32; blk++)
+    static float ref[ROWS * K];
+    for (int i = 0; i < NQ; i++) {
+        if (block_elems(qt[i]) == 256) /* the K-quants: the kernels' reference (tests/unit/kref.c) */
+            kref_qdequant(qname[i], q[i], NULL, NULL, KIR_F32, ROWS, K, 0, ref);
+        for (int blk = 0; block_elems(qt[i]) == 32 && blk < ROWS * K / 32; blk++)
             ref_dequant(qt[i], q[i] + blk * block_bytes(qt[i]), ref + 32 * blk);
         for (int d = 0; d < 3; d++) {
             RtWeightSpec s = spec2(hname[i], dnames[d], ROWS, K);
@@ -554,7 +573,7 @@ static void test_gguf_conversions(void)
         }
     rt_w_close(w);
 done:
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NQ; i++)
         free(q[i]);
 }
 
@@ -875,9 +894,9 @@ static void test_truncated(void)
 static void test_errors(void)
 {
     enum { C = 576 };
-    /* the brief's examples, with real sizes: q4_1 q_proj, a q8_0 o_proj, an f32 norm, a q4_k tensor */
+    /* the brief's examples, with real sizes: q4_1 q_proj, a q8_0 o_proj, an f32 norm, a q5_k tensor */
     size_t nq = (size_t)C * C / 32 * 20, no = (size_t)C * C / 32 * 34;
-    unsigned char *q = xmalloc(nq), *o = xmalloc(no), k4[2 * 144];
+    unsigned char *q = xmalloc(nq), *o = xmalloc(no), k4[2 * 176];
     random_blocks(RT_GGUF_TYPE_Q4_1, q, C * C / 32);
     random_blocks(RT_GGUF_TYPE_Q8_0, o, C * C / 32);
     memset(k4, 0, sizeof k4);
@@ -886,7 +905,7 @@ static void test_errors(void)
         {"blk.3.attn_q.weight", RT_GGUF_TYPE_Q4_1, 2, {C, C}, q, nq},
         {"blk.3.attn_output.weight", RT_GGUF_TYPE_Q8_0, 2, {C, C}, o, no},
         {"blk.3.attn_norm.weight", RT_GGUF_TYPE_F32, 1, {C}, norm, sizeof norm},
-        {"blk.3.ffn_up.weight", RT_GGUF_TYPE_Q4_K, 2, {256, 2}, k4, sizeof k4},
+        {"blk.3.ffn_up.weight", RT_GGUF_TYPE_Q5_K, 2, {256, 2}, k4, sizeof k4},
         {"token_embd.weight", RT_GGUF_TYPE_F32, 2, {C, 1}, norm, sizeof norm},
     };
     KfGgKvs kv = {0};
@@ -923,8 +942,8 @@ static void test_errors(void)
     s[1] = spec2("model.layers.3.mlp.up_proj.weight", "f32", 2, 256);
     expect_fail(
         w, s, 2, KILN_ERR_UNSUPPORTED,
-        "tensor blk.3.ffn_up.weight (model.layers.3.mlp.up_proj.weight): file has q4_k, which kiln does "
-        "not read (f32, f16, bf16, q4_0, q4_1, q8_0)");
+        "tensor blk.3.ffn_up.weight (model.layers.3.mlp.up_proj.weight): file has q5_k, which kiln does "
+        "not read (f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k)");
     s[1] = spec2("model.norm.weight", "f32", C, -1);
     expect_fail(w, s, 2, KILN_ERR_ARG, "missing tensor output_norm.weight (model.norm.weight)");
     s[1] = spec2("lm_head.weight", "f32", 1, C);
@@ -941,7 +960,7 @@ static void test_errors(void)
     expect_fail(
         w, s, 2, KILN_ERR_UNSUPPORTED,
         "tensor model.layers.3.input_layernorm.weight: the package wants dtype 'i32', which kiln does not "
-        "load (f32, f16, bf16, q4_0, q4_1, q8_0)");
+        "load (f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k)");
     s[1] = spec2("model.layers.3.input_layernorm.weight", "f32", C, -1);
     s[1].nbytes = 4 * C + 4;
     expect_fail(w, s, 2, KILN_ERR_CORRUPT,
@@ -987,7 +1006,7 @@ static void test_errors(void)
     s[1] = spec2("model.layers.0.mlp.up_proj.weight", "f32", 2, 2);
     expect_fail(w, s, 2, KILN_ERR_UNSUPPORTED,
                 "tensor model.layers.0.mlp.up_proj.weight: file has f64, which kiln does not read (f32, f16, "
-                "bf16, q4_0, q4_1, q8_0)");
+                "bf16, q4_0, q4_1, q8_0, q4_k, q6_k)");
     s[1] = spec2("model.layers.0.mlp.down_proj.weight", "q8_0", 2, 64);
     expect_fail(
         w, s, 2, KILN_ERR_UNSUPPORTED,

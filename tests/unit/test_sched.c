@@ -319,10 +319,11 @@ int main(void)
     test_model("llama-3-8b", NULL, 32, 2);
     test_model("llama-3.2-1b", "n_layers=2", 2, 2); /* llama3 rope scaling: all keys on kv_write */
     test_quant_splitk();
-    test_model("qwen2-7b", "n_layers=3", 3, 0);     /* qkv bias: nothing fused */
+    test_model("qwen2-7b", "n_layers=3", 3, 0); /* qkv bias: nothing fused */
     test_model("smollm2-135m", NULL, 30, 2);
     test_model("smollm2-135m", "weight_dtype=q4_1", 30, 1); /* GGUF Q4_1 linear layers: qmatmul kernels */
     test_model("tiny", "weight_dtype=q8_0", 2, 1);
+    test_model("llama-3.2-1b", "n_layers=2 weight_dtype=q4_k", 2, 1); /* GGUF K-quants: K % 256 == 0 */
     test_model("tiny", "weight_dtype=w4g32z", 2, 1); /* w4a16: each weight as words, scales, zeros planes */
     test_model("tiny", "weight_dtype=f8g32", 2, 1);  /* fp8: each weight as codes and scales planes */
     test_f8_planes();

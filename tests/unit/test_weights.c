@@ -18,125 +18,7 @@
 #include "runtime/rt_gguf.h"
 #include "runtime/rt_safetensors.h"
 
-/* ---- golden data ----------------------------------------------------------------------------------------
- * Made once with gguf-py 0.19.0 (pip install gguf numpy) and safetensors 0.8.0, so this test needs no Python:
- *   rng = np.random.default_rng(1234)
- *   for qt in (Q4_0, Q4_1, Q8_0):                  # 3 blocks each: 2 quantized by gguf-py, 1 crafted
- *       x = (rng.standard_normal(64) * 0.7).astype(np.float32)
- *       q = gguf.quants.quantize(x.reshape(1, 64), qt).tobytes()
- *       raw = bytearray(rng.integers(0, 256, block_bytes, dtype=np.uint8).tobytes())
- *       raw[0:2] = np.float16(-0.0123).tobytes()       # d; for Q4_1 also m = raw[2:4] = 0x83ff (-subnormal)
- *       src = q + raw; want = gguf.quants.dequantize(src as (1, -1) uint8, qt).view(np.uint32)
- *   tiny_gguf: gguf.GGUFWriter(path, "llama") with add_name("tiny"), llama.block_count u32 2, test.i32 -5,
- *       llama.rope.freq_base f32 10000, test.bool true, test.u64 2^40, tokenizer.ggml.tokens
- *       ["<s>", "hello", "été", ""], tokenizer.ggml.scores [0, -1.5, -2.25, 3], tokenizer.ggml.token_type
- *       [3, 1, 1, 6]; tensors q4 (Q4_0 of a (2, 32) f32 array, rng = default_rng(7)), h (f16 [1, -2, 0.5]),
- *       f (f32 [[1, 2], [3, 4]]).
- *   tiny_st: safetensors.numpy.save_file({"b": f32 [[1,2,3],[4,5,6]], "a": arange(3, int64),
- *       "e": f16 zeros (0, 4)}, path, metadata={"format": "np"}).
- *   F16_FNV: FNV-1a 64 of the little-endian f32 bits of np.arange(65536, dtype=uint16).view(float16)
- *       .astype(float32), i.e. every half converted as numpy does (NaN payloads kept). */
-/* q4_0: 54 bytes, 96 values */
-static const char q4_0_src[] = "\x14\xb4\x7c\x38\x76\xb8\x76\x60\x5c\xb5\x6d\x77\x89\x84\xaa\xa7\x4b\x7e\xd7"
-                               "\xb3\x79\x4f\x9b\x69\x9c\x8c\x36\x59\xbd\x0c\xb9\x65\x7c\x83\x79\x8d\x4c\xa2"
-                               "\x79\xad\xb8\x85\xdf\x9c\xf7\x19\xef\xb6\xea\xf2\xc4\x47\xb2\xfb";
-static const uint32_t q4_0_want[96] = {
-    0xbf828000, 0x80000000, 0x3f028000, 0x80000000, 0x3f028000, 0x40028000, 0xbf828000, 0x3f43c000,
-    0xbfa32000, 0x3e828000, 0xbe828000, 0x3f828000, 0xbf028000, 0x3e828000, 0xbf43c000, 0xbfc3c000,
-    0x3e828000, 0x3fa32000, 0x3e828000, 0xbf43c000, 0x3e828000, 0x3f028000, 0x3f43c000, 0xbf43c000,
-    0x3f028000, 0x3e828000, 0x80000000, 0x80000000, 0xbf028000, 0xbf028000, 0x3f828000, 0x3e828000,
-    0xbe7ae000, 0xbfdb8400, 0xbf3c2800, 0xbe7ae000, 0xbf7ae000, 0xbf7ae000, 0x3efae000, 0xbe7ae000,
-    0xbf9ccc00, 0xbf7ae000, 0xbe7ae000, 0x3f3c2800, 0xbf7ae000, 0x3f9ccc00, 0xbe7ae000, 0xbf9ccc00,
-    0x3e7ae000, 0x3f7ae000, 0xbe7ae000, 0x3efae000, 0xbe7ae000, 0x80000000, 0x3f9ccc00, 0x3f3c2800,
-    0xbf3c2800, 0x3ffae000, 0xbf3c2800, 0x3efae000, 0x3e7ae000, 0x80000000, 0x3e7ae000, 0x80000000,
-    0xbc498000, 0xbd7be000, 0x80000000, 0x3d172000, 0xbdb05000, 0xbd498000, 0x3c498000, 0xbc498000,
-    0xbdb05000, 0x3cc98000, 0xbcc98000, 0x3d972000, 0x3d498000, 0x3c498000, 0x3d972000, 0xbd172000,
-    0x3c498000, 0xbcc98000, 0xbd172000, 0x80000000, 0xbd7be000, 0xbc498000, 0xbdb05000, 0x3db05000,
-    0xbd972000, 0xbd172000, 0xbd972000, 0xbdb05000, 0xbd498000, 0x3d498000, 0xbd172000, 0xbdb05000};
-/* q4_1: 60 bytes, 96 values */
-static const char q4_1_src[] =
-    "\xfb\x32\xfc\xbc\x67\x3b\xf5\xab\x65\x6b\xb9\x57\xb9\x83\x16\x81\x90\x79\x95\xa9\x22\x32\x2f\xbd\x55\xbf"
-    "\xc7\x9a\x01\x9a\x39\x85\x79\x39\x2a\xa9\xf5\x77\x81\x57\x4c\xa2\xff\x83\xc5\x09\xb9\xf1\x8c\xf6\x2b\x24"
-    "\xe0\xa3\x1a\x04\xe9\xfc\x57\xf6";
-static const uint32_t q4_1_want[96] = {
-    0x3e8fd000, 0x3f93a400, 0xbe1f2000, 0x3f93a400, 0xbe1f2000, 0x3f93a400, 0x3f379800, 0x3e8fd000,
-    0x3f379800, 0xbf177800, 0x3d808000, 0xbf839400, 0xbf9f8000, 0x3f379800, 0xbe1f2000, 0x3f379800,
-    0x3d808000, 0xbf177800, 0x4001aa00, 0x3f6f7000, 0x3d808000, 0x3d808000, 0x3f93a400, 0xbe1f2000,
-    0x3f93a400, 0x3eff8000, 0xbf839400, 0x3eff8000, 0x3f379800, 0x3e8fd000, 0x3f379800, 0x3f6f7000,
-    0xbeace000, 0x3fca1800, 0x3d3b0000, 0x3f1ee000, 0xbf8d5800, 0x3f1ee000, 0x3edba000, 0xbeace000,
-    0x3edba000, 0x3edba000, 0x3f1ee000, 0x3edba000, 0xbeace000, 0x3d3b0000, 0xbf8d5800, 0x3d3b0000,
-    0xbeace000, 0x3f4ff000, 0x3f808000, 0x3edba000, 0xbfa5e000, 0x3edba000, 0xbf389000, 0x3e730000,
-    0x3d3b0000, 0xbf389000, 0xbf69a000, 0x3f1ee000, 0x3fca1800, 0x3d3b0000, 0x3e730000, 0xbeace000,
-    0xbd7c1ff0, 0xbde2cff8, 0xbde2cff8, 0xbc4a7fc0, 0xbe172ffc, 0xbd973ff8, 0xbe0a97fc, 0xbd49bff0,
-    0xb87fc000, 0xbd175ff0, 0xbdfbfff8, 0xbd49bff0, 0xbde2cff8, 0xbe172ffc, 0xbdb06ff8, 0xbd973ff8,
-    0xbe172ffc, 0xb87fc000, 0xbe0a97fc, 0xbe3cf7fc, 0xbdc99ff8, 0xbe3cf7fc, 0xbcc9ffe0, 0xbcc9ffe0,
-    0xbe305ffc, 0xbdfbfff8, 0xbc4a7fc0, 0xb87fc000, 0xbe305ffc, 0xbe3cf7fc, 0xbd7c1ff0, 0xbe3cf7fc};
-/* q8_0: 102 bytes, 96 values */
-static const char q8_0_src[] =
-    "\xca\x21\x05\x0c\xed\x07\xea\x53\xfb\x10\x3c\x0c\x19\x8f\xf1\x77\x18\x3f\x18\x75\xd2\xce\x29\x31\x14\x12"
-    "\xd7\x40\x02\x1f\xe2\x7f\xe4\x0a\xb4\x23\xcd\xda\xfe\xda\x06\xd9\x06\x01\x39\xe9\xcd\xdb\x9b\x9a\x2f\x63"
-    "\xee\x04\xeb\x2c\xf8\xfa\xf9\xb5\x26\xc7\x67\x3f\x09\x81\x02\x22\x4c\xa2\x6f\x1e\x0e\x07\x8b\xce\x78\x0d"
-    "\x79\xc8\x53\xda\xf5\x0d\xe9\xd0\x2f\xed\x62\xe3\x53\x19\x9a\xde\x80\x8e\xa5\x41\xa0\x8d\xd3\x51";
-static const uint32_t q8_0_want[96] = {
-    0x3d679000, 0x3e0af000, 0xbe5bfc00, 0x3da21800, 0xbe7eb800, 0x3f703f00, 0xbd679000, 0x3e394000,
-    0x3f2dac00, 0x3e0af000, 0x3e90ba00, 0xbfa38a80, 0xbe2dac00, 0x3fac3980, 0x3e8af000, 0x3f365b00,
-    0x3e8af000, 0x3fa95480, 0xbf052600, 0xbf10ba00, 0x3eed5a00, 0x3f0dd500, 0x3e679000, 0x3e506800,
-    0xbeed5a00, 0x3f394000, 0x3cb94000, 0x3eb37600, 0xbeadac00, 0x3fb7cd80, 0xbea21800, 0x3de79000,
-    0xbf446e00, 0xbf125c00, 0xbcf68000, 0xbf125c00, 0x3db8e000, 0xbf163600, 0x3db8e000, 0x3c768000,
-    0x3f5b8a00, 0xbeb12c00, 0xbf446e00, 0xbf0e8200, 0xbfc28100, 0xbfc46e00, 0x3f350600, 0x3fbea700,
-    0xbe8aa800, 0x3d768000, 0xbea1c400, 0x3f297800, 0xbdf68000, 0xbdb8e000, 0xbdd7b000, 0xbf906f00,
-    0x3f125c00, 0xbf5b8a00, 0x3fc65b00, 0x3f72a600, 0x3e0aa800, 0xbff49300, 0x3cf68000, 0x3f02f400,
-    0xbfaebd00, 0xbebce800, 0xbe305000, 0xbdb05000, 0x3fb82f00, 0x3f1d6c00, 0xbfbce800, 0xbe23b800,
-    0xbfbe7b00, 0x3f305000, 0xbf82a900, 0x3eef4800, 0x3e0a8800, 0xbe23b800, 0x3e90d400, 0x3f172000,
-    0xbf13fa00, 0x3e6f4800, 0xbf9a4600, 0x3eb69c00, 0xbf82a900, 0xbe9d6c00, 0x3fa09200, 0x3ed61800,
-    0x3fc98000, 0x3fb37600, 0x3f8f4100, 0xbf4ca600, 0x3f972000, 0x3fb50900, 0x3f0dae00, 0xbf7f0600};
-
-static const char tiny_gguf[] =
-    "\x47\x47\x55\x46\x03\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x0a\x00\x00\x00\x00\x00\x00\x00"
-    "\x14\x00\x00\x00\x00\x00\x00\x00\x67\x65\x6e\x65\x72\x61\x6c\x2e\x61\x72\x63\x68\x69\x74\x65\x63"
-    "\x74\x75\x72\x65\x08\x00\x00\x00\x05\x00\x00\x00\x00\x00\x00\x00\x6c\x6c\x61\x6d\x61\x0c\x00\x00"
-    "\x00\x00\x00\x00\x00\x67\x65\x6e\x65\x72\x61\x6c\x2e\x6e\x61\x6d\x65\x08\x00\x00\x00\x04\x00\x00"
-    "\x00\x00\x00\x00\x00\x74\x69\x6e\x79\x11\x00\x00\x00\x00\x00\x00\x00\x6c\x6c\x61\x6d\x61\x2e\x62"
-    "\x6c\x6f\x63\x6b\x5f\x63\x6f\x75\x6e\x74\x04\x00\x00\x00\x02\x00\x00\x00\x08\x00\x00\x00\x00\x00"
-    "\x00\x00\x74\x65\x73\x74\x2e\x69\x33\x32\x05\x00\x00\x00\xfb\xff\xff\xff\x14\x00\x00\x00\x00\x00"
-    "\x00\x00\x6c\x6c\x61\x6d\x61\x2e\x72\x6f\x70\x65\x2e\x66\x72\x65\x71\x5f\x62\x61\x73\x65\x06\x00"
-    "\x00\x00\x00\x40\x1c\x46\x09\x00\x00\x00\x00\x00\x00\x00\x74\x65\x73\x74\x2e\x62\x6f\x6f\x6c\x07"
-    "\x00\x00\x00\x01\x08\x00\x00\x00\x00\x00\x00\x00\x74\x65\x73\x74\x2e\x75\x36\x34\x0a\x00\x00\x00"
-    "\x00\x00\x00\x00\x00\x01\x00\x00\x15\x00\x00\x00\x00\x00\x00\x00\x74\x6f\x6b\x65\x6e\x69\x7a\x65"
-    "\x72\x2e\x67\x67\x6d\x6c\x2e\x74\x6f\x6b\x65\x6e\x73\x09\x00\x00\x00\x08\x00\x00\x00\x04\x00\x00"
-    "\x00\x00\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x3c\x73\x3e\x05\x00\x00\x00\x00\x00\x00\x00"
-    "\x68\x65\x6c\x6c\x6f\x05\x00\x00\x00\x00\x00\x00\x00\xc3\xa9\x74\xc3\xa9\x00\x00\x00\x00\x00\x00"
-    "\x00\x00\x15\x00\x00\x00\x00\x00\x00\x00\x74\x6f\x6b\x65\x6e\x69\x7a\x65\x72\x2e\x67\x67\x6d\x6c"
-    "\x2e\x73\x63\x6f\x72\x65\x73\x09\x00\x00\x00\x06\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x00"
-    "\x00\x00\x00\x00\x00\xc0\xbf\x00\x00\x10\xc0\x00\x00\x40\x40\x19\x00\x00\x00\x00\x00\x00\x00\x74"
-    "\x6f\x6b\x65\x6e\x69\x7a\x65\x72\x2e\x67\x67\x6d\x6c\x2e\x74\x6f\x6b\x65\x6e\x5f\x74\x79\x70\x65"
-    "\x09\x00\x00\x00\x05\x00\x00\x00\x04\x00\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x01\x00\x00\x00"
-    "\x01\x00\x00\x00\x06\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x71\x34\x02\x00\x00\x00\x20\x00"
-    "\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-    "\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x68\x01\x00\x00\x00\x03\x00\x00\x00\x00\x00\x00\x00\x01"
-    "\x00\x00\x00\x40\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x66\x02\x00\x00\x00"
-    "\x02\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x60\x00\x00\x00"
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x09\x35\x48\x79\x27\x45\x27\x75\x48\x9c\x86\x76\x0a\x69\x88\x85"
-    "\x38\x6a\x00\xb4\xbc\x0b\x54\xdb\x88\x64\x9a\x58\x88\x58\x2d\xb8\x73\xae\x75\xd8\x00\x00\x00\x00"
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-    "\x00\x3c\x00\xc0\x00\x38\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00"
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40\x00\x00\x40\x40\x00\x00\x80\x40"
-    "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00";
-
-static const char tiny_st[] =
-    "\xc8\x00\x00\x00\x00\x00\x00\x00\x7b\x22\x5f\x5f\x6d\x65\x74\x61\x64\x61\x74\x61\x5f\x5f\x22\x3a"
-    "\x7b\x22\x66\x6f\x72\x6d\x61\x74\x22\x3a\x22\x6e\x70\x22\x7d\x2c\x22\x61\x22\x3a\x7b\x22\x64\x74"
-    "\x79\x70\x65\x22\x3a\x22\x49\x36\x34\x22\x2c\x22\x73\x68\x61\x70\x65\x22\x3a\x5b\x33\x5d\x2c\x22"
-    "\x64\x61\x74\x61\x5f\x6f\x66\x66\x73\x65\x74\x73\x22\x3a\x5b\x30\x2c\x32\x34\x5d\x7d\x2c\x22\x62"
-    "\x22\x3a\x7b\x22\x64\x74\x79\x70\x65\x22\x3a\x22\x46\x33\x32\x22\x2c\x22\x73\x68\x61\x70\x65\x22"
-    "\x3a\x5b\x32\x2c\x33\x5d\x2c\x22\x64\x61\x74\x61\x5f\x6f\x66\x66\x73\x65\x74\x73\x22\x3a\x5b\x32"
-    "\x34\x2c\x34\x38\x5d\x7d\x2c\x22\x65\x22\x3a\x7b\x22\x64\x74\x79\x70\x65\x22\x3a\x22\x46\x31\x36"
-    "\x22\x2c\x22\x73\x68\x61\x70\x65\x22\x3a\x5b\x30\x2c\x34\x5d\x2c\x22\x64\x61\x74\x61\x5f\x6f\x66"
-    "\x66\x73\x65\x74\x73\x22\x3a\x5b\x34\x38\x2c\x34\x38\x5d\x7d\x7d\x00\x00\x00\x00\x00\x00\x00\x00"
-    "\x01\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x00\x00\x80\x3f\x00\x00\x00\x40"
-    "\x00\x00\x40\x40\x00\x00\x80\x40\x00\x00\xa0\x40\x00\x00\xc0\x40";
-#define F16_FNV 0xb0659868ec053145ull
+#include "test_weights_golden.h" /* the golden data (made by gguf-py and safetensors) */
 
 /* ---- scratch files (written with kfile.h) ---- */
 
@@ -1249,8 +1131,8 @@ static uint64_t fnv_floats(const float *f, int64_t n)
 
 static void check_golden(const char *what, RtGgufType type, const char *src, const uint32_t *want, int n)
 {
-    float got[96];
-    KT_CHECK(rt_gguf_dequant(type, src, n, got) == KILN_OK, "%s: dequant", what);
+    float got[512];
+    KT_CHECK(n <= 512 && rt_gguf_dequant(type, src, n, got) == KILN_OK, "%s: dequant", what);
     int bad = 0;
     for (int i = 0; i < n; i++) {
         uint32_t bits;
@@ -1266,6 +1148,8 @@ static void test_dequant(void)
     check_golden("q4_0", RT_GGUF_TYPE_Q4_0, q4_0_src, q4_0_want, 96);
     check_golden("q4_1", RT_GGUF_TYPE_Q4_1, q4_1_src, q4_1_want, 96);
     check_golden("q8_0", RT_GGUF_TYPE_Q8_0, q8_0_src, q8_0_want, 96);
+    check_golden("q4_k", RT_GGUF_TYPE_Q4_K, q4_k_src, q4_k_want, 512);
+    check_golden("q6_k", RT_GGUF_TYPE_Q6_K, q6_k_src, q6_k_want, 512);
     /* from an odd address: the readers hand out unaligned data */
     char shifted[64];
     memcpy(shifted + 1, q4_0_src, 54);
@@ -1293,7 +1177,11 @@ static void test_dequant(void)
     KT_CHECK(rt_gguf_dequant(RT_GGUF_TYPE_Q4_0, NULL, 0, NULL) == KILN_OK, "nothing to do");
     KT_CHECK(rt_gguf_dequant((RtGgufType)4, q4_0_src, 32, out) == KILN_ERR_ARG, "removed type");
     KT_CHECK(rt_gguf_dequant(RT_GGUF_TYPE_COUNT, q4_0_src, 32, out) == KILN_ERR_ARG, "type out of range");
-    KT_CHECK(rt_gguf_dequant(RT_GGUF_TYPE_Q4_K, q4_0_src, 256, out) == KILN_ERR_UNSUPPORTED, "Q4_K");
+    KT_CHECK(rt_gguf_dequant(RT_GGUF_TYPE_Q4_K, q4_k_src, 32, out) == KILN_ERR_ARG &&
+                 rt_gguf_dequant(RT_GGUF_TYPE_Q4_K, q4_k_src, 255, out) == KILN_ERR_ARG &&
+                 rt_gguf_dequant(RT_GGUF_TYPE_Q6_K, q6_k_src, 288, out) == KILN_ERR_ARG,
+             "K-quant partial super-block");
+    KT_CHECK(rt_gguf_dequant(RT_GGUF_TYPE_Q5_K, q4_k_src, 256, out) == KILN_ERR_UNSUPPORTED, "Q5_K");
 
     /* the block table (gguf-py's GGML_QUANT_SIZES) */
     int block, bytes;
