@@ -334,8 +334,7 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
         if (qw->zeros) lv->v[lv->n++] = kir_load(b, qw->zeros, g_offs, m, NULL);
         return;
     }
-    KirValue *step =
-        kir_mul(b, kir_div(b, k, kir_const_i32(b, formats[t->fmt].block)), kir_const_i32(b, t->block_bytes));
+    KirValue *step = kir_mul(b, kir_div(b, k, kir_const_i32(b, t->group)), kir_const_i32(b, t->block_bytes));
     KirValue *blk = kir_add(b, t->s_offs, step);
     lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL);
     /* d (q4_1: and m; q4_k: and dmin): little-endian halves, byte by byte */
@@ -472,7 +471,7 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
         t->shift = k_bcast(b, t, kir_mul(b, nib, kir_const_i32(b, 4)), bn);
         return;
     }
-    int B = formats[t->fmt].block;
+    int B = (int)t->group; /* a GGUF block */
     KirValue *cb = kir_const_i32(b, t->block_bytes);
     KirValue *row = kir_mul(b, rn, kir_const_i32(b, K / B * t->block_bytes)); /* [BN] */
     KirValue *blk = kir_mul(b, div_pow2(b, rk, B), cb);                       /* [BK] */

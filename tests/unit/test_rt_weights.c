@@ -128,18 +128,18 @@ static void ref_dequant(RtGgufType t, const unsigned char *blk, float *out)
     }
 }
 
+/* Bytes per block of a GGUF type, from the reader's table (test_weights.c checks it against gguf-py). */
 static int block_bytes(RtGgufType t)
 {
-    return t == RT_GGUF_TYPE_Q4_0   ? 18
-           : t == RT_GGUF_TYPE_Q4_1 ? 20
-           : t == RT_GGUF_TYPE_Q4_K ? 144
-           : t == RT_GGUF_TYPE_Q6_K ? 210
-                                    : 34;
+    int block, bytes;
+    return rt_gguf_type_block(t, &block, &bytes) ? bytes : 0;
 }
 
+/* Elements per block of a GGUF type (32; the K-quants' super-blocks 256). */
 static int block_elems(RtGgufType t)
 {
-    return t == RT_GGUF_TYPE_Q4_K || t == RT_GGUF_TYPE_Q6_K ? 256 : 32;
+    int block, bytes;
+    return rt_gguf_type_block(t, &block, &bytes) ? block : 0;
 }
 
 /* Random blocks with finite scales (spanning subnormal to large halves, so some results overflow f16). */
