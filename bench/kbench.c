@@ -9,6 +9,8 @@
  *   kb_source(h), kb_ir(h), kb_config(h)       generated CUDA C, kernel IR, the config used
  *   KB_SOURCE=file: kb_build compiles that CUDA C instead of the generated source (a hand-edited kgen.py
  *   output for the same spec and config: prototyping a lowering before the backend emits it)
+ *   KB_LAUNCH="GY GZ THREADS SMEM": with KB_SOURCE, launch on that grid's y and z (x stays the kernel's),
+ *   block size and dynamic shared memory instead (0 keeps the kernel's): a prototype's own launch shape
  *   kb_gen(family, spec, config, target, what)  no device needed: the kernel IR (what 0) or CUDA C (1; 2: and
  *                                               compile it) for
  *                                               a target such as "sm_90a" (caller frees; error text on
@@ -29,6 +31,7 @@ typedef struct KbKernel {
     RtModule *mod;
     RtFunction *fn;
     CgCudaLaunch launch;
+    int grid_yz[2]; /* KB_LAUNCH's grid y and z; 0: the kernel's */
     IrBuf source, ir, config;
 } KbKernel;
 
@@ -151,6 +154,13 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
         fail(err, n, "%s%s", d.msg, "");
         goto bad;
     }
+    const char *shape = given ? getenv("KB_LAUNCH") : NULL;
+    int gy = 0, gz = 0, threads = 0, smem = 0;
+    if (shape && sscanf(shape, "%d %d %d %d", &gy, &gz, &threads, &smem) == 4) {
+        kb->grid_yz[0] = gy > 0 ? gy : 0, kb->grid_yz[1] = gz > 0 ? gz : 0;
+        if (threads > 0) kb->launch.threads = threads;
+        if (smem > 0) kb->launch.smem_bytes = smem;
+    }
     kir_print(kb->k, &kb->ir);
     kir_config_print(&kb->k->cfg, &kb->config);
     if (rt_dev_module_load(dev, cubin.data, cubin.size, &kb->mod) != KILN_OK ||
@@ -192,6 +202,8 @@ int kb_launch(void *h, const uint64_t *argv, int n_args, uint64_t stream, char *
     int32_t grid[3];
     kir_grid_eval(kb->k, args, grid);
     unsigned g[3] = {(unsigned)grid[0], (unsigned)grid[1], (unsigned)grid[2]};
+    if (kb->grid_yz[0]) g[1] = (unsigned)kb->grid_yz[0];
+    if (kb->grid_yz[1]) g[2] = (unsigned)kb->grid_yz[1];
     unsigned block[3] = {(unsigned)kb->launch.threads, 1, 1};
     if (!g[0] || !g[1] || !g[2]) return 0;
     if (rt_dev_launch(kb->fn, g, block, (unsigned)kb->launch.smem_bytes, NULL, args) != KILN_OK)
