@@ -64,6 +64,27 @@ static const KirDtype dtypes[] = {KIR_BF16, KIR_F16, KIR_F32};
 static const char *const epilogues[] = {"none", "residual", "bias", "silu_mul", "pair"};
 enum { N_EPI = sizeof epilogues / sizeof epilogues[0] };
 
+/* The GGUF block formats and their files' types. */
+static const struct {
+    const char *wfmt;
+    RtGgufType type;
+} gguf_types[] = {{"q4_0", RT_GGUF_TYPE_Q4_0},
+                  {"q4_1", RT_GGUF_TYPE_Q4_1},
+                  {"q8_0", RT_GGUF_TYPE_Q8_0},
+                  {"q4_k", RT_GGUF_TYPE_Q4_K},
+                  {"q6_k", RT_GGUF_TYPE_Q6_K}};
+enum { N_GGUF = sizeof gguf_types / sizeof gguf_types[0] };
+
+/* Elements (*block) and bytes (*bytes) per block of GGUF format wfmt, from the reader's table
+ * (test_weights.c checks it against gguf-py); 0 for a format that is not GGUF's. */
+static int gguf_block(const char *wfmt, int *block, int *bytes)
+{
+    *block = 1, *bytes = 0;
+    for (int i = 0; i < N_GGUF; i++)
+        if (!strcmp(wfmt, gguf_types[i].wfmt)) return rt_gguf_type_block(gguf_types[i].type, block, bytes);
+    return 0;
+}
+
 /* GGUF's K-quants (super-blocks of 256). */
 static int kquant(const Fmt *f)
 {
@@ -73,16 +94,15 @@ static int kquant(const Fmt *f)
 /* Elements along K per scale for the shapes: the group, a GGUF block, or 32 for w8a16 and fp8. */
 static int group_of(const Fmt *f)
 {
-    return f->group ? f->group : kquant(f) ? 256 : 32;
+    int block, bytes;
+    return f->group ? f->group : gguf_block(f->wfmt, &block, &bytes) ? block : 32;
 }
 
 static int gguf_bytes(const Fmt *f)
 {
-    return !strcmp(f->wfmt, "q8_0")   ? 34
-           : !strcmp(f->wfmt, "q4_1") ? 20
-           : !strcmp(f->wfmt, "q4_k") ? 144
-           : !strcmp(f->wfmt, "q6_k") ? 210
-                                      : 18;
+    int block, bytes;
+    KT_CHECK(gguf_block(f->wfmt, &block, &bytes), "%s: no GGUF block size", f->wfmt);
+    return bytes;
 }
 
 /* One quantized weight: its buffers as the kernel takes them and its dequantized f32 values [N, K]. */
@@ -276,18 +296,11 @@ static KfamSpec spec_of(const Fmt *f, KirDtype dt, int N, int K, const char *epi
 
 static void gguf_reference(KrefRng *g)
 {
-    static const struct {
-        const char *wfmt;
-        RtGgufType type;
-    } types[] = {{"q4_0", RT_GGUF_TYPE_Q4_0},
-                 {"q4_1", RT_GGUF_TYPE_Q4_1},
-                 {"q8_0", RT_GGUF_TYPE_Q8_0},
-                 {"q4_k", RT_GGUF_TYPE_Q4_K},
-                 {"q6_k", RT_GGUF_TYPE_Q6_K}};
     enum { N = 7, K = 32 * 40 };
-    for (unsigned t = 0; t < sizeof types / sizeof types[0]; t++) {
-        int block = 1, block_bytes = 0; /* the reader's table (test_weights.c checks it) */
-        KT_CHECK(rt_gguf_type_block(types[t].type, &block, &block_bytes), "%s: no block size", types[t].wfmt);
+    for (unsigned t = 0; t < N_GGUF; t++) {
+        int block, block_bytes;
+        KT_CHECK(gguf_block(gguf_types[t].wfmt, &block, &block_bytes), "%s: no block size",
+                 gguf_types[t].wfmt);
         size_t bytes = (size_t)N * (K / block) * block_bytes;
         unsigned char *w = malloc(bytes);
         float *want = malloc(sizeof(float) * N * K), *got = malloc(sizeof(float) * N * K);
@@ -296,15 +309,16 @@ static void gguf_reference(KrefRng *g)
         for (int rep = 0; rep < 20; rep++) {
             for (size_t i = 0; i < bytes; i++)
                 w[i] = (unsigned char)kref_next(g);
-            KT_CHECK(rt_gguf_dequant(types[t].type, w, (int64_t)N * K, want) == KILN_OK, "rt_gguf_dequant");
-            kref_qdequant(types[t].wfmt, w, NULL, NULL, KIR_BF16, N, K, 0, got);
+            KT_CHECK(rt_gguf_dequant(gguf_types[t].type, w, (int64_t)N * K, want) == KILN_OK,
+                     "rt_gguf_dequant");
+            kref_qdequant(gguf_types[t].wfmt, w, NULL, NULL, KIR_BF16, N, K, 0, got);
             for (int i = 0; i < N * K; i++) {
                 nans += isnan(want[i]);
                 bad += isnan(want[i]) ? !isnan(got[i]) : memcmp(&want[i], &got[i], sizeof(float)) != 0;
             }
         }
         KT_CHECK(bad == 0 && nans > 0, "kref_qdequant %s vs rt_gguf_dequant: %d of %d differ (%d NaN)",
-                 types[t].wfmt, bad, 20 * N * K, nans);
+                 gguf_types[t].wfmt, bad, 20 * N * K, nans);
         free(w);
         free(want);
         free(got);
