@@ -257,6 +257,21 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
            split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split < 192 && K / (split * 2) >= 512)
         split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
+    /* M <= 8 with enough rows to give every SM two programs unsplit: BM 8 (one n8 fragment of x: half
+     * the x copies and mma of BM 16), BK 256, 64-row programs of 4 warps on mma.sync (silu_mul and pair:
+     * 32 rows on 2 warps) (H200, session 17, run 4, BK 256 STAGES 3: 28672 x 4096 M=1/4/8 30.0/30.2/30.6
+     * us vs 32.9/32.9/33.2 for the above; silu_mul 14336 x 4096 M=1/8 33.3/36.1 vs 38.1/38.0 at SPLIT_K
+     * 2; where the rows are fewer the split form above wins: 4096 x 4096 M=1 11.2 vs 13.8, 6144 x 4096
+     * 13.7 vs 14.1) */
+    int64_t rows8 = two ? 32 : 64;
+    if (m <= 8 && K % 256 == 0 && kfam_cdiv(N, rows8) >= 264 &&
+        (!strcmp(dtn, "bf16") || !strcmp(dtn, "f16"))) {
+        kir_config_set(cfg, "BM", 8);
+        kir_config_set(cfg, "BN", rows8);
+        kir_config_set(cfg, "BK", 256);
+        kir_config_set(cfg, "WARPS", rows8 / 16);
+        kir_config_set(cfg, "SPLIT_K", 1);
+    }
 }
 
 /* One quantized weight's params. */

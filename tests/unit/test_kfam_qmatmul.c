@@ -594,7 +594,7 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* M, N, K in groups (w8a16, fp8: K = groups * 32 + 15) */
     static const int small[][3] = {{1, 33, 2}, {3, 64, 4}, {17, 97, 3}, {130, 50, 5}, {5, 40, 3}};
     static const int large[][3] = {{1, 1000, 8}, {130, 257, 4}};
-    KirConfig cfgs[10];
+    KirConfig cfgs[11];
     cfgs[0] = ksweep_cfg(0);
     cfgs[1] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 32, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1);
     cfgs[2] = ksweep_cfg(6, "BM", 32, "BN", 64, "BK", 64, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
@@ -609,9 +609,11 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* the K-quants' (BK a multiple of 256; narrow tiles: up to 8 byte loads per element), then cfgs[4] */
     cfgs[8] = ksweep_cfg(6, "BM", 32, "BN", 16, "BK", 256, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
     cfgs[9] = ksweep_cfg(7, "BM", 16, "BN", 16, "BK", 256, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
+    /* the M <= 8 decode form: one n8 fragment of x (BM 8), 64 weight rows on 4 warps (mma.sync) */
+    cfgs[10] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
     /* the interpreter runs every config; compiled executors (compile-bound; NVRTC on a GPU machine) the
      * default and one other, rotating with the case */
-    static const int all[8] = {0, 1, 2, 3, 4, 5, 6, 7}, all_kq[4] = {0, 8, 9, 4};
+    static const int all[9] = {0, 1, 2, 3, 4, 5, 6, 7, 10}, all_kq[4] = {0, 8, 9, 4};
     int big = ksweep_big(r), n_case = 0;
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
         for (int d = 0; d < 2; d++) {
@@ -625,11 +627,11 @@ static void sweep(const KRunner *r, KrefRng *g)
                 /* every epilogue once per (format, dtype) */
                 const char *epi = epilogues[(i + d * 2 + (int)fi) % N_EPI];
                 Case c = {.f = f, .dt = dtypes[d], .M = small[i][0], .N = small[i][1], .epi = epi};
-                int kq = kquant(f), pick[2] = {0, 1 + n_case % 7};
+                int kq = kquant(f), pick[2] = {0, all[1 + n_case % 8]};
                 c.K = small[i][2] * G + (w8 ? 15 : 0);
                 /* compiled executors: the K-quants' default config, three epilogues (their JIT is slow) */
                 if (ksweep_mine() && !(big && kq && i >= 3))
-                    run_case(r, g, c, cfgs, big ? pick : kq ? all_kq : all, big ? 2 - kq : kq ? 4 : 8);
+                    run_case(r, g, c, cfgs, big ? pick : kq ? all_kq : all, big ? 2 - kq : kq ? 4 : 9);
             }
             for (int i = 0; big && i < 2; i++)
                 if ((i + (int)fi) % 2 == d) {
