@@ -68,9 +68,10 @@ void kfam_mm_tiles(KirBuilder *b, KirValue *M, int64_t N, int64_t K, int bm, int
 void kfam_mm_k_range(KirBuilder *b, const KfamMmTiles *t, int split, int64_t ks, KirValue **lo,
                      KirValue **hi);
 /* The limits of split-K reduced in the launch (spec ws=1) for `family`'s message: N within the i32
- * workspace; when split, 16 <= BM <= KFAM_SPLITK_ROWS, BN >= 16 and n_acc * SPLIT_K slices. */
-IrStatus kfam_mm_splitk_check(const char *family, int64_t N, int inl, int split, int bm, int bn, int n_acc,
-                              IrDiag *d);
+ * workspace; when split, min_bm <= BM <= KFAM_SPLITK_ROWS, BN >= 16, the tiles of M <= KFAM_SPLITK_ROWS
+ * rows within the KFAM_SPLITK_SEMS(N) counters, and n_acc * SPLIT_K slices. */
+IrStatus kfam_mm_splitk_check(const char *family, int64_t N, int inl, int split, int bm, int min_bm, int bn,
+                              int n_acc, IrDiag *d);
 /* Split-K reduced in the launch (spec ws=1, kfam.h KFAM_SPLITK_*): stores program z's partial tiles
  * accs[j] (f32 [BM,BN] at c_offs, masked by *c_mask) into slice z + j * split of ws (n_acc * split <=
  * KFAM_SPLITK_MAX), counts the tile's arrivals in sem, and replaces each accs[j] by the sum of its SPLIT_K

@@ -234,7 +234,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
         return ir_diag_set(
             d, IR_ERR_UNSUPPORTED,
             "matmul: silu_mul, pair, group, gathered rows and f32 output have no split-K form");
-    if (kfam_mm_splitk_check("matmul", N, inl, split, bm, bn, 1, d)) return d->status;
+    if (kfam_mm_splitk_check("matmul", N, inl, split, bm, 16, bn, 1, d)) return d->status;
     if (group && (gather || N % bn || n2 % bn))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: epilogue group needs BN=%d to divide N and N2",
                            bn);
@@ -329,16 +329,20 @@ void kfam_mm_tiles(KirBuilder *b, KirValue *M, int64_t N, int64_t K, int bm, int
     t->nmask = N % bn ? kir_lt(b, t->rn, t->cN) : NULL;
 }
 
-IrStatus kfam_mm_splitk_check(const char *family, int64_t N, int inl, int split, int bm, int bn, int n_acc,
-                              IrDiag *d)
+IrStatus kfam_mm_splitk_check(const char *family, int64_t N, int inl, int split, int bm, int min_bm, int bn,
+                              int n_acc, IrDiag *d)
 {
     if (inl && KFAM_SPLITK_WS(N) > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "%s: ws=1 needs N <= %lld", family,
                            KFAM_MAX_I32_OFFSET / KFAM_SPLITK_WS(1));
-    if (inl && split > 1 && (bm > KFAM_SPLITK_ROWS || bm < 16 || bn < 16 || n_acc * split > KFAM_SPLITK_MAX))
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED,
-                           "%s: split-K in the launch needs 16 <= BM <= %d, BN >= 16, SPLIT_K <= %d", family,
-                           KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX / n_acc);
+    if (inl && split > 1 &&
+        (bm > KFAM_SPLITK_ROWS || bm < min_bm || bn < 16 || n_acc * split > KFAM_SPLITK_MAX ||
+         kfam_cdiv(KFAM_SPLITK_ROWS, bm) * kfam_cdiv(N, bn) > KFAM_SPLITK_SEMS(N)))
+        return ir_diag_set(
+            d, IR_ERR_UNSUPPORTED,
+            "%s: split-K in the launch needs %d <= BM <= %d, BN >= 16 (BM 8: N / BN tiles within "
+            "the tile counters), SPLIT_K <= %d",
+            family, min_bm, KFAM_SPLITK_ROWS, KFAM_SPLITK_MAX / n_acc);
     return IR_OK;
 }
 

@@ -257,20 +257,24 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
            split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split < 192 && K / (split * 2) >= 512)
         split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
-    /* M <= 8 with enough rows to give every SM two programs unsplit: BM 8 (one n8 fragment of x: half
-     * the x copies and mma of BM 16), BK 256, 64-row programs of 4 warps on mma.sync (silu_mul and pair:
-     * 32 rows on 2 warps) (H200, session 17, run 4, BK 256 STAGES 3: 28672 x 4096 M=1/4/8 30.0/30.2/30.6
-     * us vs 32.9/32.9/33.2 for the above; silu_mul 14336 x 4096 M=1/8 33.3/36.1 vs 38.1/38.0 at SPLIT_K
-     * 2; where the rows are fewer the split form above wins: 4096 x 4096 M=1 11.2 vs 13.8, 6144 x 4096
-     * 13.7 vs 14.1) */
-    int64_t rows8 = two ? 32 : 64;
-    if (m <= 8 && K % 256 == 0 && kfam_cdiv(N, rows8) >= 264 &&
-        (!strcmp(dtn, "bf16") || !strcmp(dtn, "f16"))) {
+    /* M <= 8: BM 8 (one n8 fragment of x: half the x copies and mma of BM 16), BK 256, 64-row programs of
+     * 4 warps on mma.sync (silu_mul and pair: 32 rows on 2 warps), K split in the launch (ws=1, K >= 4096,
+     * slices >= 512) while the programs stay within 512; taken when that gives every SM two programs
+     * (H200, session 17, runs 4-6, BK 256 STAGES 3, vs the form above in the same run: 28672 x 4096
+     * M=1/4/8 30.1/30.1/30.5 us vs 32.7/32.9/33.0 (unsplit); 4096 x 14336 M=1/8 18.3/18.8 vs 20.9/21.3
+     * (8 slices; 4: 18.8/20.3); 4096 x 4096 9.5/9.8 vs 11.4/11.8 (8 slices); 6144 x 4096 11.9/11.6 vs
+     * 13.8/14.1 (4 slices; 8: 13.4/13.8); silu_mul 14336 x 4096 M=1/4/8 33.4/35.2/37.7 vs 38.0/37.9/38.1
+     * (unsplit; 2 slices 33.7/38.6); unsplit with few rows it loses: 4096 x 4096 13.8 vs 11.2) */
+    int64_t rows8 = two ? 32 : 64, tiles8 = kfam_cdiv(N, rows8), split8 = 1;
+    while (kfam_spec_i(s, "ws", 0) && K >= 4096 && split8 < KFAM_SPLITK_MAX / (two ? 2 : 1) &&
+           tiles8 * split8 * 2 <= 512 && K / (split8 * 2) >= 512)
+        split8 *= 2;
+    if (m <= 8 && K % 256 == 0 && tiles8 * split8 >= 264 && (!strcmp(dtn, "bf16") || !strcmp(dtn, "f16"))) {
         kir_config_set(cfg, "BM", 8);
         kir_config_set(cfg, "BN", rows8);
         kir_config_set(cfg, "BK", 256);
         kir_config_set(cfg, "WARPS", rows8 / 16);
-        kir_config_set(cfg, "SPLIT_K", 1);
+        kir_config_set(cfg, "SPLIT_K", split8);
     }
 }
 
@@ -678,7 +682,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (split > 1 && !inl && n_acc == 2)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
                            "qmatmul: silu_mul and pair split K only in the launch (ws=1)");
-    if (kfam_mm_splitk_check("qmatmul", N, inl, split, bm, bn, n_acc, d)) return d->status;
+    /* BM 8 (x's one n8 fragment, the M <= 8 decode form) splits too */
+    if (kfam_mm_splitk_check("qmatmul", N, inl, split, bm, 8, bn, n_acc, d)) return d->status;
     if (split > kfam_cdiv(K, bk))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SPLIT_K=%d exceeds the %lld K blocks", split,
                            (long long)kfam_cdiv(K, bk));

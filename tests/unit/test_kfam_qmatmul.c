@@ -648,7 +648,7 @@ static void sweep(const KRunner *r, KrefRng *g)
      * multiple of every group), K of 8 such steps (+ a tail where the format allows), M within BM (the
      * runtime takes a split binary for at most its BM rows); each format must run at least one; the
      * K-quants: the same at BK 256 (4 and 2 steps), 8 warps */
-    KirConfig wcfg[3], kcfg[2];
+    KirConfig wcfg[4], kcfg[2];
     kcfg[0] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 256, "WARPS", 8, "STAGES", 1, "SPLIT_K", 4);
     kcfg[1] = ksweep_cfg(6, "BM", 32, "BN", 32, "BK", 256, "WARPS", 8, "STAGES", 2, "SPLIT_K", 2);
     wcfg[0] = ksweep_cfg(6, "BM", 16, "BN", 32, "BK", 128, "WARPS", 4, "STAGES", 1, "SPLIT_K", 4);
@@ -656,19 +656,24 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* the decode form with SWAP=1: 128 weight rows on 8 warps (wgmma with A in registers), N = 72 masked,
      * 4 trips per slice: every stage of the rings is written (the packed words' image beside the x ring) */
     wcfg[2] = ksweep_cfg(7, "BM", 16, "BN", 128, "BK", 128, "WARPS", 8, "STAGES", 4, "SPLIT_K", 2, "SWAP", 1);
+    /* the M <= 8 decode form split: x's one n8 fragment (BM 8, M <= 8), 64 rows on 4 warps, one trip a slice
+     */
+    wcfg[3] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 4, "SWAP", 1);
     for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++) {
         if (!ksweep_mine()) continue; /* a format's cases stay together: the check below is per format */
         int before = ws_split_runs;
-        for (int j = 0; j < 3; j++) {
+        for (int j = 0; j < 4; j++) {
             Case c = {.f = &fmts[fi],
                       .dt = dtypes[0],
-                      .M = j == 1 ? 29 : 1 + (int)fi % 16,
+                      .M = j == 1   ? 29
+                           : j == 3 ? 1 + (int)fi % 8
+                                    : 1 + (int)fi % 16,
                       .N = 72,
                       .epi = epilogues[(fi + 2 * (unsigned)j) % N_EPI],
                       .inl = 1};
             c.K = 8 * 128 + (per_row(c.f) ? 15 : 0);
             int pick = j;
-            if (j == 2 && (!strcmp(r->name, "host") || kquant(c.f)))
+            if ((j == 2 && (!strcmp(r->name, "host") || kquant(c.f))) || (j == 3 && kquant(c.f)))
                 continue; /* a CUDA form (w4a16's); the host JIT's time is the budget */
             run_case(r, g, c, kquant(c.f) ? kcfg : wcfg, &pick, 1);
         }
