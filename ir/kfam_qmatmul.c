@@ -675,6 +675,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: STAGES=%d is outside [1, 8]", stages);
     if (swap != 0 && (swap != 1 || at != dt))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SWAP=%d (0, or 1 without W8A8)", swap);
+    if (bm < 16 && !swap) /* BM 8: x^T is one n8 fragment of the B operand, the SWAP=1 decode form */
+        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BM=%d needs SWAP=1", bm);
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,
                            (long long)g);
@@ -779,7 +781,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
 const KfamFamily kfam_qmatmul = {
     .name = "qmatmul",
     .n_space = 7,
-    .space = {{"BM", 5, {16, 32, 64, 128, 256}},
+    .space = {{"BM", 6, {8, 16, 32, 64, 128, 256}},
               {"BN", 5, {16, 32, 64, 128, 256}},
               {"BK", 4, {32, 64, 128, 256}},
               {"WARPS", 3, {2, 4, 8}},
