@@ -1165,6 +1165,16 @@ static void check_packed_loads(void)
      * word holding it, copied up to the scale only) and each thread reads one per row half and group, and
      * the nibbles become bf16 pairs at constant shifts (cg_cuda_nib.c: the scales are bf16, the dtype) */
     kfam_spec_int(&s, "ws", 1);
+    /* at m_hint <= 8 the default is BM 8: 64 weight rows on one warpgroup (wgmma m64n8, A in registers),
+     * K split 8 ways in the launch */
+    IrBuf b8 = {0};
+    qmatmul_source(&s, &b8);
+    KT_CHECK(b8.s && strstr(b8.s, "config BM=8 BN=64 BK=256 WARPS=4 STAGES=3 SPLIT_K=8 SWAP=1") &&
+                 strstr(b8.s, "(A in registers, pipelined B, wgmma)") &&
+                 strstr(b8.s, "[64,256] mma.sync m16n8 accumulators: 4x1 warps, 1x32 fragments per warp"),
+             "w4a16 m_hint 1: the BM-8 decode form");
+    ir_buf_free(&b8);
+    kfam_spec_int(&s, "m_hint", 16); /* the BM-16 decode form below */
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);
     KT_CHECK(sw.s && strstr(sw.s, "SWAP=1") && strstr(sw.s, "(A in registers, pipelined B, wgmma)") &&
