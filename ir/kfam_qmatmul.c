@@ -247,8 +247,8 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
      * issue; H200, session 14, 28672 x 4096 M=1/16: 33.0/33.7 us vs 34.2/37.0 at BK 128, 4096 x 14336:
      * 20.7/21.6 vs 21.8/22.8; slower at M = 64 (session 13); 127 registers, no spills; f32 x spills) */
     const char *dtn = kfam_spec_s(s, "dtype", "bf16");
-    if (bm == 16 && !two && K % 256 == 0 && (!strcmp(dtn, "bf16") || !strcmp(dtn, "f16")))
-        kir_config_set(cfg, "BK", 256);
+    int b16 = !strcmp(dtn, "bf16") || !strcmp(dtn, "f16");
+    if (bm == 16 && !two && K % 256 == 0 && b16) kir_config_set(cfg, "BK", 256);
     int64_t rows = kfam_cdiv(N, 128) * KFAM_SPLITK_MAX / (two ? 2 : 1) < 132 ? 64 : 128;
     kir_config_set(cfg, "BN", rows);
     if (rows == 64) kir_config_set(cfg, "WARPS", 4);
@@ -258,10 +258,10 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
         split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
     /* M <= 8: BM 8 (one n8 fragment of x: half the x copies and mma of BM 16), BK 256, 64-row programs of
-     * 4 warps on mma.sync (silu_mul and pair: 32 rows on 2 warps), K split in the launch (ws=1, K >= 4096,
-     * slices >= 512) while the programs stay within 512; taken when that gives every SM two programs
-     * (H200, session 17, runs 4-6, BK 256 STAGES 3, vs the form above in the same run: 28672 x 4096
-     * M=1/4/8 30.1/30.1/30.5 us vs 32.7/32.9/33.0 (unsplit); 4096 x 14336 M=1/8 18.3/18.8 vs 20.9/21.3
+     * 4 warps (one warpgroup: wgmma m64n8) (silu_mul and pair: 32 rows on 2 warps, mma.sync), K split in the
+     * launch (ws=1, K >= 4096, slices >= 512) while the programs stay within 512; taken when that gives every
+     * SM two programs (H200, session 17, runs 4-6, BK 256 STAGES 3, vs the form above in the same run: 28672
+     * x 4096 M=1/4/8 30.1/30.1/30.5 us vs 32.7/32.9/33.0 (unsplit); 4096 x 14336 M=1/8 18.3/18.8 vs 20.9/21.3
      * (8 slices; 4: 18.8/20.3); 4096 x 4096 9.5/9.8 vs 11.4/11.8 (8 slices); 6144 x 4096 11.9/11.6 vs
      * 13.8/14.1 (4 slices; 8: 13.4/13.8); silu_mul 14336 x 4096 M=1/4/8 33.4/35.2/37.7 vs 38.0/37.9/38.1
      * (unsplit; 2 slices 33.7/38.6); unsplit with few rows it loses: 4096 x 4096 13.8 vs 11.2) */
@@ -269,7 +269,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     while (kfam_spec_i(s, "ws", 0) && K >= 4096 && split8 < KFAM_SPLITK_MAX / (two ? 2 : 1) &&
            tiles8 * split8 * 2 <= 512 && K / (split8 * 2) >= 512)
         split8 *= 2;
-    if (m <= 8 && K % 256 == 0 && tiles8 * split8 >= 264 && (!strcmp(dtn, "bf16") || !strcmp(dtn, "f16"))) {
+    if (m <= 8 && K % 256 == 0 && tiles8 * split8 >= 264 && b16) {
         kir_config_set(cfg, "BM", 8);
         kir_config_set(cfg, "BN", rows8);
         kir_config_set(cfg, "BK", 256);

@@ -609,7 +609,7 @@ static void sweep(const KRunner *r, KrefRng *g)
     /* the K-quants' (BK a multiple of 256; narrow tiles: up to 8 byte loads per element), then cfgs[4] */
     cfgs[8] = ksweep_cfg(6, "BM", 32, "BN", 16, "BK", 256, "WARPS", 4, "STAGES", 2, "SPLIT_K", 2);
     cfgs[9] = ksweep_cfg(7, "BM", 16, "BN", 16, "BK", 256, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
-    /* the M <= 8 decode form: one n8 fragment of x (BM 8), 64 weight rows on 4 warps (mma.sync) */
+    /* the M <= 8 decode form: one n8 fragment of x (BM 8), 64 weight rows on 4 warps (CUDA: one warpgroup) */
     cfgs[10] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
     /* the interpreter runs every config; compiled executors (compile-bound; NVRTC on a GPU machine) the
      * default and one other, rotating with the case */
