@@ -11,13 +11,15 @@ db="$d/t.db"
 "$kiln" db upgrade --db "$db" > /dev/null && ok "create with upgrade" || bad "create"
 [ "$(sqlite3 "$db" 'PRAGMA application_id')" = 1263818062 ] && ok "application_id KTUN" || bad "application_id"
 [ "$(sqlite3 "$db" 'PRAGMA journal_mode')" = wal ] && ok "WAL" || bad "journal mode"
-# rows as a tuner would write them (the store is plain SQLite: sqlite3 can read and write it)
+# rows as a tuner would write them (the store is plain SQLite: sqlite3 can read and write it); the recent row is
+# dated yesterday so that "prune --older-than 30" keeps it on any day the test runs
+recent="$(date -u -d '1 day ago' +%Y-%m-%dT%H:%M:%SZ)"
 sqlite3 "$db" "INSERT INTO devices VALUES ('7cf3ce9c10f9db45', 'NVIDIA H200', 'sm_90a', 132, 150754820096,
   '580.159', '13.0', '2026-01-01T00:00:00Z');
 INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us, samples, default_us,
   candidates, invalid, kiln_version, tuned_at) VALUES
   ('7cf3ce9c10f9db45', 'rmsnorm_4096_bf16_1e_05', '1111', 'T=128', 'BLOCK=1024 WARPS=4 ROWS=1', 3.2, 3.1, 3.3,
-   20, 4.0, 60, 3, '0.1.0', '2026-11-01T10:00:00Z'),
+   20, 4.0, 60, 3, '0.1.0', '$recent'),
   ('7cf3ce9c10f9db45', 'matmul_4096_4096_bf16_none', '2222', 'T=16', 'BM=16 BN=128 BK=64 WARPS=4', 21.5, 21,
    22, 20, 30.1, 256, 40, '0.1.0', '2025-01-01T10:00:00Z'),
   ('7cf3ce9c10f9db45', 'matmul_4096_4096_bf16_none', '2222', 'T=512', 'BM=128 BN=128 BK=64 WARPS=8', 80, 79,
