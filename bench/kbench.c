@@ -8,7 +8,9 @@
  *   kb_launch(h, argv, n_args, 0, err, n)      argv[i]: a device pointer or a scalar's bits (f32 as bits)
  *   kb_source(h), kb_ir(h), kb_config(h)       generated CUDA C, kernel IR, the config used
  *   KB_SOURCE=file: kb_build compiles that CUDA C instead of the generated source (a hand-edited kgen.py
- *   output for the same spec and config: prototyping a lowering before the backend emits it)
+ *   output for the same spec and config: prototyping a lowering before the backend emits it); a folder:
+ *   its <kernel name>.cu where there is one (several kernels edited in one process), else the generated
+ *   source
  *   KB_LAUNCH="GY GZ THREADS SMEM": with KB_SOURCE, launch on that grid's y and z (x stays the kernel's),
  *   block size and dynamic shared memory instead (0 keeps the kernel's): a prototype's own launch shape
  *   kb_gen(family, spec, config, target, what)  no device needed: the kernel IR (what 0) or CUDA C (1; 2: and
@@ -19,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "codegen/cuda/cg_cuda.h"
 #include "ir/kfam.h"
@@ -135,6 +139,13 @@ void *kb_build(const char *family, const char *spec_text, const char *config_tex
     CgBinary cubin = {0};
     if (!(kb->k = make_kernel(kb->arena, f, spec_text, config_text, target, err, n))) goto bad;
     const char *given = getenv("KB_SOURCE");
+    char path[4096];
+    struct stat st;
+    if (given && stat(given, &st) == 0 &&
+        S_ISDIR(st.st_mode)) { /* a folder: <kernel name>.cu where present */
+        snprintf(path, sizeof path, "%s/%s.cu", given, kb->k->name);
+        given = access(path, R_OK) == 0 ? path : NULL;
+    }
     if (given) {
         FILE *fp = fopen(given, "rb");
         char buf[1 << 16];

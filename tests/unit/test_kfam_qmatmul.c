@@ -680,6 +680,27 @@ static void sweep(const KRunner *r, KrefRng *g)
         ksweep_check(r, NULL, ws_split_runs > before, "qmatmul %s g%d: no split-K launch with ws=1 ran",
                      fmts[fi].wfmt, fmts[fi].group);
     }
+    /* BULK=1 (CUDA: each weight row's words of a trip by one cp.async.bulk counted on the stage's mbarrier;
+     * tiles that divide the weight): the M <= 8 form over 4 trips a slice on 3 stages (a stage's barrier
+     * completes twice), unsplit and split 2 ways in the launch, each w4a16 format, every epilogue (silu_mul
+     * and pair: two weights' rows on one barrier) */
+    KirConfig bulk[2];
+    bulk[0] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1,
+                         "BULK", 1);
+    bulk[1] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1,
+                         "BULK", 1);
+    for (unsigned fi = 0, n = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
+        for (int j = 0; j < 2 && !strcmp(fmts[fi].wfmt, "w4a16"); j++, n++) {
+            if (!ksweep_mine()) continue;
+            Case c = {.f = &fmts[fi],
+                      .dt = dtypes[n % 2],
+                      .M = 1 + (int)(3 * n) % 8,
+                      .N = 128,
+                      .K = 1024 * (1 + j),
+                      .epi = epilogues[n % N_EPI],
+                      .inl = j};
+            run_case(r, g, c, bulk, &j, 1);
+        }
 }
 
 /* The default kernels of model shapes build, fit sm_90a and host budgets and compile with NVRTC. */
