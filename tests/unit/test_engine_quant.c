@@ -2,15 +2,17 @@
  * (intermediate 256, so every K is a multiple of 64 too) compiled with
  * weight_dtype=w4g32z (and w4g32) reads GPTQ (v1, and v2 through config.json) and AWQ INT4 checkpoints
  * whose Linears hold random 4-bit codes, zero points and f16 scales; its logits (kiln_engine_score) must
- * match the bf16 package run on the dense checkpoint holding bf16(f32(q - z) * f32(s)) — the value the
- * qmatmul kernel computes before its dot. Also the binder's refusals: a package without zero points on an
- * asymmetric checkpoint, a group size that differs, a missing qzeros, a GGUF file.
- * fp8 (weight_dtype=f8g32): FP8 checkpoints whose Linears hold random e4m3 codes with F32 scales per
- * tensor (a scalar), per output channel ([N, 1]) or per 16 x 32 block (`_scale_inv`, DeepSeek-style); the
- * logits must match the bf16 package on the dense checkpoint holding bf16(f32(q) * s). Refusals: scale
- * blocks narrower than the package's groups, a missing scale, a bf16 tensor where FP8 is wanted.
- * GGUF K-quants (weight_dtype=q4_k, q6_k; the tiny recipe at hidden 256): logits against the f32 package
- * reading the same GGUF file dequantized (kquant_checks). */
+ * match the bf16 package run on the dense checkpoint holding bf16(f32(q - z) * f32(bf16(s))) — the value the
+ * qmatmul kernel computes before its dot (f16 scales with bf16 activations: the scale rounded to bf16
+ * first, docs/KERNELS.md; the logits are then bit-identical on the host, so the bound is 1e-3: without
+ * the rounding the reference alone was off by up to 1.1e-2). Also the binder's refusals: a package without
+ * zero points on an asymmetric checkpoint, a group size that differs, a missing qzeros, a GGUF file. fp8
+ * (weight_dtype=f8g32): FP8 checkpoints whose Linears hold random e4m3 codes with F32 scales per tensor (a
+ * scalar), per output channel ([N, 1]) or per 16 x 32 block (`_scale_inv`, DeepSeek-style); the logits must
+ * match the bf16 package on the dense checkpoint holding bf16(f32(q) * s). Refusals: scale blocks narrower
+ * than the package's groups, a missing scale, a bf16 tensor where FP8 is wanted. GGUF K-quants
+ * (weight_dtype=q4_k, q6_k; the tiny recipe at hidden 256): logits against the f32 package reading the same
+ * GGUF file dequantized (kquant_checks). */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +50,14 @@ static uint16_t bf16_of(float f)
     uint32_t u;
     memcpy(&u, &f, 4);
     return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static float bf16_value(uint16_t b)
+{
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 static float f16_value(uint16_t h)
@@ -109,7 +119,8 @@ static int make_model(const char *pkg_path, KrefRng *g, int sym, Model *m)
                 uint8_t q = (uint8_t)(kref_next(g) % 16);
                 int64_t gi = n * (l->K / G) + k / G;
                 l->q[n * l->K + k] = q;
-                d[n * l->K + k] = bf16_of((float)((int)q - (int)l->z[gi]) * f16_value(l->s[gi]));
+                d[n * l->K + k] =
+                    bf16_of((float)((int)q - (int)l->z[gi]) * bf16_value(bf16_of(f16_value(l->s[gi]))));
             }
     }
     sqlite3_finalize(st);
@@ -507,7 +518,7 @@ int main(void)
                 float *got = score(p ? w4_pkg : w4z_pkg, path, tok, &V2);
                 if (!got) continue;
                 double err = V == V2 ? rel_l2(got, want, T * V) : INFINITY;
-                KT_CHECK(err < 1e-2, "%s %s %s: logits rel L2 %.3g vs the dense bf16 model", fmt_names[f],
+                KT_CHECK(err < 1e-3, "%s %s %s: logits rel L2 %.3g vs the dense bf16 model", fmt_names[f],
                          sym ? "symmetric" : "asymmetric", p ? "w4g32" : "w4g32z", err);
                 free(got);
             }
