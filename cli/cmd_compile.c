@@ -12,24 +12,48 @@
 #include "cuda/cg_cuda.h"
 #include "ir/sched.h"
 #include "rt_package.h"
+#include "rt_weights.h"
 
-static FeOptions fe_opts(const CliArgs *a)
+/* g:file_dtype for the recipe: the weights file it names, opened once per path while the recipe runs. */
+typedef struct FileDtypes {
+    char path[4096];
+    RtWeights *w;
+} FileDtypes;
+
+static int file_dtype(void *ctx, const char *path, const char *name, const char *fallback, char *out,
+                      int outlen, char *err, int errlen)
+{
+    FileDtypes *f = ctx;
+    if (!f->w || strcmp(f->path, path)) {
+        rt_w_close(f->w);
+        f->w = NULL;
+        if (rt_w_open(path, &f->w, err, errlen) != KILN_OK) return -1;
+        snprintf(f->path, sizeof f->path, "%s", path);
+    }
+    return rt_w_stored_dtype(f->w, name, fallback, out, outlen, err, errlen) == KILN_OK ? 0 : -1;
+}
+
+static FeOptions fe_opts(const CliArgs *a, FileDtypes *files)
 {
     FeOptions o = fe_options_default();
     o.model = a->model;
     o.sets = a->sets;
     o.n_sets = a->n_sets;
+    if (files) o.file_dtype = file_dtype, o.file_dtype_ctx = files; /* NULL: the recipe is not built */
     return o;
 }
 
 /* Builds the graph and runs the passes (unless raw). Returns NULL after printing the error. */
 static GirGraph *build(const CliArgs *a, int raw, IrBuf *dump, double *t_fe, double *t_pass)
 {
-    FeOptions o = fe_opts(a);
+    FileDtypes files = {.w = NULL};
+    FeOptions o = fe_opts(a, &files);
     GirGraph *g = NULL;
     IrDiag d = {0};
     double t0 = ir_now_ms();
-    if (fe_recipe_build(a->input, &o, &g, &d) != IR_OK) {
+    IrStatus st = fe_recipe_build(a->input, &o, &g, &d);
+    rt_w_close(files.w);
+    if (st != IR_OK) {
         cli_error("%s", d.msg);
         return NULL;
     }
@@ -74,7 +98,7 @@ int cli_ir(const CliArgs *a)
 
 int cli_models(const CliArgs *a)
 {
-    FeOptions o = fe_opts(a);
+    FeOptions o = fe_opts(a, NULL);
     IrBuf names = {0};
     IrDiag d = {0};
     if (fe_recipe_models(a->input, &o, &names, &d) != IR_OK) {

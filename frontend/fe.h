@@ -14,12 +14,20 @@
 
 #include "ir/gir.h"
 
+/* The package dtype of weight `name` (a checkpoint name) as the weights file at `path` stores it, for
+ * g:file_dtype (the frontend reads no files: the caller, e.g. kiln compile, does): into out a dtype name
+ * (a block format as stored, or `fallback` for a float tensor); 0, or -1 with a one-line reason in err. */
+typedef int (*FeFileDtype)(void *ctx, const char *path, const char *name, const char *fallback, char *out,
+                           int outlen, char *err, int errlen);
+
 typedef struct FeOptions {
     const char *model;       /* named config; NULL for the recipe's default */
     const char *const *sets; /* "key=value" config overrides, applied in order */
     int n_sets;
-    size_t mem_limit; /* bytes the Lua state may hold */
-    long instr_limit; /* Lua VM instructions the recipe may run */
+    size_t mem_limit;       /* bytes the Lua state may hold */
+    long instr_limit;       /* Lua VM instructions the recipe may run */
+    FeFileDtype file_dtype; /* NULL: g:file_dtype is an error */
+    void *file_dtype_ctx;
 } FeOptions;
 
 FeOptions fe_options_default(void); /* no model, no sets, 64 MiB, 50M instructions */

@@ -171,6 +171,29 @@ static int graph_weight(lua_State *L)
     return graph_leaf(L, GIR_OP_WEIGHT);
 }
 
+/* g:file_dtype(path, name, fallback): the dtype weight `name` has in the weights file at path (a block
+ * format as stored; fallback for a float tensor), read by the caller's FeOptions.file_dtype. */
+static int graph_file_dtype(lua_State *L)
+{
+    FeCtx *c = fe_ctx(L);
+    check_self(L, "file_dtype");
+    for (int i = 2; i <= 4; i++)
+        if (lua_type(L, i) != LUA_TSTRING || !lua_tostring(L, i)[0])
+            fe_error(L, IR_ERR_INPUT,
+                     "file_dtype(path, name, fallback): argument %d must be a non-empty string", i - 1);
+    const char *path = lua_tostring(L, 2), *name = lua_tostring(L, 3), *fallback = lua_tostring(L, 4);
+    if (!c->opt.file_dtype)
+        fe_error(L, IR_ERR_UNSUPPORTED, "file_dtype: this caller reads no weights files (kiln compile does)");
+    char out[32], err[400];
+    if (c->opt.file_dtype(c->opt.file_dtype_ctx, path, name, fallback, out, sizeof out, err, sizeof err))
+        fe_error(L, IR_ERR_INPUT, "%s", err);
+    GirDtype dt;
+    if (!gir_dtype_parse(out, &dt))
+        fe_error(L, IR_ERR_INPUT, "%s: weight %s: unknown dtype '%s'", path, name, out);
+    lua_pushstring(L, out);
+    return 1;
+}
+
 /* g:output(name, tensor) */
 static int graph_output(lua_State *L)
 {
@@ -296,6 +319,8 @@ static int graph_index(lua_State *L)
         lua_pushcfunction(L, graph_weight);
     else if (strcmp(k, "output") == 0)
         lua_pushcfunction(L, graph_output);
+    else if (strcmp(k, "file_dtype") == 0)
+        lua_pushcfunction(L, graph_file_dtype);
     else if (gir_op_parse(k, &op) && !(gir_op_flags(op) & GIR_F_LEAF)) {
         lua_pushinteger(L, op);
         lua_pushcclosure(L, graph_op, 1);

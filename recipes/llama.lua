@@ -11,7 +11,8 @@ local base = {
   dtype = "bf16",
   weight_dtype = "",         -- the linear layers' weights: "" = dtype, a GGUF block format (q4_0, q4_1, q8_0;
                              -- q4_k, q6_k: every linear layer's K a multiple of 256), w4g<G>[z] (GPTQ/AWQ
-                             -- INT4) or f8g<G> (FP8 e4m3), G = 32, 64 or 128
+                             -- INT4), f8g<G> (FP8 e4m3), G = 32, 64 or 128, or gguf:PATH: each as that
+                             -- GGUF file stores it (mixed files such as Q4_K_M; float tensors as dtype)
   page_size = 16,
   head_dim = 0,              -- 0: hidden_size / n_heads
   qkv_bias = false,
@@ -103,8 +104,11 @@ local function build(g, c)
   local norm = { eps = c.rms_eps }
 
   local wdt = c.weight_dtype ~= "" and c.weight_dtype or dt
+  local file = wdt:match("^gguf:(.*)$")
+  if file == "" then error("weight_dtype=gguf:PATH: the path of the GGUF file is missing") end
   local function proj(x, name, n_out, n_in, bias)
-    local w = g:weight(name .. ".weight", wdt, {n_out, n_in})
+    local wname = name .. ".weight"
+    local w = g:weight(wname, file and g:file_dtype(file, wname, dt) or wdt, {n_out, n_in})
     if bias then return g:matmul(x, w, weight(name .. ".bias", {n_out})) end
     return g:matmul(x, w)
   end

@@ -667,8 +667,9 @@ static KilnStatus check_conversion(const Src *src, int to, char *err, int errlen
     if (fmt_is_block(src->fmt))
         return rt_file_errf(
             err, errlen, KILN_ERR_UNSUPPORTED,
-            "%s: tensor %s: file has %s, the package wants %s (compile with --set weight_dtype=%s)", p, t,
-            have, want, have);
+            "%s: tensor %s: file has %s, the package wants %s (compile with --set weight_dtype=%s, or "
+            "gguf:FILE for a file of mixed formats)",
+            p, t, have, want, have);
     return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
                         "%s: tensor %s: file has %s, the package wants %s; kiln does not quantize (compile "
                         "without --set weight_dtype, or use a GGUF file with %s weights)",
@@ -902,6 +903,28 @@ static KilnStatus f8_read(const Src *src, int to, void *dst)
             int64_t at = (n / src->f8_bn) * src->f8_cols + (g * G) / src->f8_bk;
             memcpy(scales + (size_t)(n * (K / G) + g) * 4, src->f8_scales + (size_t)at * 4, 4);
         }
+    return KILN_OK;
+}
+
+KilnStatus rt_w_stored_dtype(const RtWeights *w, const char *name, const char *fallback, char *out,
+                             int outlen, char *err, int errlen)
+{
+    if (!w || !name || !fallback || !out || outlen < 1)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_stored_dtype: NULL argument%s", "");
+    out[0] = 0;
+    RtWeightSpec spec = {.name = name};
+    Src src;
+    memset(&src, 0, sizeof src);
+    KilnStatus s = w->gguf ? find_gguf(w, &spec, &src, err, errlen) : find_st(w, &spec, &src, err, errlen);
+    if (s != KILN_OK) return s;
+    if (src.fmt == FMT_OTHER)
+        return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
+                            "%s: tensor %s: file has %s, which kiln does not read (%s)", src.file, src.label,
+                            src.fmt_name, FMT_LIST);
+    const char *dt = fmt_is_block(src.fmt) ? fmts[src.fmt].name : fallback;
+    if ((int)strlen(dt) >= outlen)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_stored_dtype: '%s' does not fit", dt);
+    snprintf(out, (size_t)outlen, "%s", dt);
     return KILN_OK;
 }
 

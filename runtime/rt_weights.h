@@ -86,6 +86,15 @@ RtGgufFile *rt_w_gguf(const RtWeights *w);
  * KILN_ERR_FORMAT: a GGUF llama file without the head counts needed to un-permute. */
 KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char *err, int errlen);
 
+/* The package dtype that takes tensor `name` (a checkpoint name) as the file stores it: its GGUF block
+ * format (q4_0, q4_1, q8_0, q4_k, q6_k: copied as stored), or `fallback` for a float tensor (converted at
+ * load), into out (outlen bytes). What a recipe compiled for a file of mixed formats (Q4_K_M: q4_k and
+ * q6_k Linears) gives each weight (g:file_dtype, docs/RECIPES.md). KILN_ERR_ARG: a missing tensor or a
+ * name with no GGUF mapping; KILN_ERR_UNSUPPORTED: a type kiln does not read (q5_k, ...) or an unknown
+ * architecture; one line naming the file and the tensor. */
+KilnStatus rt_w_stored_dtype(const RtWeights *w, const char *name, const char *fallback, char *out,
+                             int outlen, char *err, int errlen);
+
 /* Writes exactly spec->nbytes bytes at dst (any alignment): the tensor converted to spec->dtype, rows
  * un-permuted where needed. Float conversions round to nearest even (overflow to inf; NaN stays NaN,
  * quiet, sign and top payload bits kept); GGUF blocks dequantize exactly as rt_gguf_dequant (gguf-py's

@@ -382,9 +382,21 @@ static void gguf_name(const char *hf, char *out, size_t n)
                                                       : hf);
 }
 
+/* The GGUF type write_kquant_gguf gives Linear `name` in mode KQ_*: all Q4_K, all Q6_K, mixed as llama.cpp's
+ * Q4_K_M mixes them (v_proj and down_proj Q6_K, the rest Q4_K; layer 0's o_proj left BF16), or mixed
+ * with one Q5_K (a type kiln does not read). */
+enum { KQ_Q4, KQ_Q6, KQ_MIXED, KQ_Q5 };
+static RtGgufType kquant_type(const char *name, int mode)
+{
+    if (mode == KQ_Q4 || mode == KQ_Q6) return mode == KQ_Q6 ? RT_GGUF_TYPE_Q6_K : RT_GGUF_TYPE_Q4_K;
+    if (mode == KQ_Q5 && strstr(name, "layers.1.self_attn.k_proj")) return RT_GGUF_TYPE_Q5_K;
+    if (strstr(name, "layers.0.self_attn.o_proj")) return RT_GGUF_TYPE_BF16;
+    return strstr(name, "v_proj") || strstr(name, "down_proj") ? RT_GGUF_TYPE_Q6_K : RT_GGUF_TYPE_Q4_K;
+}
+
 /* The tiny model at hidden 256 (every Linear's K a multiple of 256) as a GGUF file whose Linears hold
- * random Q4_K (q6: Q6_K) super-blocks, d and dmin chosen to keep the weights near 1, the rest bf16. */
-static void write_kquant_gguf(const Model *m, int q6, const char *path, KrefRng *g)
+ * random super-blocks of kquant_type(mode), d and dmin chosen to keep the weights near 1, the rest bf16. */
+static void write_kquant_gguf(const Model *m, int mode, const char *path, KrefRng *g)
 {
     KfGgTensor t[MAXW];
     char names[MAXW][96];
@@ -395,8 +407,11 @@ static void write_kquant_gguf(const Model *m, int q6, const char *path, KrefRng 
         t[i] = (KfGgTensor){names[i], RT_GGUF_TYPE_BF16, w->n_dims, {0}, w->data, w->nbytes};
         for (int d = 0; d < w->n_dims; d++)
             t[i].ne[d] = (uint64_t)w->shape[w->n_dims - 1 - d];
-        if (!is_linear(w->name, w->n_dims)) continue;
-        size_t nb = (size_t)(w->shape[0] * w->shape[1] / 256), bytes = q6 ? 210 : 144;
+        RtGgufType type = kquant_type(w->name, mode);
+        if (!is_linear(w->name, w->n_dims) || type == RT_GGUF_TYPE_BF16) continue;
+        int q6 = type == RT_GGUF_TYPE_Q6_K, block = 0, bytes = 0;
+        rt_gguf_type_block(type, &block, &bytes);
+        size_t nb = (size_t)(w->shape[0] * w->shape[1] / block);
         unsigned char *b = blocks[i] = malloc(nb * bytes);
         for (size_t j = 0; j < nb * bytes; j++)
             b[j] = (unsigned char)kref_next(g);
@@ -406,7 +421,7 @@ static void write_kquant_gguf(const Model *m, int q6, const char *path, KrefRng 
             memcpy(b + (q6 ? 208 : 0), &d, 2);
             if (!q6) memcpy(b + 2, &dmin, 2);
         }
-        t[i].type = q6 ? RT_GGUF_TYPE_Q6_K : RT_GGUF_TYPE_Q4_K;
+        t[i].type = type;
         t[i].data = blocks[i], t[i].nbytes = nb * bytes;
     }
     KfGgKvs kv = {0};
@@ -419,14 +434,36 @@ static void write_kquant_gguf(const Model *m, int q6, const char *path, KrefRng 
         free(blocks[i]);
 }
 
+/* kiln compile's output (both streams) on a failure: exit status non-zero, one line holding `want`. */
+static void expect_compile_error(const char *what, const char *kiln, const char *src, const char *set,
+                                 const char *out, const char *want)
+{
+    char cmd[2048], text[1024] = "";
+    snprintf(cmd, sizeof cmd,
+             "'%s' compile '%s/recipes/llama.lua' --model tiny --set intermediate_size=256 %s --target host "
+             "--no-cache -o '%s' 2>&1",
+             kiln, src, set, out);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(text, 1, sizeof text - 1, p) : 0;
+    text[n] = 0;
+    int rc = p ? pclose(p) : -1;
+    FILE *f = fopen(out, "rb");
+    KT_CHECK(rc != 0 && strstr(text, want) && strchr(text, '\n') == text + n - 1 && !f, "%s: rc %d, '%s'",
+             what, rc, text);
+    if (f) fclose(f);
+}
+
 /* Q4_K and Q6_K packages against the f32 package on the same GGUF file: the f32 package reads the
  * K-quant Linears dequantized (rt_gguf_dequant), the K-quant package runs qmatmul's K-quant kernels on
  * the super-blocks as stored; the same f32 weights summed in another order, so logits within 1e-4. Also:
- * a Q4_K package refuses the Q6_K file. */
+ * a Q4_K package refuses the Q6_K file. A mixed file (Q4_K_M's mix, one Linear BF16) compiled with
+ * weight_dtype=gguf:PATH: each Linear's qmatmul takes its own format (the BF16 one a dense f32 matmul),
+ * logits within 1e-4 of the f32 package too; a Q5_K Linear or a missing file stops the compile with one
+ * line. */
 static void kquant_checks(const char *kiln, const char *src, KrefRng *g)
 {
     const char *base = "--set hidden_size=256 --set intermediate_size=512 --set dtype=f32";
-    char set[256], f32_pkg[512], kq_pkg[2][512];
+    char set[1024], f32_pkg[512], kq_pkg[2][512];
     snprintf(f32_pkg, sizeof f32_pkg, "%s", kf_at("k-f32.kiln"));
     if (!compile(kiln, src, base, f32_pkg)) return;
     for (int q6 = 0; q6 < 2; q6++) {
@@ -442,7 +479,7 @@ static void kquant_checks(const char *kiln, const char *src, KrefRng *g)
     for (int q6 = 0; q6 < 2; q6++) {
         char path[512];
         snprintf(path, sizeof path, "%s", kf_at(q6 ? "m-q6_k.gguf" : "m-q4_k.gguf"));
-        write_kquant_gguf(&m, q6, path, g);
+        write_kquant_gguf(&m, q6 ? KQ_Q6 : KQ_Q4, path, g);
         int V = 0, V2 = 0;
         float *want = score(f32_pkg, path, tok, &V), *got = want ? score(kq_pkg[q6], path, tok, &V2) : NULL;
         double err = got && V == V2 ? rel_l2(got, want, T * V) : INFINITY;
@@ -452,6 +489,31 @@ static void kquant_checks(const char *kiln, const char *src, KrefRng *g)
         free(got);
         if (q6) expect_refusal("a Q6_K file for a q4_k package", kq_pkg[0], path, "file has q6_k");
     }
+    char mixed[512], q5[512], mixed_pkg[512];
+    snprintf(mixed, sizeof mixed, "%s", kf_at("m-q4_k_m.gguf"));
+    snprintf(q5, sizeof q5, "%s", kf_at("m-q5_k.gguf"));
+    snprintf(mixed_pkg, sizeof mixed_pkg, "%s", kf_at("q4_k_m.kiln"));
+    write_kquant_gguf(&m, KQ_MIXED, mixed, g);
+    write_kquant_gguf(&m, KQ_Q5, q5, g);
+    snprintf(set, sizeof set, "%s --set weight_dtype=gguf:%s", base, mixed);
+    if (compile(kiln, src, set, mixed_pkg)) {
+        int V = 0, V2 = 0;
+        float *want = score(f32_pkg, mixed, tok, &V), *got = want ? score(mixed_pkg, mixed, tok, &V2) : NULL;
+        double err = got && V == V2 ? rel_l2(got, want, T * V) : INFINITY;
+        KT_CHECK(err < 1e-4,
+                 "gguf: package on a mixed Q4_K/Q6_K/BF16 GGUF: logits rel L2 %.3g vs the f32 package", err);
+        free(want);
+        free(got);
+        expect_refusal("the mixed package on the all-Q4_K file", mixed_pkg, kf_at("m-q4_k.gguf"),
+                       "file has q4_k");
+    }
+    snprintf(set, sizeof set, "%s --set weight_dtype=gguf:%s", base, q5);
+    expect_compile_error(
+        "a Q5_K Linear", kiln, src, set, kf_at("q5.kiln"),
+        "blk.1.attn_k.weight (model.layers.1.self_attn.k_proj.weight): file has q5_k, which kiln "
+        "does not read");
+    snprintf(set, sizeof set, "%s --set weight_dtype=gguf:%s", base, kf_at("absent.gguf"));
+    expect_compile_error("a missing file", kiln, src, set, kf_at("absent.kiln"), "recipes/llama.lua:");
     free_model(&m);
 }
 

@@ -357,6 +357,49 @@ static void test_build_errors(void)
                &o, 4, "output 'o' is declared twice (first at line 3)");
 }
 
+/* A stand-in for kiln compile's reader: "w.q" is stored q4_k, "w.f" as a float, anything else missing. */
+static int fake_file_dtype(void *ctx, const char *path, const char *name, const char *fallback, char *out,
+                           int outlen, char *err, int errlen)
+{
+    ++*(int *)ctx;
+    if (!strcmp(name, "w.q") || !strcmp(name, "w.f")) {
+        snprintf(out, (size_t)outlen, "%s", !strcmp(name, "w.q") ? "q4_k" : fallback);
+        return 0;
+    }
+    snprintf(err, (size_t)errlen, "%s: missing tensor %s", path, name);
+    return -1;
+}
+
+/* g:file_dtype(path, name, fallback): the caller's reader decides; without one, an error at the line. */
+static void test_file_dtype(void)
+{
+    const char *body = "  local q = g:weight('w.q', g:file_dtype('m.gguf', 'w.q', 'bf16'), {256, 256})\n"
+                       "  local f = g:weight('w.f', g:file_dtype('m.gguf', 'w.f', 'bf16'), {256, 256})\n"
+                       "  g:output('o', g:matmul(g:matmul(g:input('x', 'bf16', {'T', 256}), q), f))";
+    const char *path = put_build("file_dtype.lua", body);
+    FeOptions o = fe_options_default();
+    expect_err_status(path, &o, IR_ERR_UNSUPPORTED, 2, "file_dtype: this caller reads no weights files");
+    int calls = 0;
+    o.file_dtype = fake_file_dtype, o.file_dtype_ctx = &calls;
+    IrDiag d;
+    GirGraph *g = build(path, &o, &d);
+    KT_CHECK(g && calls == 2, "file_dtype: %s (%d calls)", g ? "built" : d.msg, calls);
+    int q4k = 0, bf16 = 0;
+    for (int i = 0; g && i < g->n_nodes; i++) {
+        const GirNode *n = g->nodes[i];
+        if (n->op != GIR_OP_WEIGHT) continue;
+        const char *dt = gir_dtype_name(n->out[0]->type.dtype);
+        q4k += !strcmp(dt, "q4_k"), bf16 += !strcmp(dt, "bf16");
+    }
+    KT_CHECK(q4k == 1 && bf16 == 1, "file_dtype: weights q4_k %d, bf16 %d", q4k, bf16);
+    gir_graph_destroy(g);
+    expect_err(put_build("file_dtype_missing.lua",
+                         "\n  g:weight('w.x', g:file_dtype('m.gguf', 'w.x', 'bf16'), {4})"),
+               &o, 3, "m.gguf: missing tensor w.x");
+    expect_err(put_build("file_dtype_args.lua", "  g:file_dtype('m.gguf', 'w.q')"), &o, 2,
+               "file_dtype(path, name, fallback): argument 3 must be a non-empty string");
+}
+
 static void test_sandbox(void)
 {
     FeOptions o = fe_options_default();
@@ -506,6 +549,7 @@ int main(void)
     test_models_and_sets();
     test_recipe_errors();
     test_build_errors();
+    test_file_dtype();
     test_sandbox();
     test_memory_sweep();
     for (int i = n_paths - 1; i >= 0; i--)

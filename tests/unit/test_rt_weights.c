@@ -932,7 +932,8 @@ static void test_errors(void)
     expect_fail(
         w, s, 2, KILN_ERR_UNSUPPORTED,
         "tensor blk.3.attn_output.weight (model.layers.3.self_attn.o_proj.weight): file has q8_0, the "
-        "package wants q4_1 (compile with --set weight_dtype=q8_0)");
+        "package wants q4_1 (compile with --set weight_dtype=q8_0, or gguf:FILE for a file of mixed "
+        "formats)");
     s[1] = spec2("model.layers.3.input_layernorm.weight", "q4_0", C, -1);
     expect_fail(
         w, s, 2, KILN_ERR_UNSUPPORTED,
@@ -1187,7 +1188,7 @@ static void test_real_model(void)
     expect_fail(
         w, specs, 3, KILN_ERR_UNSUPPORTED,
         "tensor blk.0.attn_q.weight (model.layers.0.self_attn.q_proj.weight): file has q4_1, the package "
-        "wants q8_0 (compile with --set weight_dtype=q4_1)");
+        "wants q8_0 (compile with --set weight_dtype=q4_1, or gguf:FILE for a file of mixed formats)");
 
     /* k_proj of layer 0, un-permuted as f32 then permuted back as the converter did: gguf-py's hash of
      * the file's rows (test_weights.c); and the q4_1 bytes, permuted back, are the file's */
