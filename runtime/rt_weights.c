@@ -38,7 +38,7 @@ static int read_gptq_v2(const char *path);
 
 /* ---- formats ------------------------------------------------------------------------------------------ */
 
-/* The formats kiln reads: package dtype text, block (elements) and bytes per block, the GGUF type. The
+/* The formats kiln reads: package dtype text, the GGUF type, block (elements) and bytes per block. The
  * w4a16 ones (ir/gir_dtypes.def: planar words, f16 scales, zeros "z" in groups of 32/64/128) and the fp8
  * ones (planar e4m3 codes, f32 scales per group of 32/64/128) no file stores as such: the binder builds
  * them from GPTQ/AWQ tensors (w4_resolve) or FP8 tensors and their scales (f8_resolve), so their GGUF
@@ -66,24 +66,39 @@ enum {
 };
 static const struct {
     const char *name;
-    int block, bytes;
     RtGgufType gguf;
+    int block, bytes; /* 0 for the formats a file stores: their GGUF type's (fmt_block, fmt_bytes) */
 } fmts[FMT_COUNT] = {
-    {"f32", 1, 4, RT_GGUF_TYPE_F32},        {"f16", 1, 2, RT_GGUF_TYPE_F16},
-    {"bf16", 1, 2, RT_GGUF_TYPE_BF16},      {"q4_0", 32, 18, RT_GGUF_TYPE_Q4_0},
-    {"q4_1", 32, 20, RT_GGUF_TYPE_Q4_1},    {"q8_0", 32, 34, RT_GGUF_TYPE_Q8_0},
-    {"q4_k", 256, 144, RT_GGUF_TYPE_Q4_K},  {"q6_k", 256, 210, RT_GGUF_TYPE_Q6_K},
-    {"w4g32", 32, 18, RT_GGUF_TYPE_F32},    {"w4g64", 64, 34, RT_GGUF_TYPE_F32},
-    {"w4g128", 128, 66, RT_GGUF_TYPE_F32},  {"w4g32z", 32, 19, RT_GGUF_TYPE_F32},
-    {"w4g64z", 64, 35, RT_GGUF_TYPE_F32},   {"w4g128z", 128, 67, RT_GGUF_TYPE_F32},
-    {"f8g32", 32, 36, RT_GGUF_TYPE_F32},    {"f8g64", 64, 68, RT_GGUF_TYPE_F32},
-    {"f8g128", 128, 132, RT_GGUF_TYPE_F32},
+    {"f32", RT_GGUF_TYPE_F32, 0, 0},        {"f16", RT_GGUF_TYPE_F16, 0, 0},
+    {"bf16", RT_GGUF_TYPE_BF16, 0, 0},      {"q4_0", RT_GGUF_TYPE_Q4_0, 0, 0},
+    {"q4_1", RT_GGUF_TYPE_Q4_1, 0, 0},      {"q8_0", RT_GGUF_TYPE_Q8_0, 0, 0},
+    {"q4_k", RT_GGUF_TYPE_Q4_K, 0, 0},      {"q6_k", RT_GGUF_TYPE_Q6_K, 0, 0},
+    {"w4g32", RT_GGUF_TYPE_F32, 32, 18},    {"w4g64", RT_GGUF_TYPE_F32, 64, 34},
+    {"w4g128", RT_GGUF_TYPE_F32, 128, 66},  {"w4g32z", RT_GGUF_TYPE_F32, 32, 19},
+    {"w4g64z", RT_GGUF_TYPE_F32, 64, 35},   {"w4g128z", RT_GGUF_TYPE_F32, 128, 67},
+    {"f8g32", RT_GGUF_TYPE_F32, 32, 36},    {"f8g64", RT_GGUF_TYPE_F32, 64, 68},
+    {"f8g128", RT_GGUF_TYPE_F32, 128, 132},
 };
 #define FMT_LIST "f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k"
 
+/* Elements per block of format f, and bytes per block. */
+static int fmt_block(int f)
+{
+    int block = fmts[f].block;
+    if (!block) rt_gguf_type_block(fmts[f].gguf, &block, NULL); /* cannot fail: a type of the table */
+    return block;
+}
+
+static int fmt_bytes(int f)
+{
+    int bytes = fmts[f].bytes;
+    if (!bytes) rt_gguf_type_block(fmts[f].gguf, NULL, &bytes);
+    return bytes;
+}
+
 static int fmt_is_block(int f)
 {
-    return fmts[f].block > 1;
+    return fmt_block(f) > 1;
 }
 
 static int fmt_from_name(const char *name)
@@ -532,7 +547,7 @@ static KilnStatus check_spec(const RtWeights *w, const RtWeightSpec *spec, int *
         return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
                             "%s: tensor %s: the package wants dtype '%s', which kiln does not load (%s)",
                             w->path, spec->name, spec->dtype, FMT_LIST);
-    int ok = spec->rank >= 0 && spec->rank <= RT_W_MAX_RANK, block = fmts[*to].block;
+    int block = fmt_block(*to), ok = spec->rank >= 0 && spec->rank <= RT_W_MAX_RANK;
     int64_t elems = 1;
     for (int d = 0; ok && d < spec->rank; d++) {
         ok = spec->shape[d] >= 0 && (spec->shape[d] == 0 || elems <= (INT64_C(1) << 62) / spec->shape[d]);
@@ -547,7 +562,7 @@ static KilnStatus check_spec(const RtWeights *w, const RtWeightSpec *spec, int *
             err, errlen, KILN_ERR_CORRUPT,
             "%s: tensor %s: the package wants %s %s, whose rows are not whole %d-element blocks", w->path,
             spec->name, spec->dtype, shape_str(spec->shape, spec->rank, sh, sizeof sh), block);
-    int64_t want = elems / block * fmts[*to].bytes;
+    int64_t want = elems / block * fmt_bytes(*to);
     if (spec->nbytes != want)
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
                             "%s: tensor %s: the package says %lld bytes, but %s %s is %lld bytes", w->path,
@@ -755,7 +770,7 @@ static KilnStatus w4_resolve(const RtWeights *w, const RtWeightSpec *spec, int t
 {
     const char *n = spec->name;
     size_t len = strlen(n);
-    int G = fmts[to].block, zeros = to >= FMT_W4G32Z;
+    int G = fmt_block(to), zeros = to >= FMT_W4G32Z;
     char prefix[512];
     KilnStatus s0 = linear_check(w, spec, "GPTQ/AWQ INT4", err, errlen);
     if (s0 != KILN_OK) return s0;
@@ -838,7 +853,7 @@ static KilnStatus f8_resolve(const RtWeights *w, const RtWeightSpec *spec, int t
                              int errlen)
 {
     const char *n = spec->name;
-    int G = fmts[to].block;
+    int G = fmt_block(to);
     KilnStatus s0 = linear_check(w, spec, "FP8 e4m3", err, errlen);
     if (s0 != KILN_OK) return s0;
     int64_t N = spec->shape[0], K = spec->shape[1];
@@ -895,7 +910,7 @@ static KilnStatus f8_resolve(const RtWeights *w, const RtWeightSpec *spec, int t
 /* The f8g<G> weight from the resolved src: the codes as they are, then one f32 scale per (n, G-group). */
 static KilnStatus f8_read(const Src *src, int to, void *dst)
 {
-    int64_t N = src->f8_N, K = src->f8_K, G = fmts[to].block;
+    int64_t N = src->f8_N, K = src->f8_K, G = fmt_block(to);
     unsigned char *out = dst, *scales = out + N * K;
     memcpy(out, src->f8_codes, (size_t)(N * K));
     for (int64_t n = 0; n < N; n++)
@@ -984,7 +999,7 @@ KilnStatus rt_w_read(const RtWeights *w, const RtWeightSpec *spec, void *dst, ch
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: tensor %s: NULL destination", w->path, src.label);
     if (fmt_is_w4(to)) return w4_read(&src.quant, to, dst, err, errlen);
     if (fmt_is_f8(to)) return f8_read(&src, to, dst);
-    size_t out_unit = (size_t)(src.unit_elems / fmts[to].block * fmts[to].bytes);
+    size_t out_unit = (size_t)(src.unit_elems / fmt_block(to) * fmt_bytes(to));
     float *row = NULL;
     if (src.fmt != to && src.n_units > 0) {
         row = malloc((size_t)src.unit_elems * sizeof *row);
@@ -1042,14 +1057,14 @@ void rt_w_random(const RtWeightSpec *spec, uint64_t seed, void *dst)
     if (f == FMT_F32 || f == FMT_F16 || f == FMT_BF16) {
         enum { TABLE = 4096 };
         unsigned char table[TABLE * 4];
-        size_t eb = (size_t)fmts[f].bytes;
+        size_t eb = (size_t)fmt_bytes(f);
         int64_t fan_in = spec->rank >= 2 ? spec->shape[spec->rank - 1] : 0;
         float sd = fan_in > 0 ? fminf(0.08f, (float)(1.0 / sqrt((double)fan_in))) : 0.08f;
         for (int i = 0; i < TABLE; i++) {
             float v = norm ? 1.0f + 0.1f * rand_normal(&s) : sd * rand_normal(&s);
             f32_row_to(f, &v, 1, table + (size_t)i * eb);
         }
-        int64_t n = spec->nbytes / fmts[f].bytes;
+        int64_t n = spec->nbytes / (int64_t)eb;
         for (int64_t i = 0; i < n;) {
             uint64_t r = rand_next(&s);
             for (int j = 0; j < 5 && i < n; j++, i++, r >>= 12)
