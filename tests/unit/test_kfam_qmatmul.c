@@ -407,7 +407,6 @@ static void exact(const KRunner *r, KrefRng *g)
 }
 
 /* ---- the sweep ---- */
-static void tiled(const KRunner *r, KrefRng *g);
 
 typedef struct Case {
     const Fmt *f;
@@ -609,6 +608,50 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
     free(c.want2);
 }
 
+/* The tiled word layout (spec wtile): tiles of 16, 32 and 64 rows, N not a multiple of BN (rows of a
+ * tile masked), K of 2 and 4 tiles; the default (SWAP=1, 128 rows on 8 warps), the generic dot (SWAP=0),
+ * BK 512 (a K step over two tiles: SWAP=0 on compiled executors' budgets), mma.sync (2 warps), the M <= 8
+ * form unsplit and split in the launch, and BULK=1 (CUDA: each row's trip words by one bulk copy, the
+ * rows of a tile then adjacent); the host a third of the cases; a spec whose N is not whole tiles is
+ * refused. */
+static void tiled(const KRunner *r, KrefRng *g)
+{
+    static const Fmt tf[] = {{"w4a16", 128, 1, 0, NULL, 0, 64},
+                             {"w4a16", 32, 0, 0, NULL, 0, 16},
+                             {"w4a16", 64, 1, 0, NULL, 1, 32}};
+    KirConfig cfgs[7];
+    cfgs[0] = ksweep_cfg(0);
+    cfgs[1] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 64, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1, "SWAP", 0);
+    cfgs[2] = ksweep_cfg(7, "BM", 16, "BN", 16, "BK", 512, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1, "SWAP", 0);
+    cfgs[3] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
+    cfgs[4] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
+    cfgs[5] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1);
+    cfgs[6] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1,
+                         "BULK", 1);
+    for (unsigned fi = 0; fi < sizeof tf / sizeof tf[0]; fi++)
+        for (int j = 0; j < 7; j++) {
+            /* the host: a third of them, rotating with the format (its JIT's time is the test's budget) */
+            if (!ksweep_mine() || (!strcmp(r->name, "host") && (j + (int)fi) % 3)) continue;
+            Case c = {.f = &tf[fi],
+                      .dt = dtypes[(fi + (unsigned)j) % 2],
+                      .M = j >= 4 ? 1 + (int)(fi + 3 * (unsigned)j) % 8 : 3 + 7 * (int)fi,
+                      .N = j >= 4 ? 128 : 192,
+                      .K = j == 5 || j == 6 ? 1024 : 512,
+                      .epi = epilogues[(fi + (unsigned)j) % N_EPI],
+                      .inl = j == 5 || j == 6};
+            run_case(r, g, c, cfgs, &j, 1);
+        }
+    if (!ksweep_shard0()) return;
+    KfamSpec s = spec_of(&tf[0], KIR_BF16, 96, 512, "none"); /* 96 rows: one and a half tiles of 64 */
+    IrArena *a = ir_arena_create();
+    KirKernel *k = NULL;
+    IrDiag d = {0};
+    KirConfig none = {0};
+    IrStatus st = kfam_find("qmatmul")->build(a, &s, &none, &k, &d);
+    KT_CHECK(st == IR_ERR_INPUT && strstr(d.msg, "wtile=64"), "qmatmul wtile=64 N=96: %d %s", st, d.msg);
+    ir_arena_destroy(a);
+}
+
 static void sweep(const KRunner *r, KrefRng *g)
 {
     /* M, N, K in groups (w8a16, fp8: K = groups * 32 + 15) */
@@ -722,52 +765,6 @@ static void sweep(const KRunner *r, KrefRng *g)
             run_case(r, g, c, bulk, &j, 1);
         }
     tiled(r, g);
-}
-
-/* The tiled word layout (spec wtile): tiles of 16, 32 and 64 rows, N not a multiple of BN (rows of a
- * tile masked), K of 2 and 4 tiles; the default (SWAP=1, 128 rows on 8 warps), the generic dot (SWAP=0),
- * BK 512 (a K step over two tiles: SWAP=0 on compiled executors' budgets), mma.sync (2 warps), the M <= 8
- * form unsplit and split in the launch, and BULK=1 (CUDA: each row's trip words by one bulk copy, the
- * rows of a tile then adjacent); the host a third of the cases; a spec whose N is not whole tiles is
- * refused. */
-static void tiled(const KRunner *r, KrefRng *g)
-{
-    static const Fmt tf[] = {{"w4a16", 128, 1, 0, NULL, 0, 64},
-                             {"w4a16", 32, 0, 0, NULL, 0, 16},
-                             {"w4a16", 64, 1, 0, NULL, 1, 32}};
-    KirConfig cfgs[7];
-    cfgs[0] = ksweep_cfg(0);
-    cfgs[1] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 64, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1, "SWAP", 0);
-    cfgs[2] = ksweep_cfg(7, "BM", 16, "BN", 16, "BK", 512, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1, "SWAP", 0);
-    cfgs[3] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
-    cfgs[4] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
-    cfgs[5] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1);
-    cfgs[6] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1,
-                         "BULK", 1);
-    for (unsigned fi = 0; fi < sizeof tf / sizeof tf[0]; fi++)
-        for (int j = 0; j < 7; j++) {
-            /* the host: a third of them, rotating with the format (its JIT's time is the test's budget) */
-            if (!ksweep_mine() || (!strcmp(r->name, "host") && (j + (int)fi) % 3)) continue;
-            Case c = {.f = &tf[fi],
-                      .dt = dtypes[(fi + (unsigned)j) % 2],
-                      .M = j >= 4 ? 1 + (int)(fi + 3 * (unsigned)j) % 8 : 3 + 7 * (int)fi,
-                      .N = j >= 4 ? 128 : 192,
-                      .K = j == 5 || j == 6 ? 1024 : 512,
-                      .epi = epilogues[(fi + (unsigned)j) % N_EPI],
-                      .inl = j == 5 || j == 6};
-            if (j == 2 && !strcmp(c.epi, "pair"))
-                c.epi = "none"; /* SWAP=0's second weight: two BK 512 tiles */
-            run_case(r, g, c, cfgs, &j, 1);
-        }
-    if (!ksweep_shard0()) return;
-    KfamSpec s = spec_of(&tf[0], KIR_BF16, 96, 512, "none"); /* 96 rows: one and a half tiles of 64 */
-    IrArena *a = ir_arena_create();
-    KirKernel *k = NULL;
-    IrDiag d = {0};
-    KirConfig none = {0};
-    IrStatus st = kfam_find("qmatmul")->build(a, &s, &none, &k, &d);
-    KT_CHECK(st == IR_ERR_INPUT && strstr(d.msg, "wtile=64"), "qmatmul wtile=64 N=96: %d %s", st, d.msg);
-    ir_arena_destroy(a);
 }
 
 /* The default kernels of model shapes build, fit sm_90a and host budgets and compile with NVRTC. */
