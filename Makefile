@@ -2,7 +2,7 @@
 #   make run    install what is missing, build, compile the default recipe (SmolLM2) and generate text
 #   make test   install what is missing, build, run every test (GPU tests skip without a GPU)
 # Other targets: make build, make deps, make models (the end-to-end test model), make test-asan
-# (ASan+UBSan build and tests), make clean.
+# (ASan+UBSan build and tests), make golden (regenerate the golden files), make clean.
 
 BUILD    ?= build
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -16,7 +16,7 @@ PYTHON   ?= python3
 MODEL    := models/SmolLM2-135M-Instruct.Q4_1.gguf
 FETCH    := $(PYTHON) tests/e2e/fetch_model.py $(MODEL)
 
-.PHONY: all deps build models run test test-asan clean
+.PHONY: all deps build models run test test-asan golden clean
 
 all: build
 
@@ -64,6 +64,10 @@ test-asan: deps
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	@$(FETCH) --optional
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS)
+
+# Regenerates the golden files on purpose (graph IR per model, the kernel corpus): review their diff.
+golden: build
+	KILN_UPDATE_GOLDEN=1 ctest --test-dir $(BUILD) -R 'cli\.(golden|corpus)' --output-on-failure
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

@@ -21,6 +21,7 @@ typedef struct CliArgs {
     const char *dump_after; /* --dump-after=PASS */
     int verbose, locs, raw;
     int jobs; /* -j: compile threads (0: all CPUs) */
+    int emit_source; /* --emit source: binaries are the backends' generated source (CgDriverOptions.source) */
     const char
         *cache_dir; /* kernel cache: --cache-dir, else $KILN_CACHE_DIR, else ~/.cache/kiln; NULL: off */
     char cache_buf[1024];

@@ -419,7 +419,8 @@ static int write_kernels(RtPkgWriter *w, const Schedule *s, const CliArgs *a, co
     if (check_launch_args(s, kk)) goto done;
     build_salt(salt, sizeof salt);
     IrDiag cache_warn = {0};
-    CgDriverOptions o = {.threads = a->jobs, .cache_dir = a->cache_dir, .salt = salt, .warn = &cache_warn};
+    CgDriverOptions o = {.threads = a->jobs, .cache_dir = a->cache_dir, .salt = salt, .warn = &cache_warn,
+                         .source = a->emit_source};
     t0 = ir_now_ms();
     cg_compile_jobs(jobs, st->jobs, &o);
     st->compile_ms = ir_now_ms() - t0;

@@ -35,6 +35,8 @@ static const char usage[] =
     "  -j N                compile with N threads (default: all CPUs)\n"
     "  --cache-dir DIR     kernel binary cache (default $KILN_CACHE_DIR or ~/.cache/kiln)\n"
     "  --no-cache          compile every kernel afresh\n"
+    "  --emit source       (compile) store each kernel's generated source (CUDA C, LLVM IR) instead of\n"
+    "                      its binary: the golden kernel corpus, or reading what kiln generates\n"
     "  -v                  print timings\n"
     "  --db FILE           (tune, db) the tuning DB (default $KILN_TUNE_DB, else\n"
     "                      $XDG_CACHE_HOME/kiln/tune.db, else ~/.cache/kiln/tune.db)\n";
@@ -82,6 +84,11 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
             a->raw = 1;
         } else if (!strcmp(s, "--no-cache")) {
             no_cache = 1;
+        } else if (!strcmp(s, "--emit") || !strcmp(s, "--emit=source")) {
+            if (s[6] != '=' && !(next && !strcmp(next, "source")))
+                return usage_error(cmd, "--emit wants 'source', got", next ? next : "nothing");
+            i += s[6] != '=';
+            a->emit_source = 1;
         } else if (!strncmp(s, "--dump-after=", 13)) {
             a->dump_after = s + 13;
         } else if (!strcmp(s, "-o") || !strcmp(s, "--model") || !strcmp(s, "--set") || !strcmp(s, "-j") ||

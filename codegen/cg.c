@@ -20,6 +20,13 @@ void cg_binary_free(CgBinary *b)
     b->size = 0;
 }
 
+char *cg_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    return p ? memcpy(p, s, n) : NULL;
+}
+
 const CgBackend *cg_backend_for(const CgTarget *t, const char *prefer)
 {
     if (!t) return NULL;

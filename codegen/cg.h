@@ -26,6 +26,8 @@ typedef struct CgBinary {
     double compile_ms;
 } CgBinary;
 void cg_binary_free(CgBinary *b);
+/* A malloc'd copy of s (NULL when out of memory), for CgBinary.entry. */
+char *cg_strdup(const char *s);
 
 typedef struct CgBackend {
     const char *name; /* "cuda" (CUDA C -> NVRTC), "llvm" (LLVM C API) */
@@ -34,6 +36,11 @@ typedef struct CgBackend {
      * line in d. IR_ERR_LIMIT / IR_ERR_UNSUPPORTED mean the config cannot run on t (INVALID). Thread-safe:
      * kiln compiles kernels in parallel. */
     IrStatus (*compile)(const KirKernel *k, const CgTarget *t, CgBinary *out, IrDiag *d);
+    /* The code compile hands its toolchain, as text: format "cuda-c" (the generated CUDA C) or "llvm-ir"
+     * (the module before optimization). Deterministic for (k, t) and cheap (no NVRTC, no LLVM passes):
+     * the golden kernel corpus hashes it (tests/cli/corpus.sh) and a review diffs it. Same errors as
+     * compile, except the limits only the toolchain finds (registers). Thread-safe. */
+    IrStatus (*source)(const KirKernel *k, const CgTarget *t, CgBinary *out, IrDiag *d);
 } CgBackend;
 
 /* The backend for target t: `prefer` names one ("cuda" or "llvm") or is NULL for the default (cuda for

@@ -354,7 +354,7 @@ static void run_job(CgJob *j, const Pool *p)
     if (j->status != IR_OK) goto done;
     char path[PATH_BYTES] = "";
     uint64_t key = 0;
-    int cache = p->cache && cache_head(j, be->name, p->o, &head, &key);
+    int cache = p->cache && !p->o->source && cache_head(j, be->name, p->o, &head, &key);
     if (cache) {
         entry_path(p->cache, key, path, sizeof path);
         if (cache_load(path, &head, &j->bin)) {
@@ -363,7 +363,7 @@ static void run_job(CgJob *j, const Pool *p)
         }
     }
     double t0 = ir_now_ms();
-    j->status = be->compile(j->k, j->target, &j->bin, &d);
+    j->status = (p->o->source ? be->source : be->compile)(j->k, j->target, &j->bin, &d);
     if (j->status == IR_OK) {
         j->bin.compile_ms = ir_now_ms() - t0;
         if (cache) cache_store(p->cache, path, key, &head, &j->bin);

@@ -38,6 +38,9 @@ typedef struct CgDriverOptions {
      * none. Tests set it to simulate another machine. */
     const char *host_cpu;
     IrDiag *warn; /* may be NULL: gets the one-line reason when the cache directory is not used */
+    /* 1: each job's binary is its backend's source text (CgBackend.source: "cuda-c", "llvm-ir") instead
+     * of compiled code; never cached. For the golden kernel corpus and for reading what kiln generates. */
+    int source;
 } CgDriverOptions;
 
 /* Compiles every job (kir_verify with the target's limits first). Never fails as a whole: each job has

@@ -276,4 +276,24 @@ static IrStatus cuda_compile(const KirKernel *k, const CgTarget *t, CgBinary *ou
     return cg_cuda_compile(k, t, out, NULL, d);
 }
 
-const CgBackend cg_cuda_backend = {"cuda", cuda_supports, cuda_compile};
+static IrStatus cuda_source(const KirKernel *k, const CgTarget *t, CgBinary *out, IrDiag *d)
+{
+    memset(out, 0, sizeof *out);
+    IrBuf src = {0};
+    char entry[256];
+    IrStatus s = cg_cuda_source(k, t, &src, d);
+    if (s == IR_OK && src.oom) s = ir_diag_set(d, IR_ERR_NOMEM, "kernel %s: out of memory", k->name);
+    cg_cuda_entry_name(k, entry, sizeof entry);
+    if (s == IR_OK && !(out->entry = cg_strdup(entry))) s = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    if (s != IR_OK) {
+        ir_buf_free(&src);
+        cg_binary_free(out);
+        return s;
+    }
+    out->format = "cuda-c";
+    out->data = src.s ? src.s : calloc(1, 1);
+    out->size = src.len;
+    return out->data ? IR_OK : ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+}
+
+const CgBackend cg_cuda_backend = {"cuda", cuda_supports, cuda_compile, cuda_source};

@@ -275,4 +275,14 @@ IrStatus cg_llvm_dump_ir(const KirKernel *k, const CgTarget *t, int optimized, C
 
 #endif
 
-const CgBackend cg_llvm_backend = {"llvm", llvm_supports, llvm_compile};
+static IrStatus llvm_source(const KirKernel *k, const CgTarget *t, CgBinary *out, IrDiag *d)
+{
+    IrStatus s = cg_llvm_dump_ir(k, t, 0, out, d);
+    if (s == IR_OK && !(out->entry = cg_strdup(k->name))) {
+        cg_binary_free(out);
+        s = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    }
+    return s;
+}
+
+const CgBackend cg_llvm_backend = {"llvm", llvm_supports, llvm_compile, llvm_source};
