@@ -1,9 +1,9 @@
 /* at_compile.c — a candidate config compiled for a target (at_compile.h).
  *
  * Invariant: what at_compile returns is exactly what `kiln compile` would have put in a package for the
- * same kernel at that config (build, kir_verify under the target's limits, the backend through
- * cg_compile_jobs, the CUDA launch geometry), so the runtime loads a tuned binary as it loads a
- * package's.
+ * same kernel at that config: both go through the kernel stage cg_kernel_jobs (build, kir_verify under
+ * the target's limits, the backend, the geometry the backend reports), so the runtime loads a tuned
+ * binary as it loads a package's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "at_compile.h"
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cg_cuda.h"
+#include "cg_kernel.h"
 #include "rt_file.h" /* rt_file_errf */
 
 static int is_int(const char *v)
@@ -108,38 +108,26 @@ KilnStatus at_compile(const KfamFamily *f, const KfamSpec *s, const KirConfig *c
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_compile: missing argument");
     IrArena *a = ir_arena_create();
     if (!a) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-    KirKernel *k = NULL;
-    IrDiag d = {0};
+    CgKernelJob job = {.fam = f, .spec = s, .cfg = *cfg, .target = t};
+    cg_kernel_jobs(&job, 1, a, o); /* the kernel stage of `kiln compile` (pipeline/pl_compile.c) */
     KilnStatus st = KILN_OK;
-    IrStatus built = f->build(a, s, cfg, &k, &d);
-    if (built == IR_ERR_NOMEM)
+    if (job.status == IR_ERR_NOMEM)
         st = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-    else if (built == IR_ERR_LIMIT || built == IR_ERR_UNSUPPORTED)
-        st = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s", d.msg);
-    else if (built != IR_OK)
-        st = rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: %s", f->name, d.msg);
-    CgJob job = {.k = k, .target = t};
-    CgDriverOptions one = {.threads = 1};
-    if (!st) {
-        cg_compile_jobs(&job, 1, o ? o : &one); /* kir_verify under t's limits first */
-        if (job.status == IR_ERR_NOMEM)
-            st = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-        else if (job.status != IR_OK) /* a limit, or anything else the backend refuses: INVALID */
-            st = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s", job.msg);
-    }
+    else if (job.stage == CG_STAGE_BUILD && job.status != IR_ERR_LIMIT && job.status != IR_ERR_UNSUPPORTED)
+        st = rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: %s", f->name, job.msg);
+    else if (job.status != IR_OK) /* a limit, or anything else the backend refuses: INVALID */
+        st = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s", job.msg);
     if (!st) {
         IrBuf conf = {0}, par = {0}, grid = {0};
-        kir_config_print(&k->cfg, &conf), kir_params_print(k, &par), kir_grid_print(k, &grid);
+        kir_config_print(&job.k->cfg, &conf), kir_params_print(job.k, &par), kir_grid_print(job.k, &grid);
         out->config = buf_take(&conf), out->params = buf_take(&par), out->grid = buf_take(&grid);
         out->bin = job.bin;
+        out->block = job.bin.threads, out->smem = job.bin.smem;
         memset(&job.bin, 0, sizeof job.bin);
         if (!out->config || !out->params || !out->grid)
             st = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-        CgCudaLaunch li;
-        if (!st && !strcmp(job.backend, "cuda") && cg_cuda_launch_info(k, t, &li, &d) == IR_OK)
-            out->block = li.threads, out->smem = li.smem_bytes;
     }
-    cg_binary_free(&job.bin);
+    cg_kernel_jobs_free(&job, 1);
     ir_arena_destroy(a);
     return st;
 }

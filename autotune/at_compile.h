@@ -11,7 +11,7 @@
  *     at_compiled_free(&c);
  *
  * The kernel is built at cfg (the family's defaults for keys cfg leaves out), verified under the
- * target's limits (kir_verify) and compiled by the target's backend (cg_compile_jobs, so NVRTC for a
+ * target's limits (kir_verify) and compiled by the target's backend (cg_kernel_jobs, so NVRTC for a
  * CUDA target and LLVM for the host): the same path `kiln compile` takes, one config at a time.
  */
 #ifndef KILN_AT_COMPILE_H

@@ -302,10 +302,10 @@ KilnStatus at_engine_create(const AtEngineOptions *o, AtEngine **out, char *err,
     if (!s) { /* auto: a GPU's candidates compile on up to 4 spare CPUs; the host's inline (its timing
                * runs on the CPUs) */
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int n = o->compile_threads >= 0                         ? o->compile_threads
-                : !strcmp(t->target->name, "host") || cpus < 2 ? 0
-                : cpus - 1 < 4                                  ? (int)cpus - 1
-                                                                : 4;
+        int n = o->compile_threads >= 0                             ? o->compile_threads
+                : t->target->backend == CG_BACKEND_HOST || cpus < 2 ? 0
+                : cpus - 1 < 4                                      ? (int)cpus - 1
+                                                                    : 4;
         t->ahead = at_ahead_create(n, t->target, o->cg);
     }
     if (s) {

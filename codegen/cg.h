@@ -24,6 +24,10 @@ typedef struct CgBinary {
     size_t size;
     char *entry;    /* malloc'd symbol name of the kernel entry */
     double compile_ms;
+    /* Launch geometry, set by the backend that made the binary (the runtime cannot recompute it): threads
+     * per block (the CUDA backend: 32 x warps; the LLVM lowerings run a program on one thread: 1) and
+     * dynamic shared memory per block in bytes (0 for host and LLVM GPU code). */
+    int threads, smem;
 } CgBinary;
 void cg_binary_free(CgBinary *b);
 /* A malloc'd copy of s (NULL when out of memory), for CgBinary.entry. */

@@ -9,8 +9,9 @@
  *     ir <FNV-1a of the printed IR> <FNV of it with a second seed>   (the config is part of the IR text)
  *     target T / backend B / cpu <cg_host_cpu: triple, CPU, features> (host target only) / salt S / kiln V
  * The key is the FNV-1a of that text; the entry file is
- *     "kiln-cache 2\nkey <key>\n" <key text> "format F\nentry E\nsize N\nsum <FNV of payload>\n" <payload>
- * (entry "-": none). A reader compares every header byte up to the end of the key text with the job's own
+ *     "kiln-cache 3\nkey <key>\n" <key text> "format F\nentry E\nlaunch T S\nsize N\nsum <FNV of payload>\n"
+ *     <payload>
+ * (entry "-": none; launch: the binary's threads and dynamic shared memory). A reader compares every header byte up to the end of the key text with the job's own
  * and then checks format, size (the file ends exactly after the payload) and checksum. Any mismatch is a
  * miss, and the entry is removed (when the path still names the file that was read) and rewritten by the
  * recompile.
@@ -156,7 +157,7 @@ static int cache_head(const CgJob *j, const char *backend, const CgDriverOptions
         char hex[17];
         *key = ir_hash64(kt.s, kt.len, IR_HASH_SEED);
         ir_hash64_hex(*key, hex);
-        ir_buf_printf(head, "kiln-cache 2\nkey %s\n%s", hex, kt.s);
+        ir_buf_printf(head, "kiln-cache 3\nkey %s\n%s", hex, kt.s);
         ok = !head->oom;
     }
     ir_buf_free(&ir);
@@ -186,6 +187,28 @@ static int header_field(char **p, const char *end, const char *name, char **val,
     return 1;
 }
 
+/* Reads "<name> <a> <b>\n" at *p (before end): two values of header_field's form. */
+static int header_field2(char **p, const char *end, const char *name, char **a, size_t *a_n, char **b,
+                         size_t *b_n)
+{
+    size_t n = strlen(name);
+    if ((size_t)(end - *p) < n + 4 || memcmp(*p, name, n) || (*p)[n] != ' ') return 0;
+    char *v = *p + n + 1, *e = v;
+    while (e < end && *e != '\n' && *e != ' ')
+        e++;
+    if (e == v || e == end || *e != ' ') return 0;
+    *a = v;
+    *a_n = (size_t)(e - v);
+    char *w = e + 1, *f = w;
+    while (f < end && *f != '\n' && *f != ' ')
+        f++;
+    if (f == w || f == end || *f != '\n') return 0;
+    *b = w;
+    *b_n = (size_t)(f - w);
+    *p = f + 1;
+    return 1;
+}
+
 static int parse_u64(const char *s, size_t n, int base, uint64_t *out)
 {
     char buf[24];
@@ -205,12 +228,15 @@ static int parse_u64(const char *s, size_t n, int base, uint64_t *out)
  * of buf and fills bin (bin->data = buf). Returns 0 on any mismatch. */
 static int entry_parse(char *buf, size_t n, const IrBuf *head, CgBinary *bin)
 {
-    char *p = buf, *end = buf + n, *fmt, *entry, *size_s, *sum_s;
-    size_t fmt_n, entry_n, size_n, sum_n;
-    uint64_t size, sum;
+    char *p = buf, *end = buf + n, *fmt, *entry, *size_s, *sum_s, *threads_s, *smem_s;
+    size_t fmt_n, entry_n, size_n, sum_n, threads_n, smem_n;
+    uint64_t size, sum, threads, smem;
     if (n < head->len || memcmp(buf, head->s, head->len)) return 0;
     p += head->len;
     if (!header_field(&p, end, "format", &fmt, &fmt_n) || !header_field(&p, end, "entry", &entry, &entry_n) ||
+        !header_field2(&p, end, "launch", &threads_s, &threads_n, &smem_s, &smem_n) ||
+        !parse_u64(threads_s, threads_n, 10, &threads) || !parse_u64(smem_s, smem_n, 10, &smem) ||
+        threads < 1 || threads > 1024 || smem > (1u << 20) ||
         !header_field(&p, end, "size", &size_s, &size_n) || !header_field(&p, end, "sum", &sum_s, &sum_n) ||
         !parse_u64(size_s, size_n, 10, &size) || sum_n != 16 || !parse_u64(sum_s, sum_n, 16, &sum) ||
         size != (uint64_t)(end - p) || ir_hash64(p, size, IR_HASH_SEED) != sum)
@@ -232,6 +258,8 @@ static int entry_parse(char *buf, size_t n, const IrBuf *head, CgBinary *bin)
     bin->size = size;
     bin->entry = sym;
     bin->compile_ms = 0;
+    bin->threads = (int)threads;
+    bin->smem = (int)smem;
     return 1;
 }
 
@@ -307,10 +335,13 @@ static void cache_store(const char *dir, const char *path, uint64_t key, const I
     for (unsigned i = 0; i < sizeof formats / sizeof formats[0]; i++)
         known |= bin->format && !strcmp(bin->format, formats[i]);
     const char *sym = bin->entry ? bin->entry : "-";
-    if (!known || !bin->data || !*sym || strlen(sym) > MAX_ENTRY_NAME || strpbrk(sym, " \n")) return;
+    if (!known || !bin->data || !*sym || strlen(sym) > MAX_ENTRY_NAME || strpbrk(sym, " \n") ||
+        bin->threads < 1 || bin->threads > 1024 || bin->smem < 0 || bin->smem > (1 << 20))
+        return;
     IrBuf h = {0};
     ir_buf_put(&h, head->s, head->len);
-    ir_buf_printf(&h, "format %s\nentry %s\nsize %llu\nsum %016llx\n", bin->format, sym,
+    ir_buf_printf(&h, "format %s\nentry %s\nlaunch %d %d\nsize %llu\nsum %016llx\n", bin->format, sym,
+                  bin->threads, bin->smem,
                   (unsigned long long)bin->size,
                   (unsigned long long)ir_hash64(bin->data, bin->size, IR_HASH_SEED));
     char tmp[PATH_BYTES], hex[17];

@@ -224,9 +224,12 @@ static IrStatus compile(const KirKernel *k, const CgTarget *t, CgBinary *cubin, 
     if (ptx) memset(ptx, 0, sizeof *ptx);
 #ifdef KILN_HAVE_NVRTC
     IrBuf src = {0};
-    IrStatus s = cg_cuda_source(k, t, &src, d);
+    CgCudaLaunch l;
+    IrStatus s = generate(k, t, &src, &l, d);
     if (s == IR_OK) s = run_nvrtc(k, t, src.s, cubin, ptx, report, d);
     ir_buf_free(&src);
+    if (s == IR_OK && cubin) cubin->threads = l.threads, cubin->smem = l.smem_bytes;
+    if (s == IR_OK && ptx) ptx->threads = l.threads, ptx->smem = l.smem_bytes;
     return s;
 #else
     (void)t;
@@ -281,7 +284,8 @@ static IrStatus cuda_source(const KirKernel *k, const CgTarget *t, CgBinary *out
     memset(out, 0, sizeof *out);
     IrBuf src = {0};
     char entry[256];
-    IrStatus s = cg_cuda_source(k, t, &src, d);
+    CgCudaLaunch l;
+    IrStatus s = generate(k, t, &src, &l, d);
     if (s == IR_OK && src.oom) s = ir_diag_set(d, IR_ERR_NOMEM, "kernel %s: out of memory", k->name);
     cg_cuda_entry_name(k, entry, sizeof entry);
     if (s == IR_OK && !(out->entry = cg_strdup(entry))) s = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
@@ -291,6 +295,7 @@ static IrStatus cuda_source(const KirKernel *k, const CgTarget *t, CgBinary *out
         return s;
     }
     out->format = "cuda-c";
+    out->threads = l.threads, out->smem = l.smem_bytes;
     out->data = src.s ? src.s : calloc(1, 1);
     out->size = src.len;
     return out->data ? IR_OK : ir_diag_set(d, IR_ERR_NOMEM, "out of memory");

@@ -208,6 +208,7 @@ static IrStatus llvm_compile(const KirKernel *k, const CgTarget *t, CgBinary *ou
         return s;
     }
     out->compile_ms = ir_now_ms() - t0;
+    out->threads = 1, out->smem = 0; /* a program runs on one thread (docs/BACKENDS.md) */
     return IR_OK;
 }
 
@@ -278,6 +279,7 @@ IrStatus cg_llvm_dump_ir(const KirKernel *k, const CgTarget *t, int optimized, C
 static IrStatus llvm_source(const KirKernel *k, const CgTarget *t, CgBinary *out, IrDiag *d)
 {
     IrStatus s = cg_llvm_dump_ir(k, t, 0, out, d);
+    out->threads = 1, out->smem = 0;
     if (s == IR_OK && !(out->entry = cg_strdup(k->name))) {
         cg_binary_free(out);
         s = ir_diag_set(d, IR_ERR_NOMEM, "out of memory");

@@ -257,7 +257,7 @@ static void test_keys(const char *host, const char *gpu)
         count_files(dir, ".kbin", first, sizeof first);
         size_t n;
         char *e = slurp(first, &n);
-        KT_CHECK(e && !strncmp(e, "kiln-cache 2\nkey ", 17) && strstr(e, "\ntarget host\n") &&
+        KT_CHECK(e && !strncmp(e, "kiln-cache 3\nkey ", 17) && strstr(e, "\ntarget host\n") &&
                      strstr(e, "\ncpu ") && strstr(e, "\nkiln " KILN_VERSION_STRING "\n"),
                  "host entry header: %.300s", e ? e : "(none)");
         free(e);
