@@ -1,6 +1,7 @@
 /* cmd_run.c — `kiln run PACKAGE --weights PATH --prompt TEXT ...`: generate text with the engine of kiln.h,
- * streaming it to stdout as the tokens come. Uses only the public API (it is the example embedders
- * can read), and the CLI's rule for the tuning store's path (cli_tune_db_path). */
+ * streaming it to stdout as the tokens come. The engine is driven through kiln.h alone (the example
+ * embedders can read); beyond it, rt_engine_open for --random-weights (no weights file), rt_now_s for
+ * the timings -v prints, and the CLI's rule for the tuning store's path (cli_tune_db_path). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
