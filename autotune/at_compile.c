@@ -80,9 +80,10 @@ KilnStatus at_ir_hash(const KfamFamily *f, const KfamSpec *s, char hash[17], cha
     IrDiag d = {0};
     IrBuf text = {0};
     if (!a) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-    f->defaults(s, &cfg);
+    const KfamFacts *facts = cg_target_facts(cg_target_defaults()); /* as `kiln compile`'s kernel rows */
+    f->defaults(s, facts, &cfg);
     KilnStatus st = KILN_OK;
-    if (f->build(a, s, &cfg, &k, &d) != IR_OK)
+    if (f->build(a, s, facts, &cfg, &k, &d) != IR_OK)
         st = rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: %s", f->name, d.msg);
     if (!st) kir_print(k, &text);
     if (!st && text.oom) st = rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");

@@ -37,8 +37,9 @@ KilnStatus at_spec_parse(IrArena *a, const char *text, KfamSpec *out, char *err,
  * item. */
 KilnStatus at_config_parse(IrArena *a, const char *text, KirConfig *out, char *err, int errlen);
 
-/* The IR hash of family f's kernel for spec s at its default config, as `kiln compile` writes it to
- * kernels.ir_hash (the tuning store's key), into hash[17]. KILN_ERR_ARG when the spec does not build. */
+/* The IR hash of family f's kernel for spec s at its default config (shaped by cg_target_defaults()'s
+ * facts, as every package's rows), as `kiln compile` writes it to kernels.ir_hash (the tuning store's
+ * key), into hash[17]. KILN_ERR_ARG when the spec does not build. */
 KilnStatus at_ir_hash(const KfamFamily *f, const KfamSpec *s, char hash[17], char *err, int errlen);
 
 /* Builds, verifies and compiles f's kernel for spec s at cfg for target t (o: the compile driver's

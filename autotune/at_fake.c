@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cg_target.h" /* cg_target_defaults: the facts packages shape their defaults by */
+
 static uint64_t at_fake_mix(uint64_t x)
 {
     x += 0x9e3779b97f4a7c15ull;
@@ -34,7 +36,7 @@ static int at_fake_is_default(const AtKernel *k, const KirConfig *cfg)
 {
     if (!k->family) return 0;
     KirConfig d = {0};
-    k->family->defaults(&k->spec, &d);
+    k->family->defaults(&k->spec, cg_target_facts(cg_target_defaults()), &d);
     if (d.n != cfg->n) return 0;
     for (int i = 0; i < d.n; i++)
         if (kir_config_get(cfg, d.key[i], d.val[i] + 1) != d.val[i]) return 0;

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rt_file.h" /* rt_file_errf, rt_now_s */
+#include "cg_target.h" /* cg_target_defaults: the facts packages shape their defaults by */
+#include "rt_file.h"   /* rt_file_errf, rt_now_s */
 
 const char *at_cand_status_name(AtCandStatus s)
 {
@@ -101,7 +102,9 @@ static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int 
     int cap = r->n_space < (1 << 16) ? (int)r->n_space : 1 << 16;
     KirConfig *all = malloc(sizeof *all * (size_t)cap);
     if (!all) return r->status = KILN_ERR_NOMEM;
-    int found = kfam_config_candidates(f, &k->spec, o->limits, all, cap);
+    /* the default and the candidates' order as the package's (cg_target_defaults: its rows' facts) */
+    const KfamFacts *facts = cg_target_facts(cg_target_defaults());
+    int found = kfam_config_candidates(f, &k->spec, facts, o->limits, all, cap);
     r->n_pruned = cap - found;
     int n_first = k->first ? k->n_first : 0;
     r->n_cands = found + n_first; /* capacity; cut below */
@@ -117,7 +120,7 @@ static KilnStatus at_enumerate(const AtKernel *k, const AtSearchOptions *o, int 
         return r->status = KILN_ERR_NOMEM;
     }
     KirConfig dflt = {0};
-    f->defaults(&k->spec, &dflt);
+    f->defaults(&k->spec, facts, &dflt);
     int n = 0, first_at[64];
     for (int i = 0; i < n_first && i < 64; i++) { /* the first configs, each once */
         first_at[i] = at_cand_find(r, n, &k->first[i]);

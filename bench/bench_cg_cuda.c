@@ -244,12 +244,12 @@ int main(void)
             kfam_spec_str(&s, "dtype", "bf16");
             kfam_spec_float(&s, "eps", 1e-5);
             KirConfig cfg = {0};
-            f->defaults(&s, &cfg);
+            f->defaults(&s, cg_target_facts(cg_target_defaults()), &cfg);
             kir_config_set(&cfg, "BLOCK", blocks[i]);
             kir_config_set(&cfg, "WARPS", warpss[i]);
             KirKernel *k;
             IrDiag d = {0};
-            if (f->build(a, &s, &cfg, &k, &d)) {
+            if (f->build(a, &s, cg_target_facts(cg_target_defaults()), &cfg, &k, &d)) {
                 printf("rmsnorm: %s\n", d.msg);
                 continue;
             }
@@ -285,12 +285,12 @@ int main(void)
             kfam_spec_str(&s, "scaling", "none");
             kfam_spec_str(&s, "dtype", "bf16");
             KirConfig cfg = {0};
-            f->defaults(&s, &cfg);
+            f->defaults(&s, cg_target_facts(cg_target_defaults()), &cfg);
             kir_config_set(&cfg, "BH", bhs[i]);
             kir_config_set(&cfg, "WARPS", warpss[i]);
             KirKernel *k;
             IrDiag d = {0};
-            if (f->build(a, &s, &cfg, &k, &d)) {
+            if (f->build(a, &s, cg_target_facts(cg_target_defaults()), &cfg, &k, &d)) {
                 printf("rope: %s\n", d.msg);
                 continue;
             }

@@ -112,10 +112,11 @@ static KirKernel *make_kernel(IrArena *a, const KfamFamily *f, const char *spec_
         fail(msg, n, "cannot parse spec '%s' or config '%s'", spec_text, config_text);
         return NULL;
     }
-    f->defaults(&spec, &cfg);
+    const KfamFacts *facts = cg_target_facts(cg_target_defaults()); /* the defaults a package holds */
+    f->defaults(&spec, facts, &cfg);
     for (int i = 0; i < over.n; i++)
         kir_config_set(&cfg, over.key[i], over.val[i]);
-    if (f->build(a, &spec, &cfg, &k, &d) != IR_OK || kir_verify(k, cg_target_limits(t), &d) != IR_OK) {
+    if (f->build(a, &spec, facts, &cfg, &k, &d) != IR_OK || kir_verify(k, cg_target_limits(t), &d) != IR_OK) {
         fail(msg, n, "%s%s", d.msg, "");
         return NULL;
     }

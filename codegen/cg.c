@@ -1,5 +1,6 @@
-/* cg.c — the backend registry and per-target limits. Each backend file is always compiled; one whose
- * toolkit this build lacks reports itself unsupported, so this table needs no #ifdefs. */
+/* cg.c — the backend registry (the targets' limits and facts are cg_target.c's rows). Each backend file is
+ * always compiled; one whose toolkit this build lacks reports itself unsupported, so this table needs no
+ * #ifdefs. */
 #include "cg.h"
 
 #include <stdlib.h>
@@ -37,17 +38,3 @@ const CgBackend *cg_backend_for(const CgTarget *t, const char *prefer)
     return NULL;
 }
 
-/* AMDGPU code comes from the LLVM backend, whose GPU lowering keeps a program's tiles in one thread's
- * private stack (LLVM refuses frames over 128 KiB there): program_bytes leaves room for the rest. */
-static const KirLimits limits[] = {
-    {"host", 1024, 1 << 30, 1 << 20, 0},         {"sm_80", 1024, 163 * 1024, 255, 0},
-    {"sm_90a", 1024, 227 * 1024, 255, 0},        {"sm_100a", 1024, 227 * 1024, 255, 0},
-    {"gfx942", 1024, 64 * 1024, 512, 64 * 1024}, {"gfx950", 1024, 160 * 1024, 512, 64 * 1024},
-};
-
-const KirLimits *cg_target_limits(const CgTarget *t)
-{
-    for (unsigned i = 0; i < sizeof limits / sizeof limits[0]; i++)
-        if (!strcmp(limits[i].name, t->name)) return &limits[i];
-    return NULL;
-}

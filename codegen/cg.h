@@ -51,7 +51,4 @@ typedef struct CgBackend {
  * NVIDIA targets when NVRTC is built in, else llvm). NULL when none in this build serves t. */
 const CgBackend *cg_backend_for(const CgTarget *t, const char *prefer);
 
-/* Resource limits of a target for kir_verify. */
-const KirLimits *cg_target_limits(const CgTarget *t);
-
 #endif

@@ -21,6 +21,11 @@ int cg_config_same(const KirConfig *a, const KirConfig *b)
     return 1;
 }
 
+static const KfamFacts *job_facts(const CgKernelJob *j)
+{
+    return j->facts ? j->facts : cg_target_facts(cg_target_defaults());
+}
+
 static void fail(CgKernelJob *j, CgKernelStage stage, IrStatus s, const char *msg)
 {
     j->status = s;
@@ -33,12 +38,14 @@ static void fail(CgKernelJob *j, CgKernelStage stage, IrStatus s, const char *ms
 static void retry(CgKernelJob *j, IrArena *a, const CgDriverOptions *o)
 {
     KirConfig cands[MAX_CANDIDATES];
-    int n = kfam_config_candidates(j->fam, j->spec, cg_target_limits(j->target), cands, MAX_CANDIDATES);
+    const KfamFacts *facts = job_facts(j);
+    int n =
+        kfam_config_candidates(j->fam, j->spec, facts, cg_target_limits(j->target), cands, MAX_CANDIDATES);
     for (int c = 0; c < n; c++) {
         KirKernel *k = NULL;
         IrDiag d = {0};
         if (cg_config_same(&cands[c], &j->k->cfg)) continue; /* the config that just failed */
-        if (j->fam->build(a, j->spec, &cands[c], &k, &d) != IR_OK) continue;
+        if (j->fam->build(a, j->spec, facts, &cands[c], &k, &d) != IR_OK) continue;
         CgJob alt = {.k = k, .target = j->target};
         cg_compile_jobs(&alt, 1, o);
         if (alt.status != IR_OK) {
@@ -72,7 +79,7 @@ void cg_kernel_jobs(CgKernelJob *jobs, int n, IrArena *a, const CgDriverOptions 
         if (!j->k) {
             KirKernel *k = NULL;
             IrDiag d = {0};
-            IrStatus s = j->fam ? j->fam->build(a, j->spec, &j->cfg, &k, &d) : IR_ERR_INPUT;
+            IrStatus s = j->fam ? j->fam->build(a, j->spec, job_facts(j), &j->cfg, &k, &d) : IR_ERR_INPUT;
             if (s != IR_OK) {
                 fail(j, CG_STAGE_BUILD, s, j->fam ? d.msg : "no kernel family");
                 continue;

@@ -24,6 +24,7 @@ typedef struct CgKernelJob {
     /* in */
     const KfamFamily *fam;
     const KfamSpec *spec;  /* must outlive the call */
+    const KfamFacts *facts; /* the facts default configs are shaped by; NULL: cg_target_defaults()'s */
     const KirKernel *k;    /* built already (fam and spec then only serve a retry), or NULL: built at cfg */
     KirConfig cfg;         /* with k NULL: the config to build; keys left out take the family's defaults */
     const CgTarget *target;

@@ -170,10 +170,11 @@ IrStatus kfam_spec_need(const KfamSpec *s, const char *key, int64_t lo, int64_t 
     return IR_OK;
 }
 
-void kfam_config_merge(const KfamFamily *f, const KfamSpec *s, const KirConfig *cfg, KirConfig *out)
+void kfam_config_merge(const KfamFamily *f, const KfamSpec *s, const KfamFacts *t, const KirConfig *cfg,
+                       KirConfig *out)
 {
     memset(out, 0, sizeof *out);
-    f->defaults(s, out);
+    f->defaults(s, t, out);
     for (int i = 0; cfg && i < cfg->n; i++)
         kir_config_set(out, cfg->key[i], cfg->val[i]);
 }
@@ -280,11 +281,11 @@ static int cand_cmp(const void *x, const void *y)
     return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
-int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimits *lim, KirConfig *out,
-                           int max)
+int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KfamFacts *t, const KirLimits *lim,
+                           KirConfig *out, int max)
 {
     KirConfig dflt = {0};
-    f->defaults(s, &dflt);
+    f->defaults(s, t, &dflt);
     int64_t total = 1;
     for (int i = 0; i < f->n_space; i++)
         total *= f->space[i].n > 0 ? f->space[i].n : 1;
@@ -295,7 +296,7 @@ int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimi
     int n = 0, found = 0;
     KirKernel *ref = NULL;
     IrDiag d = {0};
-    if (!c || !a || f->build(a, s, &dflt, &ref, &d) != IR_OK) goto done;
+    if (!c || !a || f->build(a, s, t, &dflt, &ref, &d) != IR_OK) goto done;
     for (int64_t idx = 0; idx < total; idx++) {
         Cand *x = &c[n];
         x->cfg = dflt;
@@ -320,7 +321,7 @@ int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimi
     for (int i = 0; i < n && found < max; i++) {
         KirKernel *k = NULL;
         IrDiag e = {0};
-        if (f->build(a, s, &c[i].cfg, &k, &e) == IR_OK && same_params(k, ref) &&
+        if (f->build(a, s, t, &c[i].cfg, &k, &e) == IR_OK && same_params(k, ref) &&
             kir_verify(k, lim, &e) == IR_OK)
             out[found++] = c[i].cfg;
     }

@@ -9,8 +9,9 @@
  *     KfamSpec s = kfam_spec("rmsnorm");
  *     kfam_spec_int(&s, "C", 4096); kfam_spec_str(&s, "dtype", "bf16"); kfam_spec_float(&s, "eps", 1e-5);
  *     const KfamFamily *f = kfam_find("rmsnorm");
- *     KirConfig cfg; f->defaults(&s, &cfg);
- *     KirKernel *k; if (f->build(arena, &s, &cfg, &k, &d) != IR_OK) ...   // IR_ERR_LIMIT: config INVALID
+ *     const KfamFacts *t = cg_target_facts(cg_target_defaults());  // codegen's row of the target
+ *     KirConfig cfg; f->defaults(&s, t, &cfg);
+ *     KirKernel *k; if (f->build(arena, &s, t, &cfg, &k, &d) != IR_OK) ...   // IR_ERR_LIMIT: config INVALID
  */
 #ifndef KILN_IR_KFAM_H
 #define KILN_IR_KFAM_H
@@ -25,6 +26,16 @@ enum { KFAM_MAX_SPEC = 16, KFAM_MAX_SPACE = 8, KFAM_MAX_VALUES = 8 };
 enum { KFAM_SPLITK_ROWS = 64, KFAM_SPLITK_MAX = 8 };
 #define KFAM_SPLITK_WS(N)   ((int64_t)KFAM_SPLITK_MAX * KFAM_SPLITK_ROWS * (int64_t)(N))
 #define KFAM_SPLITK_SEMS(N) ((int64_t)(KFAM_SPLITK_ROWS / 16) * (((int64_t)(N) + 15) / 16))
+
+/* What a family's default rules read of the target a config is shaped for: one row per target in
+ * codegen's target table (cg_target_facts), so ir/ holds rules over these, never a device's numbers.
+ * Packages shape every default by one reference target's row (cg_target_defaults: sm_90a). */
+typedef struct KfamFacts {
+    int sms;        /* streaming multiprocessors (NVIDIA) or compute units (AMD): programs run at once
+                       on each, so a grid "fills the device" at about this many programs */
+    int smem_block; /* bytes of shared memory (LDS) one program may use: the opt-in maximum */
+    int regs_sm;    /* 32-bit registers of one SM's (CU's) register file, shared by its resident programs */
+} KfamFacts;
 
 typedef struct KfamSpec {
     const char *family;
@@ -56,22 +67,26 @@ typedef struct KfamFamily {
     const char *name;
     int n_space;
     KfamSpace space[KFAM_MAX_SPACE];
-    /* The heuristic default config for a spec (always valid for sm_90a and host). */
-    void (*defaults)(const KfamSpec *s, KirConfig *cfg);
-    /* Builds the kernel for spec + config into arena a. IR_ERR_LIMIT/IR_ERR_UNSUPPORTED: this config
-     * cannot serve this spec (INVALID); IR_ERR_INPUT: a bad spec. The kernel's params, their order and
-     * meaning are documented at the top of the family's file. */
-    IrStatus (*build)(IrArena *a, const KfamSpec *s, const KirConfig *cfg, KirKernel **out, IrDiag *d);
+    /* The heuristic default config for a spec, shaped by the target facts t (always valid for sm_90a
+     * and host at sm_90a's facts, the packages' reference). */
+    void (*defaults)(const KfamSpec *s, const KfamFacts *t, KirConfig *cfg);
+    /* Builds the kernel for spec + config into arena a; keys cfg leaves out (cfg may be NULL) take the
+     * defaults at facts t. IR_ERR_LIMIT/IR_ERR_UNSUPPORTED: this config cannot serve this spec
+     * (INVALID); IR_ERR_INPUT: a bad spec. The kernel's params, their order and meaning are documented
+     * at the top of the family's file. */
+    IrStatus (*build)(IrArena *a, const KfamSpec *s, const KfamFacts *t, const KirConfig *cfg,
+                      KirKernel **out, IrDiag *d);
 } KfamFamily;
 
 const KfamFamily *kfam_find(const char *name);
 
-/* Configs from f's search space for spec s, closest to the default first (fewest keys changed, then the
- * smallest change): those that build, keep the default's parameter list (so one launch plan serves all
- * of them) and pass kir_verify under lim (NULL: no budgets). Writes up to max into out and returns how
- * many. The first one is the default when it fits. How a target that rejects the default still gets a
- * kernel: the compile driver walks this list. */
-int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KirLimits *lim, KirConfig *out, int max);
+/* Configs from f's search space for spec s, closest to the default at facts t first (fewest keys changed,
+ * then the smallest change): those that build, keep the default's parameter list (so one launch plan
+ * serves all of them) and pass kir_verify under lim (NULL: no budgets). Writes up to max into out and
+ * returns how many. The first one is the default when it fits. How a target that rejects the default
+ * still gets a kernel: the compile driver walks this list. */
+int kfam_config_candidates(const KfamFamily *f, const KfamSpec *s, const KfamFacts *t, const KirLimits *lim,
+                           KirConfig *out, int max);
 const KfamFamily *const *kfam_all(int *n);
 
 #endif

@@ -70,7 +70,7 @@ static int mode_ok(const char *m)
  * and run on wgmma on sm_90a (H200, B1 x 32k: 54.8 -> 44.1 us). The sm_90a prefill kernel needs 168
  * registers, so 3 programs share an SM without a MIN_BLOCKS hint (with it: no faster, and 8% slower at
  * S = 4k). 4 warps (1 warp makes the CUDA backend keep whole tiles per thread: 5x the code). */
-static void attention_defaults(const KfamSpec *s, KirConfig *cfg)
+static void attention_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t D = kfam_spec_i(s, "D", 128);
     int decode = !strcmp(kfam_spec_s(s, "mode", "mixed"), "decode");
@@ -148,8 +148,8 @@ static KirInst *key_loop(const KeyLoop *c, KirValue *lo, KirValue *hi, int maske
     return loop;
 }
 
-static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                                IrDiag *d)
+static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                                KirKernel **out, IrDiag *d)
 {
     int64_t H, Hkv, D, S, causal, W;
     KirDtype dt;
@@ -173,7 +173,7 @@ static IrStatus attention_build(IrArena *a, const KfamSpec *s, const KirConfig *
     if ((causal != 0 && causal != 1) || W < 0 || W > KFAM_MAX_I32_OFFSET / 2)
         return ir_diag_set(d, IR_ERR_INPUT, "attention: causal must be 0 or 1 and window >= 0");
     double scale = kfam_spec_f(s, "scale", 1.0 / sqrt((double)D));
-    kfam_config_merge(&kfam_attention, s, given, &cfg);
+    kfam_config_merge(&kfam_attention, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK_M", 256, d) || kfam_config_pow2(s, &cfg, "BLOCK_N", 256, d) ||
         kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
@@ -370,7 +370,7 @@ const KfamFamily kfam_attention = {
  * Spec: H, D, dtype. Params: ws_o (ptr<f32>, rdonly), ws_lse (ptr<f32>, rdonly), out (ptr<dtype>
  * [T, H*D]), n_tokens (i32), n_splits (i32). Grid (n_tokens, H, 1). Config: SPLITS (partials read as one
  * [SPLITS, D] tile per trip: one memory round trip for up to SPLITS splits, not one per split), WARPS. */
-static void merge_defaults(const KfamSpec *s, KirConfig *cfg)
+static void merge_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     (void)s;
     kir_config_set(cfg, "SPLITS", 32);
@@ -379,7 +379,8 @@ static void merge_defaults(const KfamSpec *s, KirConfig *cfg)
 
 extern const KfamFamily kfam_attention_merge;
 
-static IrStatus merge_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out, IrDiag *d)
+static IrStatus merge_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                            KirKernel **out, IrDiag *d)
 {
     int64_t H, D;
     KirDtype dt;
@@ -387,7 +388,7 @@ static IrStatus merge_build(IrArena *a, const KfamSpec *s, const KirConfig *give
     if (kfam_spec_need(s, "H", 1, 1024, &H, d) || kfam_spec_need(s, "D", 1, 256, &D, d) ||
         kfam_spec_dtype(s, &dt, d))
         return d->status;
-    kfam_config_merge(&kfam_attention_merge, s, given, &cfg);
+    kfam_config_merge(&kfam_attention_merge, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "WARPS", 32, d) || kfam_config_pow2(s, &cfg, "SPLITS", 256, d))
         return d->status;
     int dp = (int)kfam_pow2_ceil(D), nsb = (int)kir_config_get(&cfg, "SPLITS", 32);

@@ -14,15 +14,15 @@
 
 extern const KfamFamily kfam_embedding;
 
-static void embedding_defaults(const KfamSpec *s, KirConfig *cfg)
+static void embedding_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t block = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "C", 1024)), 32, 1024);
     kir_config_set(cfg, "BLOCK", block);
     kir_config_set(cfg, "WARPS", kfam_clamp(block / 256, 1, 4));
 }
 
-static IrStatus embedding_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                                IrDiag *d)
+static IrStatus embedding_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                                KirKernel **out, IrDiag *d)
 {
     int64_t C, V;
     KirDtype dt;
@@ -33,7 +33,7 @@ static IrStatus embedding_build(IrArena *a, const KfamSpec *s, const KirConfig *
     if (V * C > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "embedding: V*C = %lld needs 64-bit offsets",
                            (long long)(V * C));
-    kfam_config_merge(&kfam_embedding, s, given, &cfg);
+    kfam_config_merge(&kfam_embedding, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     int block = (int)kir_config_get(&cfg, "BLOCK", 0);

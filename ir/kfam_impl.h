@@ -13,9 +13,10 @@ IrStatus kfam_spec_dtype(const KfamSpec *s, KirDtype *t, IrDiag *d);
 /* A required integer attribute in [lo, hi] into *v; IR_ERR_INPUT when missing or out of range. */
 IrStatus kfam_spec_need(const KfamSpec *s, const char *key, int64_t lo, int64_t hi, int64_t *v, IrDiag *d);
 
-/* The config a kernel is built with: the family's defaults for s, overridden by every key of cfg
- * (cfg may be NULL). Unknown keys are kept (they print in the kernel's header). */
-void kfam_config_merge(const KfamFamily *f, const KfamSpec *s, const KirConfig *cfg, KirConfig *out);
+/* The config a kernel is built with: the family's defaults for s at facts t, overridden by every key of
+ * cfg (cfg may be NULL). Unknown keys are kept (they print in the kernel's header). */
+void kfam_config_merge(const KfamFamily *f, const KfamSpec *s, const KfamFacts *t, const KirConfig *cfg,
+                       KirConfig *out);
 /* IR_ERR_UNSUPPORTED (INVALID config) when cfg's key is not a positive power of two <= max. */
 IrStatus kfam_config_pow2(const KfamSpec *s, const KirConfig *cfg, const char *key, int64_t max, IrDiag *d);
 

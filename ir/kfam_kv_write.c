@@ -40,7 +40,7 @@
 
 extern const KfamFamily kfam_kv_write;
 
-static void kv_write_defaults(const KfamSpec *s, KirConfig *cfg)
+static void kv_write_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t dp = kfam_pow2_ceil(kfam_spec_i(s, "D", 128));
     int64_t bh = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "Hkv", 8)), 1, kfam_clamp(2048 / dp, 1, 32));
@@ -77,8 +77,8 @@ static void rotate_rows(KirBuilder *b, KirValue *src, KirValue *dst, KirValue *s
     kir_store(b, dst, kir_add(b, d1, dw), kir_cast(b, y2, dt), mask);
 }
 
-static IrStatus kv_write_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                               IrDiag *d)
+static IrStatus kv_write_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                               KirKernel **out, IrDiag *d)
 {
     int64_t H, D, S, rope;
     KirDtype dt;
@@ -94,7 +94,7 @@ static IrStatus kv_write_build(IrArena *a, const KfamSpec *s, const KirConfig *g
         return ir_diag_set(d, IR_ERR_INPUT,
                            "kv_write: H (query heads) must be in [0, 4096] and needs rope=1");
     if (rope && kfam_rope_check(s, D, d)) return d->status;
-    kfam_config_merge(&kfam_kv_write, s, given, &cfg);
+    kfam_config_merge(&kfam_kv_write, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BH", 1024, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     int bh = (int)kir_config_get(&cfg, "BH", 1);

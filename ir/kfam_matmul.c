@@ -86,8 +86,10 @@ int kfam_epilogue_two_weights(int epi)
  * of 64 let sm_90a use wgmma. Large or unknown M: 128x256x64 tiles, 8 warps (128x128 per accumulator for
  * the two of silu_mul and pair). M known to be small (m_hint <= 64): 64-row tiles, long K steps to stream
  * weights, and N tiles narrow enough that there are about as many programs as SMs. Small N or K shrink the
- * tiles; other targets fall back through kfam_config_candidates. */
-static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
+ * tiles; other targets fall back through kfam_config_candidates. Program counts are fractions of the
+ * facts' SMs chosen so that sm_90a's 132 give the counts the rules were measured with (120, 128, 160,
+ * 192). */
+static void matmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
     int two = kfam_epilogue_two_weights(kfam_epilogue_of(s)), group = kfam_epilogue_of(s) == KFAM_EPI_GROUP;
@@ -95,17 +97,18 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int small_m = m > 0 && m <= 64;
     int64_t bm = small_m ? 64 : 128, warps = small_m ? 4 : 8;
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || two ? 128 : 256);
-    while (small_m && bn > 32 && N / bn < 120)
-        bn /= 2; /* decode streams weights: fill ~132 SMs */
+    while (small_m && bn > 32 && N / bn < facts->sms * 10 / 11)
+        bn /= 2; /* decode streams weights: tiles for 10/11 of the SMs at least */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, small_m ? 128 : 64);
     if (m == 1 && two)
         bm = 16; /* one row: 16-row A tiles leave room for a 4th stage (silu_mul 14336x4096:
                   * 16x64x128 S4 67.2 us vs 64x64x128 S3 69.3, H200 session 4) */
-    if (m == 1 && N / bn <= 192 && K >= 4096) { /* at most ~1.5 tiles per SM */
+    if (m == 1 && N / bn <= facts->sms * 16 / 11 && K >= 4096) { /* at most ~1.5 tiles per SM */
         /* one row, few output tiles, long rows (Llama's q/o/down projections, q+k+v as a group): 16 rows,
-         * 32 or 16 columns (>= 128 programs), 256-long K steps, 2 warps (H200, session 4: 4096x4096 13.8 us
-         * vs cuBLAS 15.0, 4096x14336 33.8 vs 32.8) */
-        bm = 16, bn = N / 32 >= 128 ? 32 : 16, bk = kfam_clamp(kfam_pow2_ceil(K), 16, 256), warps = 2;
+         * 32 or 16 columns (about one program per SM: 32/33 of the SMs at least), 256-long K steps, 2 warps
+         * (H200, session 4: 4096x4096 13.8 us vs cuBLAS 15.0, 4096x14336 33.8 vs 32.8) */
+        bm = 16, bn = N / 32 >= facts->sms * 32 / 33 ? 32 : 16, bk = kfam_clamp(kfam_pow2_ceil(K), 16, 256);
+        warps = 2;
     }
     while (group && bn > 16 && (kfam_spec_i(s, "N", 0) % bn || kfam_spec_i(s, "N2", 0) % bn))
         bn /= 2; /* each program's columns in one product */
@@ -117,8 +120,9 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
          * vs 43.7 unsplit, cuBLAS 35.0; M=64 38.8 vs 43.8, cuBLAS 37.7; 4096x4096 M=16 16.2 vs 15.8
          * unsplit: K = 4096 is too short to gain) */
         int64_t wide = kfam_clamp(kfam_pow2_ceil(N), 16, 128), tiles = kfam_cdiv(N, wide);
-        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= 160 && K / (split * 2) >= 1024)
-            split *= 2;
+        while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= facts->sms * 40 / 33 &&
+               K / (split * 2) >= 1024)
+            split *= 2; /* up to ~1.2 programs per SM */
         if (split > 1) bm = 64, bn = wide, bk = 128, warps = 4;
     }
     kir_config_set(cfg, "BM", bm);
@@ -126,9 +130,10 @@ static void matmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "BK", bk);
     kir_config_set(cfg, "WARPS", warps);
     /* decode: more bytes in flight per SM, as many stages as fit beside a second B tile (silu_mul, pair;
-     * the operands' pipeline within 160 KiB leaves sm_90a room for the epilogue) */
+     * the operands' pipeline within 160/227 of a program's shared memory, 160 KiB on sm_90a, leaves room
+     * for the epilogue) */
     int64_t stages = small_m ? 4 : 3, stage_bytes = (bm * bk + (two ? 2 : 1) * bk * bn) * 2;
-    while (small_m && stages > 2 && stages * stage_bytes > 160 * 1024)
+    while (small_m && stages > 2 && stages * stage_bytes > (int64_t)facts->smem_block * 160 / 227)
         stages--;
     kir_config_set(cfg, "STAGES", stages);
     kir_config_set(cfg, "SPLIT_K", split);
@@ -183,8 +188,8 @@ static void group_select(KirBuilder *b, const KirValue *const ws[3], KirValue *c
     t->nmask = last % bn ? kir_lt(b, t->rn, t->cN) : NULL; /* only the last product can end mid-tile */
 }
 
-static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                             IrDiag *d)
+static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                             KirKernel **out, IrDiag *d)
 {
     int64_t N, K;
     KirDtype dt;
@@ -219,7 +224,7 @@ static IrStatus matmul_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (N * K > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "matmul: N*K = %lld needs 64-bit offsets",
                            (long long)(N * K));
-    kfam_config_merge(&kfam_matmul, s, given, &cfg);
+    kfam_config_merge(&kfam_matmul, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BM", 512, d) || kfam_config_pow2(s, &cfg, "BN", 512, d) ||
         kfam_config_pow2(s, &cfg, "BK", 512, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d) ||
         kfam_config_pow2(s, &cfg, "SPLIT_K", 64, d))
@@ -406,15 +411,15 @@ const KfamFamily kfam_matmul = {
 
 /* ---- split-K epilogue ---- */
 
-static void splitk_defaults(const KfamSpec *s, KirConfig *cfg)
+static void splitk_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t block = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "N", 4096)), 32, 1024);
     kir_config_set(cfg, "BLOCK", block);
     kir_config_set(cfg, "WARPS", kfam_clamp(block / 256, 1, 4));
 }
 
-static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                             IrDiag *d)
+static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                             KirKernel **out, IrDiag *d)
 {
     int64_t N;
     KirDtype dt;
@@ -424,7 +429,7 @@ static IrStatus splitk_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     if (epi < 0 || kfam_epilogue_two_weights(epi) || epi == KFAM_EPI_GROUP)
         return ir_diag_set(d, IR_ERR_INPUT,
                            "matmul_splitk_epilogue: epilogue must be none, bias or residual");
-    kfam_config_merge(&kfam_matmul_splitk_epilogue, s, given, &cfg);
+    kfam_config_merge(&kfam_matmul_splitk_epilogue, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     int block = (int)kir_config_get(&cfg, "BLOCK", 0);

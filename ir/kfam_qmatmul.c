@@ -172,8 +172,10 @@ static int b_computed(int fmt, int64_t g)
  * 128 x 128), 4 stages: wgmma k32 reads whole 128-byte rows of 8-bit codes, and the 1-byte images leave room
  * for the wide tile. BK is
  * at least the group and at most pow2(K); stages (4 for decode, else 3) drop until the dot operands'
- * pipeline fits 200 KiB of shared memory. w4a16 with N, K >= 128: SWAP=1 (below). */
-static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
+ * pipeline fits 200/227 of a program's shared memory (200 KiB on sm_90a). w4a16 with N, K >= 128: SWAP=1
+ * (below). Program counts are fractions of the facts' SMs chosen so that sm_90a's 132 give the counts the
+ * rules were measured with. */
+static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
     int fmt = format_of(s), two = kfam_epilogue_two_weights(kfam_epilogue_of(s));
@@ -181,8 +183,8 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t g = fmt >= 0 ? group_of(s, fmt) : 32;
     int64_t bm = small_m ? kfam_clamp(kfam_pow2_ceil(m), 16, 64) : 128;
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !two ? 128 : 64);
-    while (small_m && bn > 32 && N / bn < 120)
-        bn /= 2; /* decode streams weights: fill ~132 SMs */
+    while (small_m && bn > 32 && N / bn < facts->sms * 10 / 11)
+        bn /= 2; /* decode streams weights: tiles for 10/11 of the SMs at least */
     const char *act = kfam_spec_s(s, "act", "dtype");
     int f8 = !strcmp(act, "fp8") || !strcmp(act, "int8"), esz = f8 ? 1 : 2; /* W8A8: 8-bit operands */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 32, small_m || f8 ? 128 : 64);
@@ -199,8 +201,8 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "BN", bn);
     kir_config_set(cfg, "BK", bk);
     int64_t stage_bytes = (two ? 2 : 1) * (bm * bk + bk * bn) * esz, stages = small_m || f8 ? 4 : 3;
-    while (stages > 1 && stages * stage_bytes > 200 * 1024)
-        stages--; /* the dot operands' pipeline stays within sm_90a's shared memory */
+    while (stages > 1 && stages * stage_bytes > (int64_t)facts->smem_block * 200 / 227)
+        stages--; /* the dot operands' pipeline leaves the rest of shared memory to the other tiles */
     if (fmt >= 0 && !f8)
         stages = 1; /* a B tile computed for the generic dot (dequantized, or cast): streaming its loads
                      * (STAGES > 1) did not pay, the loop is bound by its own instructions (H200, session
@@ -212,7 +214,7 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     int64_t split = 1, tiles = kfam_cdiv(N, bn), warps = small_m ? 4 : 8;
     if (kfam_spec_i(s, "ws", 0) && small_m && bm <= KFAM_SPLITK_ROWS && K >= 4096) {
         /* silu_mul and pair: two accumulators' slices share the workspace (at most 4 slices each) */
-        while (split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split * 2 <= 4096 &&
+        while (split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split * 2 <= facts->sms * 1024 / 33 &&
                K / (split * 2) >= 512 && K / (split * 2) >= bk)
             split *= 2;
         if (split > 1) warps = 8;
@@ -239,13 +241,14 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     }
     /* decode: two programs per SM (BM = 64 needs 134 registers unbounded, one program per SM: H200,
      * session 11, 28672 x 4096 M=64: 84.7 us at MIN_BLOCKS=2, 94.7 without; M <= 16 stay below 128);
-     * with K split in the launch (ws=1, K >= 4096), K split only until the programs fill about 3/4 of the
-     * 264 an H100/H200 holds at once (132 SMs x 2): one long pipeline per program beats waves of short
+     * with K split in the launch (ws=1, K >= 4096), K split only until the programs fill 8/11 (about 3/4)
+     * of those resident at once (2 per SM: 264 on sm_90a): one long pipeline per program beats waves of short
      * ones, each with its fill and its slice reduction (H200, session 12, 28672 x 4096 M=1: 43.9 us
      * unsplit (224 programs) vs 47.5 at 4 slices (896, 3.4 waves); 4096 x 14336: 26.6 at 8 slices (256)
      * vs 27.7 at 4); 3 stages: 4 were as fast at 28672 x 4096 and slower with K split (H200, session 13, 4096
      * x 14336 M=1, 8 slices: 21.6 us at 3, 29.7 at 4, 23.0 at 2); too few tiles of 128 rows for the SMs even
      * split the most: 64 rows on 4 warps (mma.sync; pair 1024 x 4096 M=1: 12.4 us vs 15.4) */
+    int64_t resident = 2 * (int64_t)facts->sms; /* MIN_BLOCKS 2: programs that run at once */
     kir_config_set(cfg, "STAGES", 3);
     kir_config_set(cfg, "MIN_BLOCKS", 2);
     /* M <= 16, one weight, b16 x: 256-long K steps (half the trips' fixed cost: copies, barrier, wgmma
@@ -254,27 +257,29 @@ static void qmatmul_defaults(const KfamSpec *s, KirConfig *cfg)
     const char *dtn = kfam_spec_s(s, "dtype", "bf16");
     int b16 = !strcmp(dtn, "bf16") || !strcmp(dtn, "f16");
     if (bm == 16 && !two && K % 256 == 0 && b16) kir_config_set(cfg, "BK", 256);
-    int64_t rows = kfam_cdiv(N, 128) * KFAM_SPLITK_MAX / (two ? 2 : 1) < 132 ? 64 : 128;
+    int64_t rows = kfam_cdiv(N, 128) * KFAM_SPLITK_MAX / (two ? 2 : 1) < facts->sms ? 64 : 128;
     kir_config_set(cfg, "BN", rows);
     if (rows == 64) kir_config_set(cfg, "WARPS", 4);
     tiles = kfam_cdiv(N, rows), split = 1;
     while (kfam_spec_i(s, "ws", 0) && K >= 4096 && bm <= KFAM_SPLITK_ROWS &&
-           split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split < 192 && K / (split * 2) >= 512)
+           split < KFAM_SPLITK_MAX / (two ? 2 : 1) && tiles * split < resident * 8 / 11 &&
+           K / (split * 2) >= 512)
         split *= 2;
     kir_config_set(cfg, "SPLIT_K", split);
     /* M <= 8: BM 8 (one n8 fragment of x: half the x copies and mma of BM 16), BK 256, 64-row programs of
      * 4 warps (one warpgroup: wgmma m64n8) (silu_mul and pair: 32 rows on 2 warps, mma.sync), K split in the
-     * launch (ws=1, K >= 4096, slices >= 512) while the programs stay within 512; taken when that gives every
-     * SM two programs (H200, session 17, runs 4-6, BK 256 STAGES 3, vs the form above in the same run: 28672
+     * launch (ws=1, K >= 4096, slices >= 512) while the programs stay within 64/33 of those resident (about
+     * 4 per SM: 512 on sm_90a); taken when that gives every SM two programs (H200, session 17, runs 4-6, BK
+     * 256 STAGES 3, vs the form above in the same run: 28672
      * x 4096 M=1/4/8 30.1/30.1/30.5 us vs 32.7/32.9/33.0 (unsplit); 4096 x 14336 M=1/8 18.3/18.8 vs 20.9/21.3
      * (8 slices; 4: 18.8/20.3); 4096 x 4096 9.5/9.8 vs 11.4/11.8 (8 slices); 6144 x 4096 11.9/11.6 vs
      * 13.8/14.1 (4 slices; 8: 13.4/13.8); silu_mul 14336 x 4096 M=1/4/8 33.4/35.2/37.7 vs 38.0/37.9/38.1
      * (unsplit; 2 slices 33.7/38.6); unsplit with few rows it loses: 4096 x 4096 13.8 vs 11.2) */
     int64_t rows8 = two ? 32 : 64, tiles8 = kfam_cdiv(N, rows8), split8 = 1;
     while (kfam_spec_i(s, "ws", 0) && K >= 4096 && split8 < KFAM_SPLITK_MAX / (two ? 2 : 1) &&
-           tiles8 * split8 * 2 <= 512 && K / (split8 * 2) >= 512)
+           tiles8 * split8 * 2 <= resident * 64 / 33 && K / (split8 * 2) >= 512)
         split8 *= 2;
-    if (m <= 8 && K % 256 == 0 && tiles8 * split8 >= 264 && b16) {
+    if (m <= 8 && K % 256 == 0 && tiles8 * split8 >= resident && b16) {
         kir_config_set(cfg, "BM", 8);
         kir_config_set(cfg, "BN", rows8);
         kir_config_set(cfg, "BK", 256);
@@ -622,8 +627,8 @@ static void trip_loads2(KirBuilder *b, const QLoop *q, KirValue *k, QTrip *tr)
         tr->v[tr->n++] = l2.v[i];
 }
 
-static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                              IrDiag *d)
+static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                              KirKernel **out, IrDiag *d)
 {
     int64_t N, K;
     KirDtype dt;
@@ -689,7 +694,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (wbytes > KFAM_MAX_I32_OFFSET)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: %lld weight bytes need 64-bit offsets",
                            (long long)wbytes);
-    kfam_config_merge(&kfam_qmatmul, s, given, &cfg);
+    kfam_config_merge(&kfam_qmatmul, s, facts, given, &cfg);
     /* a config that names its tiles but not SWAP (a tuning store or a bench from before SWAP) means
      * SWAP=0: the defaults' SWAP=1 belongs with the defaults' own tiles */
     if (given && given->n && kir_config_get(given, "SWAP", -1) < 0) kir_config_set(&cfg, "SWAP", 0);

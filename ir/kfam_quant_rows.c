@@ -22,7 +22,7 @@
 
 extern const KfamFamily kfam_quant_rows;
 
-static void quant_rows_defaults(const KfamSpec *s, KirConfig *cfg)
+static void quant_rows_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t block = kfam_row_block(kfam_spec_i(s, "C", 4096));
     kir_config_set(cfg, "BLOCK", block);
@@ -42,8 +42,8 @@ static KirValue *quantize(KirBuilder *b, KirValue *xf, KirValue *s, int fp8)
     return kir_cast(b, v, KIR_I8);
 }
 
-static IrStatus quant_rows_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                                 IrDiag *d)
+static IrStatus quant_rows_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts,
+                                 const KirConfig *given, KirKernel **out, IrDiag *d)
 {
     int64_t C;
     KirDtype dt;
@@ -53,7 +53,7 @@ static IrStatus quant_rows_build(IrArena *a, const KfamSpec *s, const KirConfig 
     int fp8 = !strcmp(fmt, "fp8");
     if (!fp8 && strcmp(fmt, "int8"))
         return ir_diag_set(d, IR_ERR_INPUT, "quant_rows: fmt must be fp8 or int8 (got '%s')", fmt);
-    kfam_config_merge(&kfam_quant_rows, s, given, &cfg);
+    kfam_config_merge(&kfam_quant_rows, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     int block = (int)kir_config_get(&cfg, "BLOCK", 0);

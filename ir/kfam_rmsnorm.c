@@ -23,7 +23,7 @@
 
 extern const KfamFamily kfam_rmsnorm;
 
-static void rmsnorm_defaults(const KfamSpec *s, KirConfig *cfg)
+static void rmsnorm_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t block = kfam_row_block(kfam_spec_i(s, "C", 4096));
     kir_config_set(cfg, "BLOCK", block);
@@ -131,8 +131,8 @@ static void emit_row(KirBuilder *b, const Norm *n, KirValue *row, KirValue *row_
     kir_for_end(b, NULL, 0);
 }
 
-static IrStatus rmsnorm_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                              IrDiag *d)
+static IrStatus rmsnorm_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                              KirKernel **out, IrDiag *d)
 {
     Norm n = {0};
     int64_t residual = kfam_spec_i(s, "residual", 0);
@@ -142,7 +142,7 @@ static IrStatus rmsnorm_build(IrArena *a, const KfamSpec *s, const KirConfig *gi
     if (n.eps < 0 || (residual != 0 && residual != 1))
         return ir_diag_set(d, IR_ERR_INPUT, "rmsnorm: spec needs eps >= 0 and residual 0 or 1");
     n.residual = (int)residual;
-    kfam_config_merge(&kfam_rmsnorm, s, given, &cfg);
+    kfam_config_merge(&kfam_rmsnorm, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d) ||
         kfam_config_pow2(s, &cfg, "ROWS", 64, d))
         return d->status;

@@ -30,7 +30,7 @@
 
 extern const KfamFamily kfam_rope;
 
-static void rope_defaults(const KfamSpec *s, KirConfig *cfg)
+static void rope_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t half = kfam_pow2_ceil(kfam_spec_i(s, "D", 128) / 2);
     int64_t bh = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "H", 32)), 1, kfam_clamp(1024 / half, 1, 32));
@@ -38,7 +38,8 @@ static void rope_defaults(const KfamSpec *s, KirConfig *cfg)
     kir_config_set(cfg, "WARPS", kfam_clamp(bh * half / 256, 1, 4));
 }
 
-static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out, IrDiag *d)
+static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                           KirKernel **out, IrDiag *d)
 {
     int64_t H, D;
     KirDtype dt;
@@ -47,7 +48,7 @@ static IrStatus rope_build(IrArena *a, const KfamSpec *s, const KirConfig *given
         kfam_spec_dtype(s, &dt, d))
         return d->status;
     if (kfam_rope_check(s, D, d)) return d->status;
-    kfam_config_merge(&kfam_rope, s, given, &cfg);
+    kfam_config_merge(&kfam_rope, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BH", 1024, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     int bh = (int)kir_config_get(&cfg, "BH", 1), half = (int)(D / 2), hp = (int)kfam_pow2_ceil(half);

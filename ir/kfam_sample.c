@@ -40,7 +40,7 @@ extern const KfamFamily kfam_sample;
 
 enum { SAMPLE_ITERS = 32 };
 
-static void sample_defaults(const KfamSpec *s, KirConfig *cfg)
+static void sample_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     /* wide tiles, 32 columns a thread: a vocabulary row in few trips, each with many loads in flight
      * (greedy reads the row once; H200, V 128256, one row: 8192 x 8 warps 13.5 us, 2048 x 8 19.1) */
@@ -154,8 +154,8 @@ static KirValue *argmax_pass(KirBuilder *b, const Row *r, KirValue *hi, KirValue
     return kir_reduce(b, kir_select(b, at_max, loop->res[1], kir_const_i32(b, 2147483647)), KIR_RED_MIN, 0);
 }
 
-static IrStatus sample_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                             IrDiag *d)
+static IrStatus sample_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts, const KirConfig *given,
+                             KirKernel **out, IrDiag *d)
 {
     Row r = {0};
     KirConfig cfg;
@@ -164,7 +164,7 @@ static IrStatus sample_build(IrArena *a, const KfamSpec *s, const KirConfig *giv
     int sampling = !strcmp(mode, "sample");
     if (!sampling && strcmp(mode, "greedy"))
         return ir_diag_set(d, IR_ERR_INPUT, "sample: mode must be greedy or sample (got %s)", mode);
-    kfam_config_merge(&kfam_sample, s, given, &cfg);
+    kfam_config_merge(&kfam_sample, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     r.block = (int)kir_config_get(&cfg, "BLOCK", 0);

@@ -56,7 +56,7 @@ extern const KfamFamily kfam_spec_verify;
 
 enum { SPEC_MAX_K = 64 };
 
-static void spec_verify_defaults(const KfamSpec *s, KirConfig *cfg)
+static void spec_verify_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t block = kfam_clamp(kfam_pow2_ceil(kfam_spec_i(s, "V", 32000)), 32, 2048);
     kir_config_set(cfg, "BLOCK", block);
@@ -154,8 +154,8 @@ static KirValue *draw_bonus(KirBuilder *b, const Seq *q, KirValue *base, KirValu
     return kir_select(b, use_r, loop->res[1], loop->res[3]);
 }
 
-static IrStatus spec_verify_build(IrArena *a, const KfamSpec *s, const KirConfig *given, KirKernel **out,
-                                  IrDiag *d)
+static IrStatus spec_verify_build(IrArena *a, const KfamSpec *s, const KfamFacts *facts,
+                                  const KirConfig *given, KirKernel **out, IrDiag *d)
 {
     Seq q = {0};
     int64_t K;
@@ -171,7 +171,7 @@ static IrStatus spec_verify_build(IrArena *a, const KfamSpec *s, const KirConfig
         return ir_diag_set(d, IR_ERR_UNSUPPORTED,
                            "spec_verify: rand counters up to (k+2)*V = %lld exceed i32",
                            (long long)((K + 2) * q.V));
-    kfam_config_merge(&kfam_spec_verify, s, given, &cfg);
+    kfam_config_merge(&kfam_spec_verify, s, facts, given, &cfg);
     if (kfam_config_pow2(s, &cfg, "BLOCK", 1 << 16, d) || kfam_config_pow2(s, &cfg, "WARPS", 32, d))
         return d->status;
     q.block = (int)kir_config_get(&cfg, "BLOCK", 0);

@@ -28,6 +28,11 @@ typedef struct PlOptions {
     const char *output;      /* package path (pl_compile): written atomically */
     const CgTarget *const *targets; /* n_targets == 0: a graph-only package (kernel rows, no binaries) */
     int n_targets;
+    /* The target whose facts (SMs, shared memory) shape every kernel's default config: its package row,
+     * its IR hash (the tuning store's key) and its small-M variants, for all targets alike (a target that
+     * rejects a default walks the candidates). pl_options_default: cg_target_defaults() (sm_90a), which
+     * the tuner uses too, so tuned rows keep matching; NULL means the same. */
+    const CgTarget *defaults_target;
     int threads;             /* compile threads; <= 0: every CPU */
     const char *cache_dir;   /* kernel binary cache; NULL: none */
     int emit_source;         /* 1: binaries are the backends' generated source (CgDriverOptions.source) */

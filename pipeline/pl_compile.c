@@ -29,6 +29,7 @@ PlOptions pl_options_default(void)
 {
     PlOptions o;
     memset(&o, 0, sizeof o);
+    o.defaults_target = cg_target_defaults();
     return o;
 }
 
@@ -229,7 +230,8 @@ static IrStatus check_launch_args(const Schedule *s, KirKernel *const *kk, IrDia
  * docs/RUNTIME.md); decode steps then run decode-shaped tiles. The host target gets only the first (the
  * host backend computes whole tiles, masked rows included, so small tiles never cost it). Returns how
  * many were written to out (at most MAX_VARIANTS). */
-static int small_m_variants(const SchedKernel *sk, const KirKernel *k, IrArena *arena, KirKernel **out)
+static int small_m_variants(const SchedKernel *sk, const KfamFacts *facts, const KirKernel *k, IrArena *arena,
+                            KirKernel **out)
 {
     static const int hints[MAX_VARIANTS] = {1, 16, 64};
     int n = 0;
@@ -240,7 +242,7 @@ static int small_m_variants(const SchedKernel *sk, const KirKernel *k, IrArena *
         KirKernel *vk = NULL;
         IrDiag d = {0};
         kfam_spec_int(&spec, "m_hint", hints[h]);
-        sk->fam->defaults(&spec, &cfg);
+        sk->fam->defaults(&spec, facts, &cfg);
         int dup = cg_config_same(&cfg, &k->cfg);
         for (int i = 0; i < n && !dup; i++)
             dup = cg_config_same(&cfg, &out[i]->cfg);
@@ -249,7 +251,8 @@ static int small_m_variants(const SchedKernel *sk, const KirKernel *k, IrArena *
         if (kir_config_get(&cfg, "SPLIT_K", 1) > 1 &&
             kir_config_get(&cfg, "BM", 0) >= kir_config_get(&k->cfg, "BM", 0))
             continue;
-        if (dup || sk->fam->build(arena, &sk->spec, &cfg, &vk, &d) != IR_OK || vk->n_params != k->n_params)
+        if (dup || sk->fam->build(arena, &sk->spec, facts, &cfg, &vk, &d) != IR_OK ||
+            vk->n_params != k->n_params)
             continue;
         out[n++] = vk;
     }
@@ -307,6 +310,7 @@ static IrStatus stage_kernels(Pl *p)
     p->jobs = calloc((size_t)max_jobs + 1, sizeof *p->jobs);
     p->optional = calloc((size_t)max_jobs + 1, 1);
     if (!p->kk || !p->jobs || !p->optional) return oom(p);
+    const KfamFacts *facts = cg_target_facts(o->defaults_target ? o->defaults_target : cg_target_defaults());
     double t0 = ir_now_ms();
     for (int i = 0; i < nk; i++) {
         const SchedKernel *sk = &s->kernels[i];
@@ -324,16 +328,16 @@ static IrStatus stage_kernels(Pl *p)
         }
         KirConfig cfg = {0};
         IrDiag d = {0};
-        sk->fam->defaults(&sk->spec, &cfg);
-        IrStatus st = sk->fam->build(p->arena, &sk->spec, &cfg, &p->kk[i], &d);
+        sk->fam->defaults(&sk->spec, facts, &cfg);
+        IrStatus st = sk->fam->build(p->arena, &sk->spec, facts, &cfg, &p->kk[i], &d);
         if (st == IR_OK) st = kir_verify(p->kk[i], NULL, &d);
         if (st != IR_OK) return ir_diag_set(p->d, st, "%s: %s", sk->name, d.msg);
         if ((st = write_kernel_row(p, i)) != IR_OK) return st;
         KirKernel *var[MAX_VARIANTS];
-        int nv = small_m_variants(sk, p->kk[i], p->arena, var);
+        int nv = small_m_variants(sk, facts, p->kk[i], p->arena, var);
         for (int t = 0; t < o->n_targets; t++) {
-            CgKernelJob job = {.fam = sk->fam, .spec = &sk->spec, .k = p->kk[i], .target = o->targets[t],
-                               .retry = 1, .row = i};
+            CgKernelJob job = {.fam = sk->fam, .spec = &sk->spec, .facts = facts, .k = p->kk[i],
+                               .target = o->targets[t], .retry = 1, .row = i};
             if (o->targets[t]->backend == CG_BACKEND_HOST) {
                 for (int v = nv - 1; v >= 0; v--) /* the first variant that does not split K: any M */
                     if (kir_config_get(&var[v]->cfg, "SPLIT_K", 1) == 1) job.k = var[v];

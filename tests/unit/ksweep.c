@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kfacts.h"
 #include "kt.h"
 
 enum { MAX_RUNNERS = 3, MAX_DUMPS = 3 };
@@ -106,7 +107,7 @@ KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
     KirKernel *k = NULL;
     KirConfig none;
     memset(&none, 0, sizeof none);
-    IrStatus st = f ? f->build(a, s, cfg ? cfg : &none, &k, &d) : IR_ERR_INPUT;
+    IrStatus st = f ? f->build(a, s, kfacts_sm90(), cfg ? cfg : &none, &k, &d) : IR_ERR_INPUT;
     if (st == IR_ERR_LIMIT || st == IR_ERR_UNSUPPORTED) {
         counts[i].invalid++;
         return NULL;

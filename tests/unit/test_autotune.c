@@ -14,6 +14,7 @@
 #include "autotune/at_fake.h"
 #include "autotune/at_search.h"
 #include "codegen/cg.h"
+#include "kfacts.h"
 #include "kt.h"
 
 static char scratch[64];
@@ -88,7 +89,7 @@ static void test_enumerate(void)
     KT_CHECK(kr->n_cands + kr->n_pruned == kr->n_space && kr->n_cands > 10 && kr->n_pruned > 0,
              "%d candidates, %d pruned", kr->n_cands, kr->n_pruned);
     KirConfig d = {0};
-    k.family->defaults(&k.spec, &d);
+    k.family->defaults(&k.spec, kfacts_sm90(), &d);
     IrBuf b = {0};
     kir_config_print(&d, &b);
     KT_CHECK(kr->dflt == 0 && !strcmp(kr->cands[0].config, b.s), "the default comes first: %s vs %s",

@@ -19,6 +19,7 @@
 
 #include "codegen/cg_driver.h"
 #include "ir/kfam.h"
+#include "kfacts.h"
 #include "kt.h"
 
 static char scratch[256];
@@ -34,8 +35,8 @@ static KirKernel *kernel(int64_t C)
     KirConfig cfg = {0};
     KirKernel *k = NULL;
     IrDiag d = {0};
-    f->defaults(&s, &cfg);
-    if (f->build(arena, &s, &cfg, &k, &d) != IR_OK) {
+    f->defaults(&s, kfacts_sm90(), &cfg);
+    if (f->build(arena, &s, kfacts_sm90(), &cfg, &k, &d) != IR_OK) {
         fprintf(stderr, "test_cache: cannot build rmsnorm: %s\n", d.msg);
         exit(1);
     }

@@ -21,6 +21,7 @@
 #include "cuda/cg_cuda.h"
 #include "ir/kfam.h"
 #include "ir/kir_interp.h"
+#include "kfacts.h"
 #include "krun.h"
 #include "kt.h"
 
@@ -582,12 +583,12 @@ static Case *case_family_cfg(const char *fam, KfamSpec s, const Arg *args, int n
     const KfamFamily *f = kfam_find(fam);
     if (!f) return NULL;
     KirConfig cfg = {0};
-    f->defaults(&s, &cfg);
+    f->defaults(&s, kfacts_sm90(), &cfg);
     for (int i = 0; over && i < over->n; i++)
         kir_config_set(&cfg, over->key[i], over->val[i]);
     KirKernel *k = NULL;
     IrDiag d = {0};
-    if (f->build(arena, &s, &cfg, &k, &d) != IR_OK) {
+    if (f->build(arena, &s, kfacts_sm90(), &cfg, &k, &d) != IR_OK) {
         KT_CHECK(0, "%s: %s", fam, d.msg);
         return NULL;
     }
@@ -1080,8 +1081,8 @@ static KirKernel *qmatmul_build(const KfamSpec *s, const KirConfig *cfg)
     KirKernel *k = NULL;
     IrDiag d = {0};
     KirConfig dflt = {0};
-    KT_CHECK(kfam_find("qmatmul")->build(arena, s, cfg ? cfg : &dflt, &k, &d) == IR_OK, "qmatmul build: %s",
-             d.msg);
+    KT_CHECK(kfam_find("qmatmul")->build(arena, s, kfacts_sm90(), cfg ? cfg : &dflt, &k, &d) == IR_OK,
+             "qmatmul build: %s", d.msg);
     return k;
 }
 

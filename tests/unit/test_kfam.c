@@ -8,6 +8,7 @@
 
 #include "codegen/cg.h"
 #include "ir/kfam.h"
+#include "kfacts.h"
 #include "kt.h"
 
 static KfamSpec spec_of(const char *family, const char *text)
@@ -79,7 +80,7 @@ static IrStatus build(IrArena *a, const KfamSpec *s, const KirConfig *cfg, KirKe
     KirConfig none = {0};
     const KfamFamily *f = kfam_find(s->family);
     *k = NULL;
-    return f ? f->build(a, s, cfg ? cfg : &none, k, d) : IR_ERR_INPUT;
+    return f ? f->build(a, s, kfacts_sm90(), cfg ? cfg : &none, k, d) : IR_ERR_INPUT;
 }
 
 static const struct {
@@ -158,6 +159,29 @@ static void test_defaults(void)
         }
         ir_arena_destroy(a);
     }
+}
+
+/* The target table's facts: one row per target, its shared memory the limit's; packages' defaults come
+ * from sm_90a's; and a default rule reads them (decode N tiles narrow to fill sm_90a's 132 SMs, not the
+ * host's one). */
+static void test_target_facts(void)
+{
+    int n = 0;
+    const CgTarget *ts = cg_targets(&n);
+    for (int i = 0; i < n; i++) {
+        const KfamFacts *t = cg_target_facts(&ts[i]);
+        KT_CHECK(t->sms > 0 && t->smem_block == cg_target_limits(&ts[i])->smem_bytes, "%s: facts %d SMs, %d B",
+                 ts[i].name, t->sms, t->smem_block);
+    }
+    KT_CHECK(cg_target_defaults() == cg_target_find("sm_90a") && kfacts_sm90()->sms == 132,
+             "the packages' reference is sm_90a");
+    KfamSpec s = spec_of("matmul", "N=4096 K=4096 dtype=bf16 epilogue=none m_hint=16");
+    KirConfig dev = {0}, host = {0};
+    kfam_find("matmul")->defaults(&s, kfacts_sm90(), &dev);
+    kfam_find("matmul")->defaults(&s, cg_target_facts(cg_target_find("host")), &host);
+    KT_CHECK(kir_config_get(&dev, "BN", 0) == 32 && kir_config_get(&host, "BN", 0) == 128,
+             "decode BN %lld at sm_90a's facts, %lld at the host's", (long long)kir_config_get(&dev, "BN", 0),
+             (long long)kir_config_get(&host, "BN", 0));
 }
 
 /* Every config of the family's space: OK or INVALID (LIMIT / UNSUPPORTED), never another error; an OK
@@ -311,6 +335,7 @@ int main(void)
     test_spec();
     test_registry();
     test_defaults();
+    test_target_facts();
     walk_space("embedding", "C=4099 V=1000 dtype=bf16");
     walk_space("rmsnorm", "C=4096 eps=1e-5 dtype=bf16 residual=1");
     walk_space("rope", "H=32 D=128 theta=500000.0 scaling=llama3 factor=8.0 dtype=bf16");

@@ -14,6 +14,7 @@
 #include "codegen/cg.h"
 #include "codegen/cg_target.h"
 #include "codegen/cuda/cg_cuda.h"
+#include "kfacts.h"
 #include "kref.h"
 #include "ksweep.h"
 #include "kt.h"
@@ -319,7 +320,7 @@ static void cuda_compile(void)
         memset(&cfg, 0, sizeof cfg);
         KirKernel *k = NULL;
         IrDiag d = {0};
-        KT_CHECK(f && f->build(a, &s, &cfg, &k, &d) == IR_OK, "attention build: %s", d.msg);
+        KT_CHECK(f && f->build(a, &s, kfacts_sm90(), &cfg, &k, &d) == IR_OK, "attention build: %s", d.msg);
         if (k) {
             KT_CHECK(kir_verify(k, cg_target_limits(t), &d) == IR_OK, "attention %s: sm_90a budgets: %s",
                      k->name, d.msg);
@@ -371,17 +372,19 @@ static void spec_errors(void)
     IrArena *a = ir_arena_create();
     KirKernel *k = NULL;
     IrDiag d = {0};
-    KT_CHECK(f && f->build(a, &s, NULL, &k, &d) == IR_ERR_INPUT, "H %% Hkv != 0 is a bad spec");
+    KT_CHECK(f && f->build(a, &s, kfacts_sm90(), NULL, &k, &d) == IR_ERR_INPUT,
+             "H %% Hkv != 0 is a bad spec");
     c.H = 8;
     c.D = 512;
     s = spec_of(&c);
     memset(&d, 0, sizeof d);
-    KT_CHECK(f && f->build(a, &s, NULL, &k, &d) == IR_ERR_INPUT, "D > 256 is a bad spec");
+    KT_CHECK(f && f->build(a, &s, kfacts_sm90(), NULL, &k, &d) == IR_ERR_INPUT, "D > 256 is a bad spec");
     c.D = 64;
     s = spec_of(&c);
     memset(&d, 0, sizeof d);
     KirConfig bad = ksweep_cfg(1, "BLOCK_M", 24);
-    KT_CHECK(f && f->build(a, &s, &bad, &k, &d) == IR_ERR_UNSUPPORTED, "BLOCK_M=24 is INVALID");
+    KT_CHECK(f && f->build(a, &s, kfacts_sm90(), &bad, &k, &d) == IR_ERR_UNSUPPORTED,
+             "BLOCK_M=24 is INVALID");
     ir_arena_destroy(a);
 }
 
@@ -404,7 +407,7 @@ static void space_walk(void)
                     IrArena *a = ir_arena_create();
                     KirKernel *k = NULL;
                     IrDiag d = {0};
-                    IrStatus st = f->build(a, &s, &cfg, &k, &d);
+                    IrStatus st = f->build(a, &s, kfacts_sm90(), &cfg, &k, &d);
                     total++;
                     KT_CHECK(st == IR_OK || st == IR_ERR_UNSUPPORTED || st == IR_ERR_LIMIT, "space: %s",
                              d.msg);

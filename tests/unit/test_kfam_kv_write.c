@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kfacts.h"
 #include "kref.h"
 #include "ksweep.h"
 #include "kt.h"
@@ -275,7 +276,8 @@ static void test_i64_offsets(void)
         KirKernel *k = NULL;
         IrDiag d = {0};
         KirConfig none = {0};
-        KT_CHECK(kfam_find("kv_write")->build(a, &s, &none, &k, &d) == IR_OK, "build: %s", d.msg);
+        KT_CHECK(kfam_find("kv_write")->build(a, &s, kfacts_sm90(), &none, &k, &d) == IR_OK, "build: %s",
+                 d.msg);
         int stores = 0, wide = 0;
         for (int i = 0; k && i < k->body->n_insts; i++) {
             const KirInst *in = k->body->insts[i];

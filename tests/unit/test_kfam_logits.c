@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ir/kfam.h"
+#include "kfacts.h"
 #include "kref.h"
 #include "krun.h"
 #include "kt.h"
@@ -23,7 +24,7 @@ static void check(const KRunner *ex, KrefRng *rng, KirDtype dt, int T, int R, in
     IrArena *a = ir_arena_create();
     KirKernel *k = NULL;
     IrDiag d = {0};
-    if (f->build(a, &s, cfg, &k, &d) != IR_OK) {
+    if (f->build(a, &s, kfacts_sm90(), cfg, &k, &d) != IR_OK) {
         KT_CHECK(d.status == IR_ERR_LIMIT || d.status == IR_ERR_UNSUPPORTED, "build: %s", d.msg);
         ir_arena_destroy(a);
         return;
@@ -74,14 +75,16 @@ static void spec_rules(void)
     kfam_spec_str(&s, "dtype", "bf16");
     kfam_spec_str(&s, "epilogue", "bias");
     kfam_spec_int(&s, "gather", 1);
-    KT_CHECK(f->build(a, &s, NULL, &k, &d) == IR_ERR_INPUT, "gather with a bias epilogue: %s", d.msg);
+    KT_CHECK(f->build(a, &s, kfacts_sm90(), NULL, &k, &d) == IR_ERR_INPUT, "gather with a bias epilogue: %s",
+             d.msg);
     ir_diag_clear(&d);
     KfamSpec q = kfam_spec("matmul");
     kfam_spec_int(&q, "N", 64);
     kfam_spec_int(&q, "K", 64);
     kfam_spec_str(&q, "dtype", "bf16");
     kfam_spec_str(&q, "wdtype", "q4_0");
-    KT_CHECK(f->build(a, &q, NULL, &k, &d) == IR_ERR_UNSUPPORTED, "quantized weights refused: %s", d.msg);
+    KT_CHECK(f->build(a, &q, kfacts_sm90(), NULL, &k, &d) == IR_ERR_UNSUPPORTED,
+             "quantized weights refused: %s", d.msg);
     ir_arena_destroy(a);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kfacts.h"
 #include "kref.h"
 #include "ksweep.h"
 #include "kt.h"
@@ -364,9 +365,10 @@ static void sweep_inline(const KRunner *r, KrefRng *g)
     IrDiag d = {0};
     KirKernel *k = NULL;
     const KfamFamily *mm = kfam_find("matmul");
-    KT_CHECK(mm->build(a, &s, &cfgs[0], &k, &d) == IR_ERR_UNSUPPORTED, "ws=1 silu_mul refused");
+    KT_CHECK(mm->build(a, &s, kfacts_sm90(), &cfgs[0], &k, &d) == IR_ERR_UNSUPPORTED,
+             "ws=1 silu_mul refused");
     kfam_spec_str(&s, "epilogue", "none");
-    KT_CHECK(mm->build(a, &s, &c16, &k, &d) == IR_ERR_UNSUPPORTED, "ws=1 SPLIT_K=16 refused");
+    KT_CHECK(mm->build(a, &s, kfacts_sm90(), &c16, &k, &d) == IR_ERR_UNSUPPORTED, "ws=1 SPLIT_K=16 refused");
     ir_arena_destroy(a);
 }
 

@@ -21,6 +21,7 @@
 #include "codegen/cg.h"
 #include "codegen/cg_target.h"
 #include "codegen/cuda/cg_cuda.h"
+#include "kfacts.h"
 #include "kref.h"
 #include "ksweep.h"
 #include "kt.h"
@@ -647,7 +648,7 @@ static void tiled(const KRunner *r, KrefRng *g)
     KirKernel *k = NULL;
     IrDiag d = {0};
     KirConfig none = {0};
-    IrStatus st = kfam_find("qmatmul")->build(a, &s, &none, &k, &d);
+    IrStatus st = kfam_find("qmatmul")->build(a, &s, kfacts_sm90(), &none, &k, &d);
     KT_CHECK(st == IR_ERR_INPUT && strstr(d.msg, "wtile=64"), "qmatmul wtile=64 N=96: %d %s", st, d.msg);
     ir_arena_destroy(a);
 }
@@ -813,8 +814,8 @@ static void cuda_compile(void)
         KirKernel *k = NULL;
         IrDiag d = {0};
         KirConfig none = {0};
-        KT_CHECK(kfam_find("qmatmul")->build(a, &s, &none, &k, &d) == IR_OK, "qmatmul %s N=%d K=%d: %s",
-                 specs[i].f.wfmt, specs[i].N, specs[i].K, d.msg);
+        KT_CHECK(kfam_find("qmatmul")->build(a, &s, kfacts_sm90(), &none, &k, &d) == IR_OK,
+                 "qmatmul %s N=%d K=%d: %s", specs[i].f.wfmt, specs[i].N, specs[i].K, d.msg);
         if (k) {
             KT_CHECK(kir_verify(k, cg_target_limits(cg_target_find("host")), &d) == IR_OK, "%s: host: %s",
                      k->name, d.msg);
@@ -848,7 +849,8 @@ static void smem_estimate(void)
     IrArena *a = ir_arena_create();
     KirKernel *k = NULL;
     IrDiag d = {0};
-    KT_CHECK(kfam_find("qmatmul")->build(a, &s, &c, &k, &d) == IR_OK, "qmatmul silu_mul SWAP=1: %s", d.msg);
+    KT_CHECK(kfam_find("qmatmul")->build(a, &s, kfacts_sm90(), &c, &k, &d) == IR_OK,
+             "qmatmul silu_mul SWAP=1: %s", d.msg);
     int64_t want = 2 * 128 * 128 * 2 + 3 * 128 * 16 * 2 + 32 * 4 * 2;
     KT_CHECK(!k || kir_estimate_smem_bytes(k) == want, "silu_mul SWAP=1: smem estimate %lld, want %lld",
              k ? (long long)kir_estimate_smem_bytes(k) : 0LL, (long long)want);

@@ -26,6 +26,7 @@
 #include "codegen/cg_target.h"
 #include "codegen/cuda/cg_cuda.h"
 #include "ir/sched.h"
+#include "kfacts.h"
 #include "kref.h"
 #include "ksweep.h"
 #include "kt.h"
@@ -500,7 +501,8 @@ static void cuda_compile(void)
         kfam_spec_str(&s, "mode", specs[i][2]);
         KirKernel *k = NULL;
         IrDiag d = {0};
-        KT_CHECK(kfam_find("spec_verify")->build(a, &s, NULL, &k, &d) == IR_OK, "build: %s", d.msg);
+        KT_CHECK(kfam_find("spec_verify")->build(a, &s, kfacts_sm90(), NULL, &k, &d) == IR_OK, "build: %s",
+                 d.msg);
         if (k) {
             KT_CHECK(kir_verify(k, cg_target_limits(t), &d) == IR_OK, "%s: sm_90a budgets: %s", k->name,
                      d.msg);
@@ -564,8 +566,8 @@ static void graph_case(void)
             const SchedKernel *sk = &s->kernels[l->kernel];
             KirKernel *k = NULL;
             IrDiag kd = {0};
-            KT_CHECK(sk->fam && sk->fam->build(a, &sk->spec, NULL, &k, &kd) == IR_OK, "%s: build: %s",
-                     good[m].mode, kd.msg);
+            KT_CHECK(sk->fam && sk->fam->build(a, &sk->spec, kfacts_sm90(), NULL, &k, &kd) == IR_OK,
+                     "%s: build: %s", good[m].mode, kd.msg);
             if (k) {
                 int ok = k->n_params == l->n_args;
                 for (int i = 0; ok && i < l->n_args; i++)

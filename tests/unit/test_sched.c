@@ -8,6 +8,7 @@
 
 #include "frontend/fe.h"
 #include "ir/sched.h"
+#include "kfacts.h"
 #include "kt.h"
 
 static GirGraph *load(const char *model, const char *set)
@@ -267,7 +268,7 @@ static void test_model(const char *model, const char *set, int layers, int fused
             IrArena *ka = ir_arena_create();
             KirKernel *kk = NULL;
             IrDiag kd = {0};
-            KT_CHECK(k->fam && k->fam->build(ka, &k->spec, NULL, &kk, &kd) == IR_OK &&
+            KT_CHECK(k->fam && k->fam->build(ka, &k->spec, kfacts_sm90(), NULL, &kk, &kd) == IR_OK &&
                          kk->n_params == s->launches[i].n_args,
                      "%s: attention kernel %s builds with one param per launch argument: %s", model, k->name,
                      kd.msg);
@@ -284,7 +285,8 @@ static void test_model(const char *model, const char *set, int layers, int fused
             IrArena *ka = ir_arena_create();
             KirKernel *kk = NULL;
             IrDiag kd = {0};
-            KT_CHECK(li < s->n_launches && k->fam->build(ka, &k->spec, NULL, &kk, &kd) == IR_OK &&
+            KT_CHECK(li < s->n_launches &&
+                         k->fam->build(ka, &k->spec, kfacts_sm90(), NULL, &kk, &kd) == IR_OK &&
                          kk->n_params == s->launches[li].n_args,
                      "%s: kernel %s builds with one param per launch argument: %s", model, k->name, kd.msg);
             ir_arena_destroy(ka);
