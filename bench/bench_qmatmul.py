@@ -7,9 +7,7 @@ f32(s) rounded to bf16, as the kernel does. The target: kiln >= 3.0x cuBLAS's sp
 at M = 64.
 
 Usage: python3 bench/bench_qmatmul.py --lib build-gpu/bench/libkbench.so [--runs 50] [--config "BM=16 ..."]
-       [--epilogue none|silu_mul|pair] [--shapes NxK,...] [--m 1,4,16,64] [--wtile 0,64]
---wtile R,...: time each kernel on each word layout (0: rows of K/8 words, the packages' own; R: spec
-wtile=R, tiles of R rows x 256 k, the words rearranged here), each in the same process as the peer.
+       [--epilogue none|silu_mul|pair] [--shapes NxK,...] [--m 1,4,16,64]
 """
 import argparse
 import os
@@ -34,7 +32,6 @@ p.add_argument("--shapes", default=None, help="NxK,... (default: 28672x4096,4096
 p.add_argument("--m", default="1,4,16,64")
 p.add_argument("--sdtype", default="bf16", choices=["bf16", "f16"],
                help="the scales' dtype (packages store bf16: the activations' dtype)")
-p.add_argument("--wtile", default="0", help="word layouts: 0 (rows) and/or rows per tile (spec wtile)")
 args = p.parse_args()
 kb.init(args.lib)
 dev = torch.device("cuda")
@@ -63,12 +60,6 @@ def make_weight(N, K, g):
     return words.contiguous(), s.contiguous(), z.to(torch.uint8).contiguous(), dense
 
 
-def tiled(words, R):
-    """words [N, K/8] in spec wtile=R's layout (ir/kfam_qmatmul.c): tiles [N/R][K/256] of R rows x 32 words."""
-    N, W = words.shape
-    return words.view(N // R, R, W // 32, 32).permute(0, 2, 1, 3).contiguous().view(N, W)
-
-
 def reference(y, N):
     """The epilogue on float64 products y [M, nw * N]: the outputs' expected values."""
     if epi == "none":
@@ -85,10 +76,9 @@ for N, K in shapes:
     wts = [[make_weight(N, K, gen) for _ in range(nw)] for _ in range(sets)]
     dense = [torch.cat([w[3] for w in wt]) for wt in wts]  # [nw * N, K]
     wsb, sem = kb.splitk_buffers(N)  # ws=1: split-K reduced in the launch (the runtime's own form)
-    for M, R in ((int(m), int(r)) for m in args.m.split(",") for r in args.wtile.split(",")):
+    for M in (int(m) for m in args.m.split(",")):
         spec = (f"N={N} K={K} dtype=bf16 wfmt=w4a16 group={G} zeros=1 sdtype={args.sdtype} epilogue={epi} ws=1 "
-                f"m_hint={M}" + (f" wtile={R}" if R else ""))
-        lay = [[(tiled(w[0], R) if R else w[0], w[1], w[2]) for w in wt] for wt in wts]
+                f"m_hint={M}")
         xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(sets)]
         outs = [[torch.full((M, N), float("nan"), device=dev, dtype=torch.bfloat16) for _ in range(sets)]
                 for _ in range(2 if epi == "pair" else 1)]
@@ -96,7 +86,7 @@ for N, K in shapes:
         peer_ms = kb.median_ms(lambda i: torch.matmul(xs[i], dense[i].t()), sets, args.runs)
         for k in kb.kernels("qmatmul", spec, ([] if args.only else [""]) + args.config):
             def run(i, k=k):
-                wargs = [t for w in lay[i] for t in w]
+                wargs = [t for w in wts[i] for t in w[:3]]
                 k(xs[i], *wargs, *[o[i] for o in outs], wsb, sem, M)
 
             for o in outs:
@@ -107,9 +97,8 @@ for N, K in shapes:
             ms = kb.median_ms(run, sets, args.runs)
             speed = peer_ms / ms
             want = 3.0 if M <= 16 else 1.5
-            cfg = k.config + (f" wtile={R}" if R else "")
-            rows.append((f"{N}x{K}", M, cfg, err, ms * 1e3, peer_ms * 1e3, speed, want))
-            print(f"{N}x{K} M={M} [{cfg}] err {err:.1e}{'' if err < 1e-2 else ' BAD'}: kiln {ms * 1e3:.1f} us, "
+            rows.append((f"{N}x{K}", M, k.config, err, ms * 1e3, peer_ms * 1e3, speed, want))
+            print(f"{N}x{K} M={M} [{k.config}] err {err:.1e}{'' if err < 1e-2 else ' BAD'}: kiln {ms * 1e3:.1f} us, "
                   f"cuBLAS bf16 {peer_ms * 1e3:.1f} us, {speed:.2f}x (target >= {want}x)", flush=True)
 
 print(f"\nGPU: {torch.cuda.get_device_name()}  torch {torch.__version__}  runs/median {args.runs}  w4a16 g{G} "

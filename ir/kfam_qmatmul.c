@@ -10,12 +10,7 @@
  *                                         k = 2t + h + 8i (h < 2, i < 4) at nibble i + 4h,
  *                                         q = (w[n, (k & ~31)/8 + (k/2)%4] >> 4*((k/8)%4 + 4*(k%2))) & 15
  *                                         (a thread's pairs (k, k + 1) of a 32-k block are one word, each
- *                                         pair at bits 4i and 16 + 4i: see cg_cuda_nib.c); spec
- *                                         wtile=R (16..256; N % R = 0, K % 256 = 0): the same words in
- *                                         tiles [N/R][K/256] of R rows x 32 words, word j of row n at
- *                                         ((n/R)(K/256) + j/32) 32R + (n%R) 32 + j%32 (an experiment's
- *                                         layout: a program of R rows reads 32R contiguous words per
- *                                         256 k; docs/KERNELS.md, plan d1)
+ *                                         pair at bits 4i and 16 + 4i: see cg_cuda_nib.c)
  *              scales  ptr<dtype> [N, K/G]  s = scales[n, k/G]
  *              zeros   ptr<u8> [N, K/G]     (spec zeros=1, asymmetric) z = zeros[n, k/G] & 127 (7-bit:
  *                                         checkpoints' are 4-bit); zeros=0: z = 8
@@ -307,8 +302,7 @@ typedef struct QTile {
     KirValue *e_offs[3]; /* K-quants' other bytes of (k0 + kk, n): q4_k scales[sub], [sub + 4],
                           * [sub % 4]; q6_k qh, scales */
     int n_e;
-    int swap;      /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
-    int64_t wtile; /* w4a16, spec wtile: rows per tile of the tiled word layout (0: rows of K/8 words) */
+    int swap; /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
 } QTile;
 
 /* The f32 value of IEEE half bits (an i32 tile of values in [0, 65535]): see the design note. */
@@ -369,12 +363,8 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
     }
     if (t->fmt == QF_W4A16) {
         KirValue *g_offs = kir_add(b, t->s_offs, kir_div(b, k, kir_const_i32(b, t->group)));
-        /* k's word in rows of K/8 words; tiled (wtile), (k & 255) / 8 in the tile of 256 k that holds k,
-         * written k / 8 + (k / 256) * 32 (R - 1) (no and: the CUDA axis info keeps the divisor) */
-        KirValue *step = kir_div(b, k, kir_const_i32(b, 8));
-        if (t->wtile)
-            step = kir_add(b, step, kir_mul(b, div_pow2(b, k, 256), kir_const_i32(b, 32 * (t->wtile - 1))));
-        lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL);
+        lv->v[lv->n++] =
+            kir_load(b, qw->w, kir_add(b, t->q_offs, kir_div(b, k, kir_const_i32(b, 8))), m, NULL);
         lv->v[lv->n++] = kir_load(b, qw->scales, g_offs, m, NULL);
         if (qw->zeros) lv->v[lv->n++] = kir_load(b, qw->zeros, g_offs, m, NULL);
         return;
@@ -493,24 +483,13 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
         return;
     }
     if (t->fmt == QF_W4A16) { /* the fragment order above; k0 is a multiple of 32 */
-        KirValue *c3 = kir_const_i32(b, 3), *row;
-        int64_t R = t->wtile;
+        KirValue *c3 = kir_const_i32(b, 3);
         KirValue *word = kir_add(b, kir_mul(b, div_pow2(b, rk, 32), kir_const_i32(b, 4)),
                                  kir_binary(b, KIR_OP_AND, div_pow2(b, rk, 2), c3));
         KirValue *nib =
             kir_add(b, kir_binary(b, KIR_OP_AND, div_pow2(b, rk, 8), c3),
                     kir_mul(b, kir_binary(b, KIR_OP_AND, rk, kir_const_i32(b, 1)), kir_const_i32(b, 4)));
-        if (R) { /* tiles [N/R][K/256] of R rows of 32 words: row n at tile n / R, row n % R; a K step over
-                  * several tiles moves (k / 256) * 32 (R - 1) words more (as dequant_loads' k) */
-            if (rk->type.shape[0] > 256)
-                word = kir_add(b, word, kir_mul(b, div_pow2(b, rk, 256), kir_const_i32(b, 32 * (R - 1))));
-            row = kir_add(
-                b, kir_mul(b, div_pow2(b, rn, R), kir_const_i32(b, K / 256 * R * 32)),
-                kir_mul(b, kir_binary(b, KIR_OP_AND, rn, kir_const_i32(b, R - 1)), kir_const_i32(b, 32)));
-        } else {
-            row = kir_mul(b, rn, kir_const_i32(b, K / 8));
-        }
-        t->q_offs = kn_outer(b, t, KIR_OP_ADD, word, row);
+        t->q_offs = kn_outer(b, t, KIR_OP_ADD, word, kir_mul(b, rn, kir_const_i32(b, K / 8)));
         t->s_offs = kn_outer(b, t, KIR_OP_ADD, div_pow2(b, rk, t->group),
                              kir_mul(b, rn, kir_const_i32(b, K / t->group)));
         t->shift = k_bcast(b, t, kir_mul(b, nib, kir_const_i32(b, 4)), bn);
@@ -656,14 +635,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KfamFacts *fa
                            (long long)given_g);
     if (zeros != 0 && (zeros != 1 || fmt != QF_W4A16))
         return ir_diag_set(d, IR_ERR_INPUT, "qmatmul: zeros=%lld (0 or 1, w4a16 only)", (long long)zeros);
-    int64_t wtile = kfam_spec_i(s, "wtile", 0);
-    if (wtile &&
-        (fmt != QF_W4A16 || wtile < 16 || wtile > 256 || (wtile & (wtile - 1)) || N % wtile || K % 256))
-        return ir_diag_set(
-            d, IR_ERR_INPUT,
-            "qmatmul: wtile=%lld (w4a16 only: 16, 32, 64, 128 or 256 rows, N a multiple of it and "
-            "K of 256)",
-            (long long)wtile);
+
     const char *sdn = kfam_spec_s(s, "sdtype", NULL), *scn = kfam_spec_s(s, "scale", "channel");
     /* the scales' dtype: f32 for fp8 (FP8 checkpoints' own), else the activation dtype unless sdtype says
      * f16 (a w4a16 checkpoint's own scales) */
@@ -759,12 +731,7 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KfamFacts *fa
                             : kfam_outer(&b, KIR_OP_ADD, kir_mul(&b, rm, cK), rk); /* [BM,BK] */
     KirValue *a_mask = swap ? kfam_cols(&b, mmask, bk) : kfam_rows(&b, mmask, bk);
     KirValue *b_mask = !nmask ? NULL : swap ? kfam_rows(&b, nmask, bk) : kfam_cols(&b, nmask, bk);
-    QTile t = {.fmt = fmt,
-               .dt = at,
-               .group = g,
-               .block_bytes = formats[fmt].block_bytes,
-               .swap = swap,
-               .wtile = wtile};
+    QTile t = {.fmt = fmt, .dt = at, .group = g, .block_bytes = formats[fmt].block_bytes, .swap = swap};
     KirValue *lo, *hi;
     kfam_mm_k_range(&b, &mt, split, ks, &lo, &hi);
     int shape[2] = {swap ? bn : bm, swap ? bm : bn};

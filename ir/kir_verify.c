@@ -347,10 +347,6 @@ IrStatus kir_verify(const KirKernel *k, const KirLimits *lim, IrDiag *d)
     if (k->min_blocks < 0 || k->min_blocks > 32)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: MIN_BLOCKS=%d is outside [0, 32]", k->name,
                            k->min_blocks);
-    int64_t bulk = kir_config_get(&k->cfg, "BULK", 0); /* a CUDA lowering hint (docs/KERNELS.md, qmatmul) */
-    if (bulk != 0 && bulk != 1)
-        return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: BULK=%lld is not 0 or 1", k->name,
-                           (long long)bulk);
     if (!lim) return IR_OK;
     int threads = 32 * k->warps;
     if (threads > lim->max_threads)

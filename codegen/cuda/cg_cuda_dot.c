@@ -314,11 +314,6 @@ static int plan_leaves(CgCudaGen *g, CgCudaPipe *p, int afeed_only)
             lf->ld = ld, lf->lay = L->lay, lf->step = step, lf->w = 1, lf->win = 32, lf->vec = 4;
             lf->bytes = 4, lf->lines = g->lay[L->lay].m, lf->pitch = g->lay[L->lay].n / 8 + 4;
             lf->stage_bytes = (lf->lines * lf->pitch * 4 + 127) / 128 * 128;
-            /* BULK=1: a row's words are contiguous (first + 4(c / 32) + ...: copy j at word 4j), n / 2
-             * bytes, a multiple of 16 as cp.async.bulk wants; the image keeps its padded rows. Unmasked
-             * loads only (tiles that divide the weight): a bulk copy cannot stop at a K tail. */
-            if (g->t->sm >= 90 && kir_config_get(&g->k->cfg, "BULK", 0) == 1 && ld->n_ops <= 2)
-                lf->bulk = 1, p->bulk += lf->lines;
             continue;
         }
         int bytes = (run ? 1 : w) * esz, sub = 0;
@@ -968,27 +963,6 @@ static void emit_issue(CgCudaGen *g, const CgCudaPipe *p, const char *stage)
         const KirInst *ld = lf->ld;
         const KirValue *mask = ld->n_ops > 2 ? ld->ops[2] : NULL;
         const char *pn = cg_cuda_scalar(g, ld->ops[0]);
-        if (lf->bulk) { /* row r's n / 2 bytes by one bulk copy; its thread's arrival expects them. A
-                         * warp issues its threads' copies one by one (uniform operands): the rows are
-                         * spread over the warps, R each, where they divide */
-            int T = g->threads, W = g->warps, R = lf->lines / W, row = (lf->pitch - lf->vec) * lf->bytes;
-            if (lf->lines % W == 0 && R <= 32) {
-                cg_cuda_open(g, "if ((int)threadIdx.x %% 32 < %d)", R);
-                cg_cuda_line(g, "const int r = ((int)threadIdx.x / 32) * %d + (int)threadIdx.x %% 32, c = 0;",
-                             R);
-            } else {
-                cg_cuda_line(g, "#pragma unroll");
-                cg_cuda_open(g, "for (int i = 0; i < %d; i++)", (lf->lines + T - 1) / T);
-                cg_cuda_line(g, "const int r = (int)threadIdx.x + i * %d, c = 0;", T);
-                cg_cuda_line(g, "if (r >= %d) break;", lf->lines);
-            }
-            const char *o = cg_cuda_at(g, ld->ops[1], lf->lay);
-            cg_cuda_line(g, "kd_mbar_arrive_tx(kbar + %s, %d);", stage, row);
-            cg_cuda_line(g, "kd_bulk_copy(%s + r * %d, %s + %s, %d, kbar + %s);", leaf_stage(g, p, lf, stage),
-                         lf->pitch * lf->bytes, pn, o, row, stage);
-            cg_cuda_close(g);
-            continue;
-        }
         if (lf->run || lf->win) { /* elements (r, c) of vec runs from each, rows of n / run of them over
                                    * the threads; a window's copy j: elements jV.. of its row, as column jS */
             int V = lf->vec, per = (lf->pitch - V) / V, n = lf->lines * per, T = g->threads;
@@ -1132,11 +1106,6 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     g->subst_body = body;
     g->subst_name = "ivn";
     int ahead = S - 1 - p->overlap; /* trips whose copies are in flight when a trip starts */
-    if (p->bulk) { /* a barrier per stage: a phase per trip, completed by its rows' arrivals and bytes */
-        cg_cuda_line(g, "__shared__ __align__(8) unsigned long long kbar[%d];", S);
-        cg_cuda_line(g, "kd_mbar_init(kbar, %d, %d);", S, p->bulk);
-        cg_cuda_line(g, "unsigned kph = 0; /* bit i: the parity of stage i's next phase */");
-    }
     if (S > 1) {
         cg_cuda_line(g, "#pragma unroll");
         cg_cuda_open(g, "for (int st = 0; st < %d; st++)", ahead);
@@ -1155,7 +1124,6 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     g->subst_body = body;
     if (S > 1) {
         cg_cuda_line(g, "kd_cp_async_wait<%d>(); %s/* this trip's tiles have landed */", ahead - 1, fence);
-        if (p->bulk) cg_cuda_line(g, "kd_mbar_wait(kbar + rd, (kph >> rd) & 1), kph ^= 1u << rd;");
         int shared = p->n_loads > 0;
         for (int j = 0; j < p->n_leaves; j++)
             shared |= p->leaves[j].run > 0 || p->leaves[j].win > 0;
@@ -1197,7 +1165,6 @@ void cg_cuda_emit_pipelined_for(CgCudaGen *g, const KirInst *in, const CgCudaPip
     }
     cg_cuda_line(g, "kd_cp_async_wait<0>();");
     cg_cuda_line(g, "__syncthreads();");
-    if (p->bulk) cg_cuda_line(g, "kd_mbar_inval(kbar, %d); /* every phase waited for */", S);
     cg_cuda_close(g);
     if (stores) g->pending_store = 1;
 }

@@ -105,8 +105,6 @@ typedef struct CgCudaPipeLeaf {
     int win;   /* 32: a window load (cg_cuda_dot.c mma_window): rows of n / 8 words (pitch n / 8 + 4), 4
                 * per copy, copy j taken at column 32j; read once per 32 columns at
                 * r * pitch + 4j + lane % 4 */
-    int bulk;  /* a window's rows (n / 2 contiguous bytes each) by one cp.async.bulk per row, counted on the
-                * pipe's mbarrier of the stage (config BULK=1, sm_90+) instead of 16-byte cp.async */
     int offset, stage_bytes;
 } CgCudaPipeLeaf;
 
@@ -123,7 +121,6 @@ typedef struct CgCudaPipe {
     int n_leaves; /* loads streamed beside the piped operands (plan_leaves) */
     CgCudaPipeLeaf leaves[CG_CUDA_PIPE_LOADS];
     int bytes; /* all rings */
-    int bulk;  /* rows a stage's bulk copies fill (one arrival each): an mbarrier per stage; 0: none */
 } CgCudaPipe;
 
 /* A conversion of a REG value into another layout, valid while its C scope is open. */

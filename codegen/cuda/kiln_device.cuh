@@ -344,52 +344,6 @@ template <int N> __device__ __forceinline__ void kd_cp_async_wait()
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* ---- bulk copies on an mbarrier (sm_90+): a pipeline stage's rows, one cp.async.bulk each ------------- */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-/* Thread 0 makes n barriers expecting `count` arrivals a phase; every thread then waits for it. */
-__device__ __forceinline__ void kd_mbar_init(unsigned long long *b, int n, int count)
-{
-    if (threadIdx.x == 0)
-        for (int i = 0; i < n; i++)
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(kd_smem_addr(b + i)), "r"(count)
-                         : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    __syncthreads();
-}
-/* Thread 0, after the last phase has completed (before the memory is initialised again). */
-__device__ __forceinline__ void kd_mbar_inval(unsigned long long *b, int n)
-{
-    if (threadIdx.x == 0)
-        for (int i = 0; i < n; i++)
-            asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(kd_smem_addr(b + i)) : "memory");
-}
-/* One arrival that also expects `bytes` more of the phase's copies. */
-__device__ __forceinline__ void kd_mbar_arrive_tx(unsigned long long *b, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(kd_smem_addr(b)), "r"(bytes)
-                 : "memory");
-}
-/* `bytes` (a multiple of 16; both addresses 16-byte aligned) from global g to shared s, counted on b. */
-__device__ __forceinline__ void kd_bulk_copy(void *s, const void *g, unsigned bytes, unsigned long long *b)
-{
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 ::"r"(kd_smem_addr(s)), "l"(g), "r"(bytes), "r"(kd_smem_addr(b))
-                 : "memory");
-}
-/* Waits until the barrier's phase of this parity has completed. */
-__device__ __forceinline__ void kd_mbar_wait(unsigned long long *b, unsigned parity)
-{
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(kd_smem_addr(b)), "r"(parity)
-                     : "memory");
-    } while (!done);
-}
-#endif
-
 /* ---- tensor cores: ldmatrix + mma.sync m16n8k16 (sm_80+) --------------------------------------------- */
 /* Four 8x8 b16 matrices; lane l gives the address of row l % 8 of matrix l / 8 (16-byte aligned). */
 __device__ __forceinline__ void kd_ldmatrix_x4(unsigned (&r)[4], const void *p)

@@ -1175,29 +1175,6 @@ static void check_packed_loads(void)
                  strstr(b8.s, "[64,256] mma.sync m16n8 accumulators: 4x1 warps, 1x32 fragments per warp"),
              "w4a16 m_hint 1: the BM-8 decode form");
     ir_buf_free(&b8);
-    /* BULK=1: each of the 64 rows' 128 bytes of words by one cp.async.bulk (16 rows a warp), counted on the
-     * stage's mbarrier (64 arrivals a phase) that each thread waits on before reading; N = 4100 (rows
-     * masked): 16-byte cp.async as before */
-    KirConfig bulk = {0};
-    kir_config_set(&bulk, "BM", 8), kir_config_set(&bulk, "BN", 64), kir_config_set(&bulk, "BK", 256);
-    kir_config_set(&bulk, "WARPS", 4), kir_config_set(&bulk, "STAGES", 3),
-        kir_config_set(&bulk, "SPLIT_K", 8);
-    kir_config_set(&bulk, "SWAP", 1), kir_config_set(&bulk, "BULK", 1);
-    IrBuf bk = {0}, bm = {0};
-    qmatmul_source_at(&s, &bulk, &bk);
-    KT_CHECK(bk.s && strstr(bk.s, "kd_mbar_init(kbar, 3, 64);") &&
-                 strstr(bk.s, "if ((int)threadIdx.x % 32 < 16)") &&
-                 strstr(bk.s, "kd_mbar_arrive_tx(kbar + wr, 128);") &&
-                 strstr(bk.s, "kd_bulk_copy(kb + 12288 + wr * 9216 + r * 144, p_w + ") &&
-                 strstr(bk.s, "kd_mbar_wait(kbar + rd, (kph >> rd) & 1)") &&
-                 strstr(bk.s, "kd_mbar_inval(kbar, 3)") && !strstr(bk.s, "kd_cp_async<16>(kb + 12288"),
-             "w4a16 BULK=1: the words' rows by bulk copies on a stage mbarrier");
-    kfam_spec_int(&s, "N", 4100);
-    qmatmul_source_at(&s, &bulk, &bm);
-    KT_CHECK(bm.s && !strstr(bm.s, "kd_bulk_copy") && strstr(bm.s, "kd_cp_async<16>(kb + 12288"),
-             "w4a16 BULK=1 with rows masked: 16-byte copies");
-    kfam_spec_int(&s, "N", 4096);
-    ir_buf_free(&bk), ir_buf_free(&bm);
     kfam_spec_int(&s, "m_hint", 16); /* the BM-16 decode form below */
     IrBuf sw = {0};
     qmatmul_source(&s, &sw);

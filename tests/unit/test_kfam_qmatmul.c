@@ -33,16 +33,15 @@ typedef struct Fmt {
     int tensor;       /* fp8 only: one scale for the tensor */
     const char *act;  /* W8A8: "fp8" (wfmt fp8) or "int8" (w8a16): x quantized per row; else NULL */
     int f16s;         /* w4a16: f16 scales (spec sdtype=f16, as packages keep them) instead of the dtype */
-    int wtile;        /* w4a16: the tiled word layout (spec wtile, rows per tile); 0: rows of K/8 words */
 } Fmt;
 
 static const Fmt fmts[] = {
-    {"w4a16", 32, 0, 0, NULL, 0, 0},  {"w4a16", 64, 1, 0, NULL, 0, 0}, {"w4a16", 128, 0, 0, NULL, 0, 0},
-    {"w4a16", 128, 1, 0, NULL, 0, 0}, {"w8a16", 0, 0, 0, NULL, 0, 0},  {"fp8", 0, 0, 0, NULL, 0, 0},
-    {"fp8", 0, 0, 1, NULL, 0, 0},     {"q4_0", 0, 0, 0, NULL, 0, 0},   {"q4_1", 0, 0, 0, NULL, 0, 0},
-    {"q8_0", 0, 0, 0, NULL, 0, 0},    {"fp8", 0, 0, 0, "fp8", 0, 0},   {"fp8", 0, 0, 1, "fp8", 0, 0},
-    {"w8a16", 0, 0, 0, "int8", 0, 0}, {"fp8", 128, 0, 0, NULL, 0, 0},  {"fp8", 32, 0, 0, NULL, 0, 0},
-    {"w4a16", 128, 1, 0, NULL, 1, 0}, {"q4_k", 0, 0, 0, NULL, 0, 0},   {"q6_k", 0, 0, 0, NULL, 0, 0},
+    {"w4a16", 32, 0, 0, NULL, 0},  {"w4a16", 64, 1, 0, NULL, 0}, {"w4a16", 128, 0, 0, NULL, 0},
+    {"w4a16", 128, 1, 0, NULL, 0}, {"w8a16", 0, 0, 0, NULL, 0},  {"fp8", 0, 0, 0, NULL, 0},
+    {"fp8", 0, 0, 1, NULL, 0},     {"q4_0", 0, 0, 0, NULL, 0},   {"q4_1", 0, 0, 0, NULL, 0},
+    {"q8_0", 0, 0, 0, NULL, 0},    {"fp8", 0, 0, 0, "fp8", 0},   {"fp8", 0, 0, 1, "fp8", 0},
+    {"w8a16", 0, 0, 0, "int8", 0}, {"fp8", 128, 0, 0, NULL, 0},  {"fp8", 32, 0, 0, NULL, 0},
+    {"w4a16", 128, 1, 0, NULL, 1}, {"q4_k", 0, 0, 0, NULL, 0},   {"q6_k", 0, 0, 0, NULL, 0},
 };
 
 /* The scales' dtype of format f with activations dt (w4a16, w8a16). */
@@ -157,22 +156,6 @@ static void fp8_fill(KrefRng *g, QW *qw, size_t nk, size_t ns, int wild)
     }
 }
 
-/* w4a16 words [N, K/8] (rows of K/8 words, which kref_qdequant reads) rearranged in place into the tiled
- * layout of spec wtile = R (docs/KERNELS.md): tiles [N/R][K/256], each R rows of the 32 words of their
- * 256 k, so row n's word j sits at ((n / R) (K / 256) + j / 32) 32 R + (n % R) 32 + j % 32. */
-static void tile_words(void *w, int N, int K, int R)
-{
-    size_t nw = (size_t)N * (K / 8);
-    uint32_t *rows = w, *t = malloc(sizeof *t * nw);
-    if (!t) abort();
-    for (int n = 0; n < N; n++)
-        for (int j = 0; j < K / 8; j++)
-            t[((size_t)(n / R) * (K / 256) + j / 32) * 32 * R + (size_t)(n % R) * 32 + j % 32] =
-                rows[(size_t)n * (K / 8) + j];
-    memcpy(rows, t, sizeof *t * nw);
-    free(t);
-}
-
 /* Fills qw for format f, dtype dt and [N, K] with random quants and scales that keep |w| around 1
  * (wild: scales over the whole finite half range, for the exactness test). */
 static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K, int wild)
@@ -274,7 +257,6 @@ static void qw_make(KrefRng *g, QW *qw, const Fmt *f, KirDtype dt, int N, int K,
     }
     kref_qdequant(f->wfmt, qw->w, sc, qw->zeros, st, N, K, f->group, qw->deq);
     free(sb);
-    if (f->wtile) tile_words(qw->w, N, K, f->wtile);
 }
 
 static void qw_free(QW *qw)
@@ -307,7 +289,6 @@ static KfamSpec spec_of(const Fmt *f, KirDtype dt, int N, int K, const char *epi
     if (f->f16s) kfam_spec_str(&s, "sdtype", "f16");
     if (f->tensor) kfam_spec_str(&s, "scale", "tensor");
     if (f->act) kfam_spec_str(&s, "act", f->act);
-    if (f->wtile) kfam_spec_int(&s, "wtile", f->wtile);
     kfam_spec_str(&s, "epilogue", epi);
     return s;
 }
@@ -538,9 +519,9 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
         double err = kref_rel_l2(got, o ? c->want2 : c->want, mn);
         ksweep_margin(r, err / kref_tol(dt));
         ksweep_check(r, k, err < kref_tol(dt),
-                     "qmatmul %s g%d z%d%s%s %s M=%d N=%d K=%d epilogue=%s%s: out%s rel-L2 %.3g", c->f->wfmt,
-                     c->f->group, c->f->zeros, c->f->f16s ? " f16-scales" : "", c->f->wtile ? " tiled" : "",
-                     kir_dtype_name(dt), c->M, c->N, c->K, c->epi, c->inl ? " ws=1" : "", o ? "2" : "", err);
+                     "qmatmul %s g%d z%d%s %s M=%d N=%d K=%d epilogue=%s%s: out%s rel-L2 %.3g", c->f->wfmt,
+                     c->f->group, c->f->zeros, c->f->f16s ? " f16-scales" : "", kir_dtype_name(dt), c->M,
+                     c->N, c->K, c->epi, c->inl ? " ws=1" : "", o ? "2" : "", err);
         free(got);
     }
     if (ran > 0 && pair) check_pair_bits(r, a, c, k);
@@ -607,50 +588,6 @@ static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs
     free(c.ws);
     free(c.want);
     free(c.want2);
-}
-
-/* The tiled word layout (spec wtile): tiles of 16, 32 and 64 rows, N not a multiple of BN (rows of a
- * tile masked), K of 2 and 4 tiles; the default (SWAP=1, 128 rows on 8 warps), the generic dot (SWAP=0),
- * BK 512 (a K step over two tiles: SWAP=0 on compiled executors' budgets), mma.sync (2 warps), the M <= 8
- * form unsplit and split in the launch, and BULK=1 (CUDA: each row's trip words by one bulk copy, the
- * rows of a tile then adjacent); the host a third of the cases; a spec whose N is not whole tiles is
- * refused. */
-static void tiled(const KRunner *r, KrefRng *g)
-{
-    static const Fmt tf[] = {{"w4a16", 128, 1, 0, NULL, 0, 64},
-                             {"w4a16", 32, 0, 0, NULL, 0, 16},
-                             {"w4a16", 64, 1, 0, NULL, 1, 32}};
-    KirConfig cfgs[7];
-    cfgs[0] = ksweep_cfg(0);
-    cfgs[1] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 64, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1, "SWAP", 0);
-    cfgs[2] = ksweep_cfg(7, "BM", 16, "BN", 16, "BK", 512, "WARPS", 4, "STAGES", 1, "SPLIT_K", 1, "SWAP", 0);
-    cfgs[3] = ksweep_cfg(7, "BM", 16, "BN", 32, "BK", 128, "WARPS", 2, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
-    cfgs[4] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
-    cfgs[5] = ksweep_cfg(7, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1);
-    cfgs[6] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1,
-                         "BULK", 1);
-    for (unsigned fi = 0; fi < sizeof tf / sizeof tf[0]; fi++)
-        for (int j = 0; j < 7; j++) {
-            /* the host: a third of them, rotating with the format (its JIT's time is the test's budget) */
-            if (!ksweep_mine() || (!strcmp(r->name, "host") && (j + (int)fi) % 3)) continue;
-            Case c = {.f = &tf[fi],
-                      .dt = dtypes[(fi + (unsigned)j) % 2],
-                      .M = j >= 4 ? 1 + (int)(fi + 3 * (unsigned)j) % 8 : 3 + 7 * (int)fi,
-                      .N = j >= 4 ? 128 : 192,
-                      .K = j == 5 || j == 6 ? 1024 : 512,
-                      .epi = epilogues[(fi + (unsigned)j) % N_EPI],
-                      .inl = j == 5 || j == 6};
-            run_case(r, g, c, cfgs, &j, 1);
-        }
-    if (!ksweep_shard0()) return;
-    KfamSpec s = spec_of(&tf[0], KIR_BF16, 96, 512, "none"); /* 96 rows: one and a half tiles of 64 */
-    IrArena *a = ir_arena_create();
-    KirKernel *k = NULL;
-    IrDiag d = {0};
-    KirConfig none = {0};
-    IrStatus st = kfam_find("qmatmul")->build(a, &s, kfacts_sm90(), &none, &k, &d);
-    KT_CHECK(st == IR_ERR_INPUT && strstr(d.msg, "wtile=64"), "qmatmul wtile=64 N=96: %d %s", st, d.msg);
-    ir_arena_destroy(a);
 }
 
 static void sweep(const KRunner *r, KrefRng *g)
@@ -744,28 +681,6 @@ static void sweep(const KRunner *r, KrefRng *g)
         ksweep_check(r, NULL, ws_split_runs > before, "qmatmul %s g%d: no split-K launch with ws=1 ran",
                      fmts[fi].wfmt, fmts[fi].group);
     }
-    /* BULK=1 (CUDA: each weight row's words of a trip by one cp.async.bulk counted on the stage's mbarrier;
-     * tiles that divide the weight): the M <= 8 form over 4 trips a slice on 3 stages (a stage's barrier
-     * completes twice), unsplit and split 2 ways in the launch, each w4a16 format, every epilogue (silu_mul
-     * and pair: two weights' rows on one barrier) */
-    KirConfig bulk[2];
-    bulk[0] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1,
-                         "BULK", 1);
-    bulk[1] = ksweep_cfg(8, "BM", 8, "BN", 64, "BK", 256, "WARPS", 4, "STAGES", 3, "SPLIT_K", 2, "SWAP", 1,
-                         "BULK", 1);
-    for (unsigned fi = 0, n = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
-        for (int j = 0; j < 2 && !strcmp(fmts[fi].wfmt, "w4a16"); j++, n++) {
-            if (!ksweep_mine()) continue;
-            Case c = {.f = &fmts[fi],
-                      .dt = dtypes[n % 2],
-                      .M = 1 + (int)(3 * n) % 8,
-                      .N = 128,
-                      .K = 1024 * (1 + j),
-                      .epi = epilogues[n % N_EPI],
-                      .inl = j};
-            run_case(r, g, c, bulk, &j, 1);
-        }
-    tiled(r, g);
 }
 
 /* The default kernels of model shapes build, fit sm_90a and host budgets and compile with NVRTC. */
@@ -778,30 +693,30 @@ static void cuda_compile(void)
         const char *epi;
         int m_hint, ws; /* ws: split-K in the launch, as the scheduler gives K >= 4096 */
     } specs[] = {
-        {{"w4a16", 128, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 4096, "none", 1, 0},
-        {{"w4a16", 128, 1, 0, NULL, 0, 0}, KIR_BF16, 4096, 14336, "none", 1, 1},
-        {{"w4a16", 128, 1, 0, NULL, 0, 0}, KIR_BF16, 14336, 4096, "silu_mul", 1, 1},
-        {{"w4a16", 128, 1, 0, NULL, 0, 0}, KIR_BF16, 1024, 4096, "pair", 16, 1},
-        {{"w4a16", 128, 1, 0, NULL, 0, 0}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
-        {{"w4a16", 32, 0, 0, NULL, 0, 0}, KIR_F16, 4096, 14336, "residual", 0, 0},
-        {{"w8a16", 0, 0, 0, NULL, 0, 0}, KIR_F16, 4096, 4096, "residual", 1, 0},
-        {{"fp8", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 4096, "none", 1, 0},
-        {{"fp8", 0, 0, 0, "fp8", 0, 0}, KIR_BF16, 8192, 8192, "none", 0, 0},
-        {{"w8a16", 0, 0, 0, "int8", 0, 0}, KIR_BF16, 8192, 8192, "residual", 0, 0},
-        {{"w8a16", 0, 0, 0, "int8", 0, 0}, KIR_BF16, 4096, 4096, "residual", 1, 0},
-        {{"fp8", 0, 0, 1, NULL, 0, 0}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
-        {{"q4_0", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 4096, "residual", 1, 0},
-        {{"q4_1", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 1536, 576, "silu_mul", 1, 0},
-        {{"q4_1", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 192, 576, "pair", 1, 0},
-        {{"w4a16", 128, 1, 0, NULL, 0, 0}, KIR_BF16, 1024, 4096, "pair", 1, 0},
-        {{"q8_0", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
-        {{"q8_0", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 4096, "none", 0, 0},
-        {{"q4_k", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 4096, "none", 1, 1},
-        {{"q4_k", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 14336, 4096, "silu_mul", 16, 1},
-        {{"q4_k", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 14336, "residual", 512, 0},
-        {{"q6_k", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 4096, 14336, "residual", 1, 1},
-        {{"q6_k", 0, 0, 0, NULL, 0, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
-        {{"q6_k", 0, 0, 0, NULL, 0, 0}, KIR_F16, 128256, 4096, "none", 1, 0},
+        {{"w4a16", 128, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 1, 0},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 4096, 14336, "none", 1, 1},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 1, 1},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 16, 1},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
+        {{"w4a16", 32, 0, 0, NULL, 0}, KIR_F16, 4096, 14336, "residual", 0, 0},
+        {{"w8a16", 0, 0, 0, NULL, 0}, KIR_F16, 4096, 4096, "residual", 1, 0},
+        {{"fp8", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 1, 0},
+        {{"fp8", 0, 0, 0, "fp8", 0}, KIR_BF16, 8192, 8192, "none", 0, 0},
+        {{"w8a16", 0, 0, 0, "int8", 0}, KIR_BF16, 8192, 8192, "residual", 0, 0},
+        {{"w8a16", 0, 0, 0, "int8", 0}, KIR_BF16, 4096, 4096, "residual", 1, 0},
+        {{"fp8", 0, 0, 1, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 512, 0},
+        {{"q4_0", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "residual", 1, 0},
+        {{"q4_1", 0, 0, 0, NULL, 0}, KIR_BF16, 1536, 576, "silu_mul", 1, 0},
+        {{"q4_1", 0, 0, 0, NULL, 0}, KIR_BF16, 192, 576, "pair", 1, 0},
+        {{"w4a16", 128, 1, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 1, 0},
+        {{"q8_0", 0, 0, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
+        {{"q8_0", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 0, 0},
+        {{"q4_k", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 4096, "none", 1, 1},
+        {{"q4_k", 0, 0, 0, NULL, 0}, KIR_BF16, 14336, 4096, "silu_mul", 16, 1},
+        {{"q4_k", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 14336, "residual", 512, 0},
+        {{"q6_k", 0, 0, 0, NULL, 0}, KIR_BF16, 4096, 14336, "residual", 1, 1},
+        {{"q6_k", 0, 0, 0, NULL, 0}, KIR_BF16, 1024, 4096, "pair", 0, 0},
+        {{"q6_k", 0, 0, 0, NULL, 0}, KIR_F16, 128256, 4096, "none", 1, 0},
     };
     const CgTarget *t = cg_target_find("sm_90a");
     int nvrtc = t && cg_backend_for(t, "cuda");
@@ -842,7 +757,7 @@ static void cuda_compile(void)
  * cross-warp reduction buffer; before, every dot operand counted x STAGES for every dot. */
 static void smem_estimate(void)
 {
-    static const Fmt w4 = {"w4a16", 128, 1, 0, NULL, 0, 0};
+    static const Fmt w4 = {"w4a16", 128, 1, 0, NULL, 0};
     KfamSpec s = spec_of(&w4, KIR_BF16, 14336, 4096, "silu_mul");
     KirConfig c =
         ksweep_cfg(7, "BM", 16, "BN", 128, "BK", 128, "WARPS", 8, "STAGES", 3, "SPLIT_K", 1, "SWAP", 1);
