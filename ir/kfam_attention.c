@@ -67,9 +67,9 @@ static int mode_ok(const char *m)
  * [BLOCK_M, D] f32 accumulator's registers (decode: 16 rows). A decode step (G rows per kv head) uses 64
  * rows too: a 16-row tile gives every warp the same 16 rows (the CUDA backend splits softmax rows over
  * warps only), so each warp would repeat the whole tile's math, while 64 rows cost each warp the same
- * and run on wgmma on sm_90a (H200, B1 x 32k: 54.8 -> 44.1 us). The sm_90a prefill kernel needs 168
- * registers, so 3 programs share an SM without a MIN_BLOCKS hint (with it: no faster, and 8% slower at
- * S = 4k). 4 warps (1 warp makes the CUDA backend keep whole tiles per thread: 5x the code). */
+ * and run on wgmma on sm_90a. The sm_90a prefill kernel needs 168 registers, so 3 programs share an SM
+ * without a MIN_BLOCKS hint, and none is set. 4 warps (1 warp makes the CUDA backend keep whole tiles
+ * per thread: 5x the code). */
 static void attention_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t D = kfam_spec_i(s, "D", 128);

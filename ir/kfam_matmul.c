@@ -88,7 +88,7 @@ int kfam_epilogue_two_weights(int epi)
  * weights, and N tiles narrow enough that there are about as many programs as SMs. Small N or K shrink the
  * tiles; other targets fall back through kfam_config_candidates. Program counts are fractions of the
  * facts' SMs chosen so that sm_90a's 132 give the counts the rules were measured with (120, 128, 160,
- * 192). */
+ * 192); the measurements: docs/KERNELS.md, "Why the defaults are what they are". */
 static void matmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
@@ -101,12 +101,11 @@ static void matmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig
         bn /= 2; /* decode streams weights: tiles for 10/11 of the SMs at least */
     int64_t bk = kfam_clamp(kfam_pow2_ceil(K), 16, small_m ? 128 : 64);
     if (m == 1 && two)
-        bm = 16; /* one row: 16-row A tiles leave room for a 4th stage (silu_mul 14336x4096:
-                  * 16x64x128 S4 67.2 us vs 64x64x128 S3 69.3, H200 session 4) */
+        bm = 16; /* one row: 16-row A tiles leave room for a 4th stage beside the two B tiles */
     if (m == 1 && N / bn <= facts->sms * 16 / 11 && K >= 4096) { /* at most ~1.5 tiles per SM */
         /* one row, few output tiles, long rows (Llama's q/o/down projections, q+k+v as a group): 16 rows,
-         * 32 or 16 columns (about one program per SM: 32/33 of the SMs at least), 256-long K steps, 2 warps
-         * (H200, session 4: 4096x4096 13.8 us vs cuBLAS 15.0, 4096x14336 33.8 vs 32.8) */
+         * 32 or 16 columns (about one program per SM: 32/33 of the SMs at least), 256-long K steps, 2 warps:
+         * each small program streams its weight columns with few trips */
         bm = 16, bn = N / 32 >= facts->sms * 32 / 33 ? 32 : 16, bk = kfam_clamp(kfam_pow2_ceil(K), 16, 256);
         warps = 2;
     }
@@ -116,9 +115,8 @@ static void matmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig
     if (kfam_spec_i(s, "ws", 0) && m > 1 && m <= KFAM_SPLITK_ROWS && K >= 8192) {
         /* a few rows, few column tiles, long rows (Llama's down projection at batch 16-64): 128 columns a
          * program, so each A byte loaded feeds 4x the columns of a 32-wide tile, and K split inside the
-         * launch until about as many programs as SMs run (H200, session 5, 4096x14336 bf16: M=16 36.3 us
-         * vs 43.7 unsplit, cuBLAS 35.0; M=64 38.8 vs 43.8, cuBLAS 37.7; 4096x4096 M=16 16.2 vs 15.8
-         * unsplit: K = 4096 is too short to gain) */
+         * launch until about as many programs as SMs run; K >= 8192 only: shorter rows gain less than the
+         * split's reduction costs */
         int64_t wide = kfam_clamp(kfam_pow2_ceil(N), 16, 128), tiles = kfam_cdiv(N, wide);
         while (split < KFAM_SPLITK_MAX && tiles * split * 2 <= facts->sms * 40 / 33 &&
                K / (split * 2) >= 1024)

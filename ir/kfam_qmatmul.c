@@ -169,7 +169,7 @@ static int b_computed(int fmt, int64_t g)
  * at least the group and at most pow2(K); stages (4 for decode, else 3) drop until the dot operands'
  * pipeline fits 200/227 of a program's shared memory (200 KiB on sm_90a). w4a16 with N, K >= 128: SWAP=1
  * (below). Program counts are fractions of the facts' SMs chosen so that sm_90a's 132 give the counts the
- * rules were measured with. */
+ * rules were measured with; the measurements: docs/KERNELS.md, "Why the defaults are what they are". */
 static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
@@ -199,13 +199,12 @@ static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfi
     while (stages > 1 && stages * stage_bytes > (int64_t)facts->smem_block * 200 / 227)
         stages--; /* the dot operands' pipeline leaves the rest of shared memory to the other tiles */
     if (fmt >= 0 && !f8)
-        stages = 1; /* a B tile computed for the generic dot (dequantized, or cast): streaming its loads
-                     * (STAGES > 1) did not pay, the loop is bound by its own instructions (H200, session
-                     * 10, w4a16 4096 x 14336 M=1: 50.2 us at STAGES=1, 53.3 at 4); SWAP=1 below streams */
+        stages = 1; /* a B tile computed for the generic dot (dequantized, or cast): the loop is bound by
+                     * its own instructions, so streaming its loads (STAGES > 1) does not pay; SWAP=1
+                     * below streams */
     /* decode with split-K in the launch (ws=1): K slices of at least 512 (4 trips of 128), up to 8 slices
-     * and 4096 programs, 8 warps: each program's loads are synchronous, so bytes in flight come from many
-     * resident programs (H200, session 9, w4a16 g128 4096 x 14336 M=1: 47.9 us at 8 warps x 8 slices vs
-     * 113.2 unsplit; 28672 x 4096: 98.3 vs 113.5; M=64 4096 x 14336: 87.5 vs 306.8) */
+     * and about 31 programs per SM (1024/33 of the SMs: 4096 on sm_90a), 8 warps: each program's loads
+     * are synchronous, so bytes in flight come from many resident programs */
     int64_t split = 1, tiles = kfam_cdiv(N, bn), warps = small_m ? 4 : 8;
     if (kfam_spec_i(s, "ws", 0) && small_m && bm <= KFAM_SPLITK_ROWS && K >= 4096) {
         /* silu_mul and pair: two accumulators' slices share the workspace (at most 4 slices each) */
@@ -222,8 +221,7 @@ static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfi
     if (fmt != QF_W4A16 || N < 128 || K < 128) return;
     /* w4a16: SWAP=1, 128 weight rows on 8 warps, dequantized in the A fragments' registers (the packed
      * words streamed trips ahead; silu_mul and pair dequantize their second weight after the first's
-     * dot). SWAP=0 reads the fragment-ordered words one per element (H200, session 13: prefill 28672 x
-     * 4096 M=512 1184 us SWAP=0, 296 SWAP=1 BM=128; silu_mul 14336 x 4096: 1003 vs 358 at BM=64). */
+     * dot), where SWAP=0 reads the fragment-ordered words one per element. */
     kir_config_set(cfg, "SWAP", 1);
     kir_config_set(cfg, "BN", 128);
     kir_config_set(cfg, "BK", 128);
@@ -234,21 +232,17 @@ static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfi
         kir_config_set(cfg, "STAGES", 2);
         return; /* SPLIT_K is 1 (above) */
     }
-    /* decode: two programs per SM (BM = 64 needs 134 registers unbounded, one program per SM: H200,
-     * session 11, 28672 x 4096 M=64: 84.7 us at MIN_BLOCKS=2, 94.7 without; M <= 16 stay below 128);
-     * with K split in the launch (ws=1, K >= 4096), K split only until the programs fill 8/11 (about 3/4)
-     * of those resident at once (2 per SM: 264 on sm_90a): one long pipeline per program beats waves of short
-     * ones, each with its fill and its slice reduction (H200, session 12, 28672 x 4096 M=1: 43.9 us
-     * unsplit (224 programs) vs 47.5 at 4 slices (896, 3.4 waves); 4096 x 14336: 26.6 at 8 slices (256)
-     * vs 27.7 at 4); 3 stages: 4 were as fast at 28672 x 4096 and slower with K split (H200, session 13, 4096
-     * x 14336 M=1, 8 slices: 21.6 us at 3, 29.7 at 4, 23.0 at 2); too few tiles of 128 rows for the SMs even
-     * split the most: 64 rows on 4 warps (mma.sync; pair 1024 x 4096 M=1: 12.4 us vs 15.4) */
+    /* decode: two programs per SM (MIN_BLOCKS 2: BM = 64 needs 134 registers unbounded, which leaves one
+     * program per SM; M <= 16 stay below 128); with K split in the launch (ws=1, K >= 4096), K split only
+     * until the programs fill 8/11 (about 3/4) of those resident at once (2 per SM: 264 on sm_90a): one
+     * long pipeline per program beats waves of short ones, each with its fill and its slice reduction; 3
+     * stages: a 4th is no faster unsplit and slower with K split; too few tiles of 128 rows for the SMs
+     * even split the most: 64 rows on 4 warps (mma.sync) */
     int64_t resident = 2 * (int64_t)facts->sms; /* MIN_BLOCKS 2: programs that run at once */
     kir_config_set(cfg, "STAGES", 3);
     kir_config_set(cfg, "MIN_BLOCKS", 2);
     /* M <= 16, one weight, b16 x: 256-long K steps (half the trips' fixed cost: copies, barrier, wgmma
-     * issue; H200, session 14, 28672 x 4096 M=1/16: 33.0/33.7 us vs 34.2/37.0 at BK 128, 4096 x 14336:
-     * 20.7/21.6 vs 21.8/22.8; slower at M = 64 (session 13); 127 registers, no spills; f32 x spills) */
+     * issue; at M = 64 the longer steps lose; 127 registers, no spills; f32 x spills) */
     const char *dtn = kfam_spec_s(s, "dtype", "bf16");
     int b16 = !strcmp(dtn, "bf16") || !strcmp(dtn, "f16");
     if (bm == 16 && !two && K % 256 == 0 && b16) kir_config_set(cfg, "BK", 256);
@@ -264,12 +258,8 @@ static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfi
     /* M <= 8: BM 8 (one n8 fragment of x: half the x copies and mma of BM 16), BK 256, 64-row programs of
      * 4 warps (one warpgroup: wgmma m64n8) (silu_mul and pair: 32 rows on 2 warps, mma.sync), K split in the
      * launch (ws=1, K >= 4096, slices >= 512) while the programs stay within 64/33 of those resident (about
-     * 4 per SM: 512 on sm_90a); taken when that gives every SM two programs (H200, session 17, runs 4-6, BK
-     * 256 STAGES 3, vs the form above in the same run: 28672
-     * x 4096 M=1/4/8 30.1/30.1/30.5 us vs 32.7/32.9/33.0 (unsplit); 4096 x 14336 M=1/8 18.3/18.8 vs 20.9/21.3
-     * (8 slices; 4: 18.8/20.3); 4096 x 4096 9.5/9.8 vs 11.4/11.8 (8 slices); 6144 x 4096 11.9/11.6 vs
-     * 13.8/14.1 (4 slices; 8: 13.4/13.8); silu_mul 14336 x 4096 M=1/4/8 33.4/35.2/37.7 vs 38.0/37.9/38.1
-     * (unsplit; 2 slices 33.7/38.6); unsplit with few rows it loses: 4096 x 4096 13.8 vs 11.2) */
+     * 4 per SM: 512 on sm_90a); taken when that gives every SM two programs: with fewer it loses to the
+     * form above */
     int64_t rows8 = two ? 32 : 64, tiles8 = kfam_cdiv(N, rows8), split8 = 1;
     while (kfam_spec_i(s, "ws", 0) && K >= 4096 && split8 < KFAM_SPLITK_MAX / (two ? 2 : 1) &&
            tiles8 * split8 * 2 <= resident * 64 / 33 && K / (split8 * 2) >= 512)
