@@ -66,8 +66,8 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-d
   else
     bad "compile tiny w4g32z: $(cat "$d/err5")"
   fi
-elif grep -q "no backend in this build" "$d/err"; then
-  echo "skip host kernels: $(cat "$d/err")"
+elif [ "${KILN_HAVE_LLVM:-ON}" = OFF ] && ! in_ci; then # (ctest passes the build's capabilities)
+  echo "skip host kernels: this build has no LLVM (KILN_HAVE_LLVM=OFF)"
 else
   bad "compile --target host: $(cat "$d/err")"
 fi
@@ -94,7 +94,7 @@ head -c $((size - 4096)) "$good" > "$d/short.kiln"
 psize=$(sqlite3 "$good" 'PRAGMA page_size')
 cp "$good" "$d/flipped.kiln"; printf '\xde\xad\xbe\xef\xde\xad\xbe\xef' | dd of="$d/flipped.kiln" bs=1 seek=$psize conv=notrunc 2> /dev/null
 cp "$good" "$d/tampered.kiln"; sqlite3 "$d/tampered.kiln" "UPDATE graph SET text = replace(text, 'bf16', 'f16')"
-head -c 65536 /dev/urandom > "$d/random.kiln"
+python3 -c "import random, sys; sys.stdout.buffer.write(random.Random($seed).randbytes(65536))" > "$d/random.kiln"
 echo "this is not a package" > "$d/text.kiln"
 sqlite3 "$d/foreign.kiln" "CREATE TABLE t(x); INSERT INTO t VALUES (1);"
 sqlite3 "$d/nometa.kiln" "PRAGMA application_id = 1263094862; PRAGMA user_version = 2; CREATE TABLE x(y);"

@@ -1,4 +1,6 @@
-/* ksweep.c — the sweep-test driver (ksweep.h). */
+/* ksweep.c — the sweep-test driver (ksweep.h). Invariant: every config an executor is handed is counted
+ * exactly once as tried (built or INVALID at build) or sampled out; INVALID counts both the build's and
+ * the run's refusals, so the vacuity rule (ksweep_verdict) sees what each executor really ran. */
 #include "ksweep.h"
 
 #include <stdarg.h>
@@ -7,13 +9,14 @@
 #include <string.h>
 
 #include "kfacts.h"
+#include "kref.h"
 #include "kt.h"
 
 enum { MAX_RUNNERS = 3, MAX_DUMPS = 3 };
 
 static struct {
     const KRunner *r;
-    int pass, fail, invalid;
+    int pass, fail, invalid, tried, sampled;
     double margin, ms;
 } counts[MAX_RUNNERS];
 static int n_counts, n_dumps;
@@ -50,7 +53,7 @@ int ksweep_big(const KRunner *r)
     return strcmp(r->name, "interp") != 0;
 }
 
-static int shard = -1, shards = 1;
+static int shard = -1, shards = 1, n_cases;
 
 static void shard_init(void)
 {
@@ -63,11 +66,12 @@ static void shard_init(void)
     }
 }
 
+/* Case i goes to shard mix(i) % n, not i % n: a sweep's cases come in periodic groups (a plain, a rope
+ * and a GQA case per shape), which i % n would put each on one shard. */
 int ksweep_mine(void)
 {
-    static int n_cases;
     shard_init();
-    return n_cases++ % shards == shard;
+    return kir_mix32((uint32_t)n_cases++ * 0x9e3779b9u) % (uint32_t)shards == (uint32_t)shard;
 }
 
 int ksweep_shard0(void)
@@ -99,7 +103,52 @@ static void dump(const KirKernel *k)
     ir_buf_free(&b);
 }
 
-KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg)
+static int tier = -1; /* 0 full, 1 reduced */
+
+int ksweep_reduced(void)
+{
+    if (tier >= 0) return tier;
+    const char *e = getenv("KILN_TEST_TIER"), *from = "KILN_TEST_TIER";
+    if (!e || !*e) e = getenv("KILN_TEST_TIER_DEFAULT"), from = "KILN_TEST_TIER_DEFAULT";
+    tier = e && !strcmp(e, "reduced");
+    if (e && *e && !tier && strcmp(e, "full"))
+        fprintf(stderr, "%s='%s' is neither full nor reduced: the full tier\n", from, e);
+    return tier;
+}
+
+/* 1 when cfg is the family's default for s: NULL, empty, or every key it names at the default's value. */
+static int is_default(const KfamFamily *f, const KfamSpec *s, const KirConfig *cfg)
+{
+    if (!cfg || !cfg->n) return 1;
+    KirConfig def;
+    memset(&def, 0, sizeof def);
+    f->defaults(s, kfacts_sm90(), &def);
+    for (int i = 0; i < cfg->n; i++)
+        if (kir_config_get(&def, cfg->key[i], INT64_MIN) != cfg->val[i]) return 0;
+    return 1;
+}
+
+/* The reduced tier's sample: FNV-1a over the seed, the spec's text and the config's, then a finalizer;
+ * about one (seed, spec, config) in four. */
+static int sampled_in(const KfamSpec *s, const KirConfig *cfg)
+{
+    uint64_t h = 0xcbf29ce484222325ull, seed = kref_seed();
+    IrBuf b = {0};
+    kfam_spec_print(s, &b);
+    ir_buf_printf(&b, " | ");
+    kir_config_print(cfg, &b);
+    for (int i = 0; i < 8; i++)
+        h = (h ^ ((seed >> (8 * i)) & 0xff)) * 0x100000001b3ull;
+    for (const char *p = b.s ? b.s : ""; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    ir_buf_free(&b);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return (h >> 40) % 4 == 0;
+}
+
+static KirKernel *build(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg, int sample)
 {
     int i = slot(r);
     const KfamFamily *f = kfam_find(s->family);
@@ -107,6 +156,11 @@ KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
     KirKernel *k = NULL;
     KirConfig none;
     memset(&none, 0, sizeof none);
+    if (f && sample && ksweep_reduced() && !is_default(f, s, cfg) && !sampled_in(s, cfg)) {
+        counts[i].sampled++;
+        return NULL;
+    }
+    counts[i].tried++;
     IrStatus st = f ? f->build(a, s, kfacts_sm90(), cfg ? cfg : &none, &k, &d) : IR_ERR_INPUT;
     if (st == IR_ERR_LIMIT || st == IR_ERR_UNSUPPORTED) {
         counts[i].invalid++;
@@ -123,6 +177,21 @@ KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
         return NULL;
     }
     return k;
+}
+
+KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg)
+{
+    return build(r, a, s, cfg, 1);
+}
+
+KirKernel *ksweep_build_always(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg)
+{
+    return build(r, a, s, cfg, 0);
+}
+
+int ksweep_sampled_out(const KRunner *r)
+{
+    return counts[slot(r)].sampled;
 }
 
 int ksweep_run(const KRunner *r, const KirKernel *k, KRunArg *args)
@@ -177,9 +246,38 @@ void ksweep_margin(const KRunner *r, double ratio)
 
 void ksweep_summary(const char *suite)
 {
+    shard_init();
+    printf("%s: tier %s, shard %d/%d\n", suite, ksweep_reduced() ? "reduced" : "full", shard, shards);
     for (int i = 0; i < n_counts; i++)
-        printf("%s %s: %d checks passed, %d failed, %d invalid configs, worst error/tolerance %.3g, %.1f s "
-               "in runs\n",
-               suite, counts[i].r->name, counts[i].pass, counts[i].fail, counts[i].invalid, counts[i].margin,
-               counts[i].ms / 1000);
+        printf("%s %s: %d checks passed, %d failed, %d invalid configs of %d tried, %d sampled out, worst "
+               "error/tolerance %.3g, %.1f s in runs\n",
+               suite, counts[i].r->name, counts[i].pass, counts[i].fail, counts[i].invalid, counts[i].tried,
+               counts[i].sampled, counts[i].margin, counts[i].ms / 1000);
+    kt_fail += ksweep_verdict(suite);
+}
+
+int ksweep_verdict(const char *suite)
+{
+    int bad = 0;
+    for (int i = 0; i < n_counts; i++) {
+        const char *name = counts[i].r->name;
+        if (!counts[i].pass) {
+            fprintf(stderr, "FAIL %s %s: a vacuous sweep: no check passed (%d configs tried, %d INVALID)\n",
+                    suite, name, counts[i].tried, counts[i].invalid);
+            bad++;
+        } else if (counts[i].invalid * 10 >= counts[i].tried * 9) {
+            fprintf(stderr, "FAIL %s %s: a vacuous sweep: %d of the %d configs tried are INVALID (>= 90%%)\n",
+                    suite, name, counts[i].invalid, counts[i].tried);
+            bad++;
+        }
+    }
+    return bad;
+}
+
+void ksweep_reset(void)
+{
+    memset(counts, 0, sizeof counts);
+    n_counts = n_dumps = 0;
+    shard = -1, shards = 1, n_cases = 0;
+    tier = -1;
 }

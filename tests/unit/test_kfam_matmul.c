@@ -28,21 +28,22 @@ typedef struct Case {
     double *want, *want2; /* want2: pair's second output */
 } Case;
 
+/* always: never sampled out (a kernel that a check of an already built config needs) */
 static KirKernel *build(const KRunner *r, IrArena *a, const Case *c, const char *family, const char *epi,
-                        const KirConfig *cfg)
+                        const KirConfig *cfg, int always)
 {
     KfamSpec s = kfam_spec(family);
     kfam_spec_int(&s, "N", c->N);
     if (cfg) kfam_spec_int(&s, "K", c->K);
     kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
     kfam_spec_str(&s, "epilogue", epi);
-    return ksweep_build(r, a, &s, cfg);
+    return always ? ksweep_build_always(r, a, &s, cfg) : ksweep_build(r, a, &s, cfg);
 }
 
 /* Epilogue pair: each output equals, bit for bit, an epilogue-none launch of k's config with its weight. */
 static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const KirKernel *k)
 {
-    KirKernel *nk = build(r, a, c, "matmul", "none", &k->cfg);
+    KirKernel *nk = build(r, a, c, "matmul", "none", &k->cfg, 1);
     size_t mk = (size_t)c->M * c->K, wn = (size_t)c->N * c->K, mn = kref_bytes(c->dt, (size_t)c->M * c->N);
     for (int i = 0; nk && i < 2; i++) {
         kref_poison(c->sep, mn);
@@ -60,14 +61,14 @@ static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const K
 static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
 {
     IrArena *a = ir_arena_create();
-    KirKernel *k = build(r, a, c, "matmul", c->epi, cfg), *ek = NULL;
+    KirKernel *k = build(r, a, c, "matmul", c->epi, cfg, 0), *ek = NULL;
     int split = (int)kir_config_get(cfg, "SPLIT_K", 1), pair = !strcmp(c->epi, "pair");
     int two = pair || !strcmp(c->epi, "silu_mul");
     int bias = !strcmp(c->epi, "bias"), resid = !strcmp(c->epi, "residual");
     KirDtype dt = c->dt;
     size_t mk = (size_t)c->M * c->K, nk = (size_t)c->N * c->K, mn = (size_t)c->M * c->N;
     ksweep_check(r, k, !(two && split > 1 && k), "matmul %s SPLIT_K=%d built", c->epi, split);
-    if (!k || (split > 1 && !(ek = build(r, a, c, "matmul_splitk_epilogue", c->epi, NULL)))) goto done;
+    if (!k || (split > 1 && !(ek = build(r, a, c, "matmul_splitk_epilogue", c->epi, NULL, 1)))) goto done;
     kref_poison(c->out, kref_bytes(dt, mn));
     kref_poison(c->out2, kref_bytes(dt, mn));
     memset(c->ws, 0, sizeof(float) * mn);
@@ -110,6 +111,7 @@ done:
 
 static void run_case(const KRunner *r, KrefRng *g, Case c, const KirConfig *cfgs, int n_cfgs)
 {
+    if (!ksweep_mine()) return; /* (KILN_TEST_SHARD) */
     KirDtype dt = c.dt;
     size_t mk = (size_t)c.M * c.K, nk = (size_t)c.N * c.K, mn = (size_t)c.M * c.N;
     c.x = kref_alloc(dt, mk);
@@ -187,6 +189,7 @@ static void sweep(const KRunner *r, KrefRng *g)
 static void run_group(const KRunner *r, KrefRng *g, KirDtype dt, int M, const int n[3], int K,
                       const KirConfig *cfgs, int n_cfgs)
 {
+    if (!ksweep_mine()) return; /* (KILN_TEST_SHARD) */
     int n_out = n[2] ? 3 : 2;
     size_t mk = (size_t)M * K;
     int n_max = n[0] > n[1] ? n[0] : n[1];
@@ -231,7 +234,7 @@ static void run_group(const KRunner *r, KrefRng *g, KirDtype dt, int M, const in
             ksweep_check(r, k, err < kref_tol(dt), "matmul group %s M=%d N=%d/%d/%d K=%d: out%d rel-L2 %.3g",
                          kir_dtype_name(dt), M, n[0], n[1], n[2], K, i + 1, err);
             Case c1 = {.dt = dt, .M = M, .N = n[i], .K = K};
-            KirKernel *nk = build(r, a, &c1, "matmul", "none", &k->cfg);
+            KirKernel *nk = build(r, a, &c1, "matmul", "none", &k->cfg, 1);
             kref_poison(sep, kref_bytes(dt, mn));
             KRunArg sa[4] = {{x, kref_bytes(dt, mk), 0, 0},
                              {w[i], kref_bytes(dt, (size_t)n[i] * K), 0, 0},
@@ -277,6 +280,7 @@ static void sweep_group(const KRunner *r, KrefRng *g)
 static void run_inline(const KRunner *r, KrefRng *g, KirDtype dt, int M, int N, int K, const char *epi,
                        const KirConfig *cfgs, int n_cfgs)
 {
+    if (!ksweep_mine()) return; /* (KILN_TEST_SHARD) */
     int bias = !strcmp(epi, "bias"), resid = !strcmp(epi, "residual");
     size_t mk = (size_t)M * K, nk = (size_t)N * K, mn = (size_t)M * N, ob = kref_bytes(dt, mn);
     size_t wsn = (size_t)KFAM_SPLITK_WS(N), semn = (size_t)KFAM_SPLITK_SEMS(N);
@@ -354,6 +358,7 @@ static void sweep_inline(const KRunner *r, KrefRng *g)
         for (int i = 0; i < n_shapes; i++)
             run_inline(r, g, dtypes[d], shapes[i][0], shapes[i][1], shapes[i][2], epis[(d + i) % 3], cfgs, 7);
     /* the contract's edges: not with silu_mul, not past KFAM_SPLITK_MAX slices */
+    if (!ksweep_shard0()) return;
     IrArena *a = ir_arena_create();
     KfamSpec s = kfam_spec("matmul");
     kfam_spec_int(&s, "N", 64);

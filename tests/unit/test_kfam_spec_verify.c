@@ -79,6 +79,16 @@ static KirKernel *build(const KRunner *r, IrArena *a, const Case *c, const KirCo
     return ksweep_build(r, a, &s, cfg);
 }
 
+/* A fixed case outside the config sweep (determinism_case): never sampled out. */
+static KirKernel *build_always(const KRunner *r, IrArena *a, const Case *c, const KirConfig *cfg)
+{
+    KfamSpec s = kfam_spec("spec_verify");
+    kfam_spec_int(&s, "V", c->V);
+    kfam_spec_int(&s, "k", c->K);
+    kfam_spec_str(&s, "mode", c->sampling ? "sample" : "greedy");
+    return ksweep_build_always(r, a, &s, cfg);
+}
+
 /* Runs k on c (outputs poisoned first); 1 when it ran. */
 static int run(const KRunner *r, const KirKernel *k, Case *c)
 {
@@ -299,7 +309,7 @@ static void determinism_case(const KRunner *const *rs, int n_rs)
         case_alloc(&c, V, K, B, 1);
         fill_sample(&g, &c);
         KirConfig cfg = ksweep_cfg(2, "BLOCK", 256, "WARPS", 4);
-        KirKernel *k = build(rs[i], a, &c, &cfg);
+        KirKernel *k = build_always(rs[i], a, &c, &cfg);
         if (i == 0)
             kref_spec_verify_sample(c.logits, c.draft, c.q, c.params, B, K, V, MARGIN, want_n, want_t, amb);
         if (k && run(rs[i], k, &c)) {

@@ -1136,7 +1136,7 @@ static void test_killed_writer(void)
 
     /* kills at arbitrary moments: the acks say which puts committed (a put may commit before its ack) */
     for (int round = 0; round < 6; round++) {
-        char file[64], tag[8];
+        char file[64], tag[16];
         snprintf(file, sizeof file, "killed-%d.db", round);
         snprintf(tag, sizeof tag, "r%d_", round);
         const char *p = kf_at(file);
