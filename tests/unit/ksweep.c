@@ -43,6 +43,8 @@ int ksweep_runners(const KRunner **out, int max)
             slot(all[i]);
         } else {
             printf("skip %s: %s\n", all[i]->name, why);
+            /* CI has no GPU, but it must have the host executor (LLVM) */
+            KT_CHECK(all[i] != &krun_host || !kt_ci(), "CI=true: no host executor: %s", why);
         }
     }
     return n;

@@ -18,5 +18,11 @@ extern int kt_pass, kt_fail;
         }                                                                                                  \
     } while (0)
 int kt_done(const char *suite);
+/* 1 under CI=true (bash .ci/run), where a toolkit CI must have (LLVM, NVRTC, the end-to-end model) is
+ * never a reason to skip. */
+int kt_ci(void);
+/* A test that cannot run without a toolkit CI must have: prints why and returns the exit status, 77
+ * (SKIP) normally, 1 (FAIL) under CI=true. A missing GPU is not such a toolkit: CI has none. */
+int kt_skip_toolkit(const char *suite, const char *why);
 
 #endif

@@ -1270,6 +1270,7 @@ int main(void)
     if (!ptxas) printf("test_cg_cuda: no ptxas found; PTX assembly not checked\n");
     if (!nvrtc)
         printf("test_cg_cuda: this build has no NVRTC: generated sources checked, nothing compiled\n");
+    KT_CHECK(nvrtc || !kt_ci(), "CI=true: this build has no NVRTC");
     for (int i = 0; i < n_cases; i++)
         check_compile(&cases[i], ptxas, nvrtc);
     /* thread safety: the same kernels compiled in parallel (the driver's threads) give the same cubins */
