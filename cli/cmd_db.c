@@ -13,6 +13,7 @@
 
 #include "at_store.h"
 #include "cli.h"
+#include "cli_num.h"
 #include "rt_exec.h"
 
 static const char db_usage[] =
@@ -121,13 +122,8 @@ static int db_parse(int argc, char **argv, DbArgs *a)
                 a->f.ir_hash = next;
             else if (!strcmp(s, "--kiln-version"))
                 a->f.kiln_version = next;
-            else {
-                char *end;
-                double d = strtod(next, &end);
-                if (*end || !(d >= 0) || d > 100000)
-                    return db_usage_error("--older-than wants days, got", next);
-                a->older_than_days = d;
-            }
+            else if (cli_num_real("db", s, next, 0, 100000, 0, &a->older_than_days))
+                return 2;
         } else if (s[0] == '-' && s[1]) {
             return db_usage_error("unknown option", s);
         } else if (!a->cmd) {
@@ -241,11 +237,7 @@ static int db_list(const DbArgs *a)
 
 static int parse_id(const char *s, int64_t *id)
 {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (*end || v < 1) return db_usage_error("not a result id", s);
-    *id = v;
-    return 0;
+    return cli_num_int("db", "ID", s, 1, INT64_MAX, id);
 }
 
 static int show_row(void *ctx, const RtTdbRow *r)
@@ -417,11 +409,11 @@ static int db_device(const DbArgs *a)
 {
     if (a->n_args > 1) return db_usage_error("unexpected argument", a->args[1]);
     const char *which = a->n_args ? a->args[0] : "auto";
-    char *end = NULL;
-    long n = strtol(which, &end, 10);
-    int device = !strcmp(which, "host") ? -2 : !strcmp(which, "auto") ? -1 : (int)n;
-    if (device >= 0 && (*end || end == which || n > 1024))
-        return db_usage_error("device: host, auto or a GPU number, got", which);
+    int64_t n = 0;
+    int device = !strcmp(which, "host") ? -2 : !strcmp(which, "auto") ? -1 : 0;
+    if (!device && !cli_num_int_ok(which, 0, CLI_MAX_DEVICE, &n))
+        return cli_num_error("db", "device", "host, auto or a GPU number in 0..1023", which);
+    if (!device) device = (int)n;
     RtExec *x = NULL;
     char err[512], fp[RT_TDB_FP_LEN];
     if (rt_exec_open(device, 1, &x, err, sizeof err)) {

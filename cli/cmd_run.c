@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "cli_num.h"
 #include "kiln.h"
 #include "rt_engine.h"
 #include "rt_file.h"
@@ -16,17 +17,24 @@
 static const char run_usage[] =
     "usage: kiln run PACKAGE --weights PATH (--prompt TEXT | --prompt-ids \"1 2 3\") [options]\n"
     "  --weights PATH      GGUF file, safetensors file or index, or a directory holding one\n"
-    "  --random-weights S  random weights from seed S instead (timing without a checkpoint; the tuner's)\n"
-    "  --prompt TEXT       the prompt (tokenized with the GGUF's tokenizer; <|im_start|> etc. are special);\n"
+    "  --random-weights S  random weights from seed S (0..2^64-1) instead (timing without a checkpoint)\n"
+    "  --prompt TEXT       the prompt (tokenized with the GGUF's tokenizer; \"<|im_end|>\" in it is text);\n"
     "                      repeat it to generate for several prompts at once (continuous batching)\n"
-    "  --chat              wrap the prompt in the ChatML template (<|im_start|>user ... assistant)\n"
-    "  --prompt-ids IDS    the prompt as token ids (space separated)\n"
-    "  --max-tokens N      new tokens at most (default 128)\n"
-    "  --temperature T     0 (default): greedy\n"
-    "  --top-k K, --top-p P, --seed S, --ignore-eos\n"
-    "  --device D          auto (default), host, or a GPU number\n"
-    "  --kv-cache-mb N     KV-cache pool size (default: from free memory)\n"
-    "  --threads N         host threads per kernel launch (default: every CPU)\n"
+    "  --chat              wrap the prompt in the ChatML template (<|im_start|>user ... assistant): the\n"
+    "                      template's control tokens are real, the prompt's text stays text\n"
+    "  --special           special-token texts in --prompt (<|im_start|>) become their control ids: for a\n"
+    "                      prompt you wrote with its template (never for text from someone else)\n"
+    "  --prompt-ids IDS    the prompt as token ids 0..2147483647 (space or comma separated)\n"
+    "  --max-tokens N      new tokens at most, 1..16777216 (default 128)\n"
+    "  --temperature T     0..100; 0 (default): greedy\n"
+    "  --top-k K           0..16777216 most likely tokens (0, default: off)\n"
+    "  --top-p P           (0, 1]: nucleus (1, default: off)\n"
+    "  --seed S            0..2^64-1 (default 0)\n"
+    "  --ignore-eos        go on past the end-of-sequence token\n"
+    "  --device D          auto (default), host, or a GPU number 0..1023\n"
+    "  --kv-cache-mb N     KV-cache pool size, 1..16777216 and within the device's memory (default: from\n"
+    "                      free memory)\n"
+    "  --threads N         host threads per kernel launch, 1..1024 (default: every CPU)\n"
     "  --print-ids         print the generated token ids (one line per prompt) instead of text\n"
     "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
     "  --profile           time every kernel (GPU events; graphs off) and print a table (with -v)\n"
@@ -103,43 +111,83 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
     return 0;
 }
 
+/* "1 2 3" or "1,2,3" into *ids (malloc'd): each a whole number in 0..INT32_MAX (the engine then checks
+ * the vocabulary). Returns 0, or 2 after the one-line usage error. */
 static int parse_ids(const char *s, int32_t **ids, int *n)
 {
     int cap = 64;
     *n = 0;
-    *ids = malloc((size_t)cap * sizeof **ids);
-    while (*ids && *s) {
-        char *end;
-        long v = strtol(s, &end, 10);
-        if (end == s) break;
+    if (!(*ids = malloc((size_t)cap * sizeof **ids))) {
+        cli_error("out of memory");
+        return 1;
+    }
+    while (*s == ' ' || *s == ',')
+        s++;
+    while (*s) {
+        char one[24];
+        size_t len = strcspn(s, " ,");
+        int64_t v = -1;
+        snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), s);
+        if (len >= sizeof one || !cli_num_int_ok(one, 0, INT32_MAX, &v)) {
+            snprintf(one, sizeof one, "%.*s", (int)(len < 20 ? len : 20), s);
+            return cli_num_error("run", "--prompt-ids",
+                                 "token ids in 0..2147483647 separated by spaces or commas", one);
+        }
         if (*n == cap) {
-            int32_t *t = realloc(*ids, (size_t)(cap *= 2) * sizeof *t);
-            if (!t) return 0;
+            int32_t *t = cap < (1 << 24) ? realloc(*ids, (size_t)(cap *= 2) * sizeof *t) : NULL;
+            if (!t) return cli_num_error("run", "--prompt-ids", "at most 16777216 ids", "...");
             *ids = t;
         }
         (*ids)[(*n)++] = (int32_t)v;
-        s = end;
+        s += len;
         while (*s == ' ' || *s == ',')
             s++;
     }
-    return *ids && *n > 0 && !*s;
+    if (!*n) return cli_num_error("run", "--prompt-ids", "at least one token id", "");
+    return 0;
 }
 
-/* The token ids of prompt text (wrapped in ChatML with --chat) into *ids (malloc'd). */
-static int tokenize(KilnEngine *e, const char *prompt, int chat, int32_t **ids, int *n)
+/* Appends the ids of len bytes at text (kiln_engine_tokenize_v2 with flags) to *ids (*n of *cap). */
+static KilnStatus add_text(KilnEngine *e, const char *text, int flags, int32_t **ids, int *n, int *cap)
 {
-    const char *fmt = chat ? "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n" : "%s";
-    size_t len = strlen(prompt) + 64;
-    char *text = malloc(len);
-    *ids = NULL;
-    if (!text) return 0;
-    snprintf(text, len, fmt, prompt);
-    KilnStatus st = kiln_engine_tokenize(e, text, NULL, 0, n);
-    if (st == KILN_OK && *n > 0 && (*ids = malloc((size_t)*n * sizeof **ids)))
-        st = kiln_engine_tokenize(e, text, *ids, *n, n);
-    free(text);
-    if (st != KILN_OK || !*ids) cli_error("%s", st != KILN_OK ? kiln_engine_errmsg(e) : "empty prompt");
-    return st == KILN_OK && *ids;
+    int got = 0;
+    size_t len = strlen(text);
+    KilnStatus st = kiln_engine_tokenize_v2(e, text, len, flags, NULL, 0, &got);
+    if (st != KILN_OK) return st;
+    if (got > *cap - *n) {
+        int want = *n + got + 64;
+        int32_t *t = realloc(*ids, (size_t)want * sizeof *t);
+        if (!t) return KILN_ERR_NOMEM;
+        *ids = t, *cap = want;
+    }
+    st = kiln_engine_tokenize_v2(e, text, len, flags, *ids + *n, *cap - *n, &got);
+    if (st == KILN_OK) *n += got;
+    return st;
+}
+
+/* The token ids of prompt text into *ids (malloc'd). The user's text is tokenized with special-token
+ * parsing off unless --special asked for it, so "<|im_end|>" typed in a prompt stays text; --chat wraps
+ * it in the ChatML template, whose own control tokens are tokenized with parsing on. */
+static int tokenize(KilnEngine *e, const char *prompt, int chat, int special, int32_t **ids, int *n)
+{
+    int cap = 0;
+    *ids = NULL, *n = 0;
+    int user = (special ? KILN_TOKENIZE_SPECIAL : 0) | (chat ? KILN_TOKENIZE_NO_BOS : 0);
+    KilnStatus st = KILN_OK;
+    if (chat) st = add_text(e, "<|im_start|>user\n", KILN_TOKENIZE_SPECIAL, ids, n, &cap);
+    if (st == KILN_OK) st = add_text(e, prompt, user, ids, n, &cap);
+    if (st == KILN_OK && chat)
+        st = add_text(e, "<|im_end|>\n<|im_start|>assistant\n", KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS,
+                      ids, n, &cap);
+    if (st != KILN_OK || !*n) {
+        cli_error("%s", st == KILN_ERR_NOMEM ? "out of memory"
+                        : st != KILN_OK      ? kiln_engine_errmsg(e)
+                                             : "empty prompt");
+        free(*ids);
+        *ids = NULL;
+        return 0;
+    }
+    return 1;
 }
 
 static void print_ids(const int32_t *ids, int n)
@@ -149,11 +197,52 @@ static void print_ids(const int32_t *ids, int n)
     printf("\n");
 }
 
+/* Reads the value of numeric option a (v) into the sampling and engine options. Returns 0, or 2 after the
+ * one-line usage error. The ranges are kiln.h's (KilnSampling, KilnEngineOptions), tightened where a
+ * command line has no use for a value: --max-tokens 0 (until the context is full) is left to the API. */
+static int run_number(const char *a, const char *v, KilnSampling *s, KilnEngineOptions *o,
+                      uint64_t *random_seed)
+{
+    int64_t i = 0;
+    double f = 0;
+    int rc = 0;
+    if (!strcmp(a, "--max-tokens")) {
+        if (!(rc = cli_num_int("run", a, v, 1, CLI_MAX_TOKENS, &i))) s->max_tokens = (int)i;
+    } else if (!strcmp(a, "--temperature")) {
+        if (!(rc = cli_num_real("run", a, v, 0, 100, 0, &f))) s->temperature = (float)f;
+    } else if (!strcmp(a, "--top-k")) {
+        if (!(rc = cli_num_int("run", a, v, 0, CLI_MAX_TOKENS, &i))) s->top_k = (int)i;
+    } else if (!strcmp(a, "--top-p")) {
+        if (!(rc = cli_num_real("run", a, v, 0, 1, 1, &f))) s->top_p = (float)f;
+        if (!rc && s->top_p <= 0) rc = cli_num_error("run", a, "a number in (0, 1]", v); /* below FLT_MIN */
+    } else if (!strcmp(a, "--seed")) {
+        rc = cli_num_u64("run", a, v, &s->seed);
+    } else if (!strcmp(a, "--random-weights")) {
+        rc = cli_num_u64("run", a, v, random_seed);
+    } else if (!strcmp(a, "--threads")) {
+        if (!(rc = cli_num_int("run", a, v, 1, CLI_MAX_THREADS, &i))) o->host_threads = (int)i;
+    } else if (!strcmp(a, "--kv-cache-mb")) {
+        if (!(rc = cli_num_int("run", a, v, 1, CLI_MAX_KV_MB, &i))) o->kv_cache_bytes = i << 20;
+    } else if (!strcmp(a, "--device")) {
+        if (!strcmp(v, "host"))
+            o->device = -2;
+        else if (!strcmp(v, "auto"))
+            o->device = -1;
+        else if (cli_num_int_ok(v, 0, CLI_MAX_DEVICE, &i))
+            o->device = (int)i;
+        else
+            rc = cli_num_error("run", a, "auto, host or a GPU number in 0..1023", v);
+    }
+    return rc;
+}
+
 int cli_run(int argc, char **argv)
 {
-    const char *pkg = NULL, *weights = NULL, *random_seed = NULL, *device = "auto", *db = NULL;
+    const char *pkg = NULL, *weights = NULL, *db = NULL;
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0, no_db = 0;
+    int special = 0, random = 0;
+    uint64_t random_seed = 0;
     KilnSampling s;
     kiln_sampling_init(&s);
     s.max_tokens = 128;
@@ -162,22 +251,27 @@ int cli_run(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
-                    !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
-                    !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
-                    !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") || !strcmp(a, "--db") ||
-                    !strcmp(a, "--random-weights");
-        if (takes && !v) {
-            fprintf(stderr, "kiln run: %s wants a value\n%s", a, run_usage);
+                    !strcmp(a, "--db");
+        int number = !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
+                     !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
+                     !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") || !strcmp(a, "--random-weights");
+        if ((takes || number) && !v) {
+            fprintf(stderr, "kiln run: %s wants a value\n", a);
             return 2;
         }
-        if (takes) i++;
-        if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+        if (takes || number) i++;
+        if (number) {
+            if (run_number(a, v, &s, &o, &random_seed)) return 2;
+            random |= !strcmp(a, "--random-weights");
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
             verbose = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(run_usage, stdout);
             return 0;
         } else if (!strcmp(a, "--chat"))
             chat = 1;
+        else if (!strcmp(a, "--special"))
+            special = 1;
         else if (!strcmp(a, "--print-ids"))
             want_ids = 1;
         else if (!strcmp(a, "--print-prompt-ids"))
@@ -194,8 +288,6 @@ int cli_run(int argc, char **argv)
             db = v;
         else if (!strcmp(a, "--weights"))
             weights = v;
-        else if (!strcmp(a, "--random-weights"))
-            random_seed = v;
         else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
             if (n_prompts == MAX_PROMPTS || (n_prompts && ids_given != !strcmp(a, "--prompt-ids"))) {
                 fprintf(stderr, "kiln run: at most %d prompts, all text or all ids\n", MAX_PROMPTS);
@@ -203,36 +295,29 @@ int cli_run(int argc, char **argv)
             }
             ids_given = !strcmp(a, "--prompt-ids");
             prompts[n_prompts++] = v;
-        } else if (!strcmp(a, "--max-tokens"))
-            s.max_tokens = atoi(v);
-        else if (!strcmp(a, "--temperature"))
-            s.temperature = (float)atof(v);
-        else if (!strcmp(a, "--top-k"))
-            s.top_k = atoi(v);
-        else if (!strcmp(a, "--top-p"))
-            s.top_p = (float)atof(v);
-        else if (!strcmp(a, "--seed"))
-            s.seed = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--device"))
-            device = v;
-        else if (!strcmp(a, "--threads"))
-            o.host_threads = atoi(v);
-        else if (!strcmp(a, "--kv-cache-mb"))
-            o.kv_cache_bytes = (int64_t)atoll(v) << 20;
-        else if (a[0] == '-' || pkg) {
+        } else if (a[0] == '-' || pkg) {
             fprintf(stderr, "kiln run: unexpected argument %s\n%s", a, run_usage);
             return 2;
         } else
             pkg = a;
     }
-    if (!pkg || !weights == !random_seed || !n_prompts) {
+    if (!pkg || !weights == !random || !n_prompts) {
         fputs(run_usage, stderr);
         return 2;
     }
-    if (!strcmp(device, "host"))
-        o.device = -2;
-    else if (strcmp(device, "auto"))
-        o.device = atoi(device);
+    if ((chat || special) && ids_given) {
+        fprintf(stderr, "kiln run: --chat and --special apply to --prompt text, not --prompt-ids\n");
+        return 2;
+    }
+    /* token ids are checked before anything is opened (a usage error costs nothing) */
+    int32_t *given_ids[MAX_PROMPTS] = {0};
+    int given_n[MAX_PROMPTS] = {0};
+    for (int p = 0; ids_given && p < n_prompts; p++)
+        if (parse_ids(prompts[p], &given_ids[p], &given_n[p])) {
+            for (int q = 0; q <= p; q++)
+                free(given_ids[q]);
+            return 2;
+        }
     if (verbose) o.log = on_log;
     /* the store: given (--db, $KILN_TUNE_DB) must open; the default path is used when it exists */
     char db_buf[1024];
@@ -245,24 +330,20 @@ int cli_run(int argc, char **argv)
     double t0 = rt_now_s();
     KilnEngine *e = NULL;
     char err[512];
-    KilnStatus opened = random_seed ? rt_engine_open(pkg, NULL, strtoull(random_seed, NULL, 10), &o, &e, err,
-                                                     sizeof err)
-                                    : kiln_engine_open(pkg, weights, &o, &e, err, sizeof err);
+    KilnStatus opened = random ? rt_engine_open(pkg, NULL, random_seed, &o, &e, err, sizeof err)
+                               : kiln_engine_open(pkg, weights, &o, &e, err, sizeof err);
+    int rc = 1, n_prompt_tokens = 0;
     if (opened != KILN_OK) {
         cli_error("%s", err);
-        return 1;
+        goto done;
     }
     double t_open = rt_now_s() - t0;
-    int rc = 1, n_prompt_tokens = 0;
     for (int p = 0; p < n_prompts; p++) {
-        int32_t *ids = NULL;
-        int n = 0;
+        int32_t *ids = given_ids[p];
+        int n = given_n[p];
+        given_ids[p] = NULL;
         r[p].e = e, r[p].print_ids = want_ids, r[p].stream = n_prompts == 1;
-        if (ids_given ? !parse_ids(prompts[p], &ids, &n) : !tokenize(e, prompts[p], chat, &ids, &n)) {
-            if (ids_given) cli_error("--prompt-ids: not a list of token ids: %s", prompts[p]);
-            free(ids);
-            goto done;
-        }
+        if (!ids_given && !tokenize(e, prompts[p], chat, special, &ids, &n)) goto done;
         if (want_prompt_ids) print_ids(ids, n);
         n_prompt_tokens += n;
         int64_t id;
@@ -319,7 +400,7 @@ int cli_run(int argc, char **argv)
     rc = 0;
 done:
     for (int p = 0; p < n_prompts; p++)
-        free(r[p].out), free(r[p].text);
+        free(r[p].out), free(r[p].text), free(given_ids[p]);
     kiln_engine_close(e);
     return rc;
 }

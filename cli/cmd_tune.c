@@ -16,6 +16,7 @@
 #include "at_report.h"
 #include "rt_file.h"
 #include "cli.h"
+#include "cli_num.h"
 
 static const char tune_usage[] =
     "usage: kiln tune PACKAGE [options]\n"
@@ -27,17 +28,17 @@ static const char tune_usage[] =
     "options:\n"
     "  --db FILE             the tuning store (default $KILN_TUNE_DB, else $XDG_CACHE_HOME/kiln/tune.db,\n"
     "                        else ~/.cache/kiln/tune.db)\n"
-    "  --budget SECONDS      time for the whole run (default 600; 0: no limit)\n"
+    "  --budget SECONDS      time for the whole run, 0..1e7 (default 600; 0: no limit)\n"
     "  --kernels PATTERN     only kernels whose name matches this glob (\"matmul*\")\n"
-    "  --device D            auto (default: GPU 0, else the host), host, or a GPU number\n"
+    "  --device D            auto (default: GPU 0, else the host), host, or a GPU number 0..1023\n"
     "  --weights PATH        run the model on these weights (default: random weights)\n"
-    "  --max-step-tokens N   tune steps up to N tokens (default: as kiln run, min(plan, 2048))\n"
-    "  --max-candidates N    configs tried per kernel at most (default 256)\n"
-    "  --samples N           timed steps per candidate and bucket (default and minimum 20)\n"
-    "  --seed S              random weights and tokens (default 1)\n"
-    "  --threads N           host threads per kernel launch (default: every CPU)\n"
-    "  --compile-threads N   compile candidates ahead on N CPU threads while the device times others\n"
-    "                        (default: a GPU min(4, CPUs - 1), the host 0)\n"
+    "  --max-step-tokens N   tune steps up to N tokens, 1..1048576 (default: as kiln run, min(plan, 2048))\n"
+    "  --max-candidates N    configs tried per kernel at most, 1..65536 (default 256)\n"
+    "  --samples N           timed steps per candidate and bucket, 1..100000 (default and minimum 20)\n"
+    "  --seed S              random weights and tokens, 0..2^64-1 (default 1)\n"
+    "  --threads N           host threads per kernel launch, 1..1024 (default: every CPU)\n"
+    "  --compile-threads N   compile candidates ahead on N CPU threads while the device times others,\n"
+    "                        0..64 (default: a GPU min(4, CPUs - 1), the host 0)\n"
     "  --no-isolate          tune in this process (default: in a child process; a candidate that kills\n"
     "                        it is INVALID and a new child goes on from its kernel)\n"
     "  -v                    say which kernels are skipped and why each INVALID candidate is\n"
@@ -65,17 +66,12 @@ static int usage_error(const char *what, const char *arg)
     return 2;
 }
 
-/* A whole number in [lo, hi] into *out. Returns 0, or 2 after a usage error. */
+/* A whole number in [lo, hi] into *out. Returns 0, or 2 after the one-line usage error (cli_num.h). */
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out)
 {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) {
-        char what[96];
-        snprintf(what, sizeof what, "%s wants a whole number in %ld..%ld, got", opt, lo, hi);
-        return usage_error(what, v);
-    }
-    *out = x;
+    int64_t x;
+    if (cli_num_int("tune", opt, v, lo, hi, &x)) return 2;
+    *out = (long)x;
     return 0;
 }
 
@@ -86,6 +82,7 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x = 0;
+        int64_t dev = 0;
         if (!strcmp(s, "-v")) {
             a->verbose = 1;
         } else if (!strcmp(s, "--report")) {
@@ -103,21 +100,16 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
             if (!strcmp(s, "--kernels")) a->kernels = v;
             if (!strcmp(s, "--weights")) a->weights = v;
             if (!strcmp(s, "--html")) a->html = v;
-            if (!strcmp(s, "--budget")) {
-                char *end;
-                a->budget = strtod(v, &end);
-                if (!*v || *end || !(a->budget >= 0) || a->budget > 1e7)
-                    return usage_error("--budget wants seconds, got", v);
-            }
+            if (!strcmp(s, "--budget") && cli_num_real("tune", s, v, 0, 1e7, 0, &a->budget)) return 2;
             if (!strcmp(s, "--device")) {
                 if (!strcmp(v, "host"))
                     a->device = -2;
                 else if (!strcmp(v, "auto"))
                     a->device = -1;
-                else if (parse_int(s, v, 0, 1024, &x))
-                    return 2;
+                else if (!cli_num_int_ok(v, 0, CLI_MAX_DEVICE, &dev))
+                    return cli_num_error("tune", s, "auto, host or a GPU number in 0..1023", v);
                 else
-                    a->device = (int)x;
+                    a->device = (int)dev;
             }
             if (!strcmp(s, "--max-step-tokens")) {
                 if (parse_int(s, v, 1, 1 << 20, &x)) return 2;
@@ -132,17 +124,14 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
                 a->samples = (int)x;
             }
             if (!strcmp(s, "--threads")) {
-                if (parse_int(s, v, 0, 4096, &x)) return 2;
+                if (parse_int(s, v, 1, CLI_MAX_THREADS, &x)) return 2;
                 a->threads = (int)x;
             }
             if (!strcmp(s, "--compile-threads")) {
                 if (parse_int(s, v, 0, 64, &x)) return 2;
                 a->compile_threads = (int)x;
             }
-            if (!strcmp(s, "--seed")) {
-                if (parse_int(s, v, 0, 0x7fffffff, &x)) return 2;
-                a->seed = (uint64_t)x;
-            }
+            if (!strcmp(s, "--seed") && cli_num_u64("tune", s, v, &a->seed)) return 2;
         } else if (s[0] == '-' && s[1]) {
             return usage_error("unknown option", s);
         } else if (!a->package) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_num.h"
 #include "ir/base.h"
 
 static const char usage[] =
@@ -104,9 +105,8 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
             else if (!strcmp(s, "--cache-dir"))
                 cache = next;
             else if (!strcmp(s, "-j")) {
-                char *end;
-                long j = strtol(next, &end, 10);
-                if (*end || j < 1 || j > 64) return usage_error(cmd, "-j wants 1..64, got", next);
+                int64_t j;
+                if (cli_num_int(cmd, "-j", next, 1, 64, &j)) return 2;
                 a->jobs = (int)j;
             } else if (!strcmp(s, "--target")) {
                 if (add_targets(a, argv[i], cmd)) return 2;

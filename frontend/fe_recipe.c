@@ -3,11 +3,15 @@
  * A recipe file runs once, top to bottom, and must call recipe{name, default, configs, build} exactly
  * once; the table is kept in the registry. Then (all inside one protected call, so no Lua error escapes):
  * pick the config (--model or the default), copy it, apply "key=value" overrides typed by the existing
- * value, create the graph, run build(g, cfg), require an output, and record the config's scalar entries
+ * value, check the result against the recipe's declared limits (a range per number, a set per string:
+ * a value outside them is a one-line error before build runs, so `--set n_layers=-1` never reaches the
+ * graph), create the graph, run build(g, cfg), require an output, and record the config's scalar entries
  * in sorted key order (so the graph text never depends on Lua's hash order).
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +73,8 @@ static const char *join(const char **names, int n, char *buf, size_t len)
 
 /* ---- recipe{...} -------------------------------------------------------------------------------- */
 
-static const char *const recipe_fields[] = {"name", "default", "configs", "build", "description", NULL};
+static const char *const recipe_fields[] = {"name",        "default", "configs", "build",
+                                            "description", "limits",  NULL};
 
 static int recipe_fn(lua_State *L)
 {
@@ -89,7 +94,8 @@ static int recipe_fn(lua_State *L)
             known |= strcmp(k, recipe_fields[i]) == 0;
         if (!known)
             return fe_error(L, IR_ERR_INPUT,
-                            "recipe: unknown field '%s' (fields: name, default, configs, build, description)",
+                            "recipe: unknown field '%s' (fields: name, default, configs, build, description, "
+                            "limits)",
                             k);
         lua_pop(L, 1);
     }
@@ -114,6 +120,12 @@ static int recipe_fn(lua_State *L)
         lua_pop(L, 1);
     }
     if (n == 0) return fe_error(L, IR_ERR_INPUT, "recipe: 'configs' is empty");
+    t = lua_getfield(L, 1, "limits");
+    if (t != LUA_TNIL && t != LUA_TTABLE)
+        return fe_error(L, IR_ERR_INPUT,
+                        "recipe: 'limits' must be a table of key = {min = , max = } or "
+                        "{one_of = {...}}");
+    lua_pop(L, 1);
     t = lua_getfield(L, 1, "default");
     if (t != LUA_TNIL) {
         if (t != LUA_TSTRING) return fe_error(L, IR_ERR_INPUT, "recipe: 'default' must be a config name");
@@ -173,8 +185,10 @@ static void apply_set(lua_State *L, int cfg, const char *model, const char *set)
         break;
     case LUA_TNUMBER:
         if (lua_isinteger(L, -1)) {
-            if (!parse_int(val, &i))
-                fe_error_at(L, IR_ERR_INPUT, 0, "--set: config key '%s' is an integer, got '%s'", key, val);
+            if (!parse_int(val, &i) || i < INT32_MIN || i > INT32_MAX)
+                fe_error_at(L, IR_ERR_INPUT, 0,
+                            "--set: config key '%s' is an integer in -2147483648..2147483647, got '%s'", key,
+                            val);
             lua_pushinteger(L, i);
         } else {
             if (!parse_num(val, &f))
@@ -196,6 +210,103 @@ static void apply_set(lua_State *L, int cfg, const char *model, const char *set)
     }
     lua_remove(L, -2); /* the old value */
     lua_rawset(L, cfg);
+}
+
+/* The last "--set key=..." of key, or NULL. */
+static const char *set_of(const FeCtx *c, const char *key)
+{
+    const char *last = NULL;
+    size_t n = strlen(key);
+    for (int i = 0; i < c->opt.n_sets; i++)
+        if (c->opt.sets[i] && !strncmp(c->opt.sets[i], key, n) && c->opt.sets[i][n] == '=')
+            last = c->opt.sets[i];
+    return last;
+}
+
+/* Raises the error for key's value outside its limit (want: "a whole number in 1..1024"): at the --set
+ * that gave it, else at the recipe{} call for the config's own value. */
+static void limit_error(lua_State *L, const FeCtx *c, const char *model, const char *key, const char *want)
+{
+    const char *set = set_of(c, key);
+    if (set) fe_error_at(L, IR_ERR_INPUT, 0, "--set %s: %s wants %s (the recipe's limits)", set, key, want);
+    fe_error_at(L, IR_ERR_INPUT, c->recipe_line > 0 ? c->recipe_line : 0,
+                "config '%s': %s = %s is outside the recipe's limits: %s wants %s", model, key,
+                luaL_tolstring(L, -1, NULL), key, want);
+}
+
+/* Checks every entry of the config at cfg that the recipe's limits (at lim) name: numbers against
+ * {min = , max = } (both inclusive; an integer key's bounds are integers), strings against
+ * {one_of = {...}}. A limit that names no setting of any config, or is not one of those two forms, is
+ * the recipe's error. The value being checked is on top of the stack when limit_error raises. */
+static void check_limits(lua_State *L, FeCtx *c, int lim, int cfgs, int cfg, const char *model)
+{
+    int line = c->recipe_line > 0 ? c->recipe_line : 0;
+    lua_pushnil(L);
+    while (lua_next(L, lim)) {
+        if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TTABLE)
+            fe_error_at(L, IR_ERR_INPUT, line,
+                        "recipe: limits entries must be key = {min = , max = } or "
+                        "key = {one_of = {...}}");
+        const char *key = lua_tostring(L, -2);
+        int spec = lua_gettop(L), known = 0;
+        lua_pushnil(L);
+        while (lua_next(L, cfgs)) { /* some config must have the key: a misspelt limit is an error */
+            lua_getfield(L, -1, key);
+            known |= !lua_isnil(L, -1);
+            lua_pop(L, 2);
+        }
+        if (!known) fe_error_at(L, IR_ERR_INPUT, line, "recipe: limits name '%s', which no config has", key);
+        lua_pushnil(L);
+        while (lua_next(L, spec)) {
+            const char *f = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+            if (strcmp(f, "min") && strcmp(f, "max") && strcmp(f, "one_of"))
+                fe_error_at(L, IR_ERR_INPUT, line,
+                            "recipe: limits['%s'] has unknown field '%s' (min, max, one_of)", key, f);
+            lua_pop(L, 1);
+        }
+        int tmin = lua_getfield(L, spec, "min"), tmax = lua_getfield(L, spec, "max");
+        int tset = lua_getfield(L, spec, "one_of");
+        int ranged = tmin == LUA_TNUMBER && tmax == LUA_TNUMBER;
+        if (ranged == (tset == LUA_TTABLE) || (!ranged && (tmin != LUA_TNIL || tmax != LUA_TNIL)))
+            fe_error_at(L, IR_ERR_INPUT, line,
+                        "recipe: limits['%s'] must be {min = N, max = N} or {one_of = {...}}", key);
+        int vt = lua_getfield(L, cfg, key); /* stack: spec min max one_of value */
+        char want[240];
+        if (vt == LUA_TNIL) {
+            /* this config has no such setting */
+        } else if (ranged) {
+            int is_int = vt == LUA_TNUMBER && lua_isinteger(L, -1);
+            if (is_int && (!lua_isinteger(L, -4) || !lua_isinteger(L, -3)))
+                fe_error_at(L, IR_ERR_INPUT, line,
+                            "recipe: limits['%s']: an integer setting has integer bounds", key);
+            if (is_int)
+                snprintf(want, sizeof want, "a whole number in %lld..%lld", (long long)lua_tointeger(L, -4),
+                         (long long)lua_tointeger(L, -3));
+            else
+                snprintf(want, sizeof want, "a number in [%g, %g]", (double)lua_tonumber(L, -4),
+                         (double)lua_tonumber(L, -3));
+            if (vt != LUA_TNUMBER) limit_error(L, c, model, key, want);
+            int in = is_int ? lua_tointeger(L, -1) >= lua_tointeger(L, -4) &&
+                                  lua_tointeger(L, -1) <= lua_tointeger(L, -3)
+                            : lua_tonumber(L, -1) >= lua_tonumber(L, -4) &&
+                                  lua_tonumber(L, -1) <= lua_tonumber(L, -3);
+            if (!in) limit_error(L, c, model, key, want);
+        } else {
+            int found = 0, n = (int)lua_rawlen(L, -2);
+            size_t used = (size_t)snprintf(want, sizeof want, "one of");
+            for (int i = 1; i <= n; i++) {
+                if (lua_rawgeti(L, -2, i) != LUA_TSTRING)
+                    fe_error_at(L, IR_ERR_INPUT, line, "recipe: limits['%s'].one_of must list strings", key);
+                const char *o = lua_tostring(L, -1);
+                found |= vt == LUA_TSTRING && !strcmp(o, lua_tostring(L, -2));
+                if (used < sizeof want)
+                    used += (size_t)snprintf(want + used, sizeof want - used, "%s %s", i > 1 ? "," : "", o);
+                lua_pop(L, 1);
+            }
+            if (!found) limit_error(L, c, model, key, want);
+        }
+        lua_settop(L, spec - 1); /* the key, for lua_next */
+    }
 }
 
 /* Records the config's scalar entries in the graph, in sorted key order. */
@@ -287,6 +398,8 @@ static int fe_body(lua_State *L)
     }
     for (int i = 0; i < c->opt.n_sets; i++)
         apply_set(L, cfg, model, c->opt.sets[i]);
+    if (lua_getfield(L, rec, "limits") == LUA_TTABLE) check_limits(L, c, lua_gettop(L), cfgs, cfg, model);
+    lua_pop(L, 1);
 
     lua_getfield(L, rec, "name");
     c->graph = gir_graph_create(lua_tostring(L, -1));

@@ -69,6 +69,20 @@ local configs = {
   },
 }
 
+-- The range of each setting, for the configs above and for --set (kiln refuses a value outside them in
+-- one line before build runs). weight_dtype is checked by g:weight, which knows every format.
+local limits = {
+  hidden_size = { min = 1, max = 65536 }, intermediate_size = { min = 1, max = 1 << 20 },
+  n_layers = { min = 1, max = 1024 }, n_heads = { min = 1, max = 1024 }, n_kv_heads = { min = 1, max = 1024 },
+  head_dim = { min = 0, max = 1024 }, vocab_size = { min = 1, max = 1 << 24 },
+  max_seq_len = { min = 1, max = 1 << 24 }, page_size = { min = 1, max = 1024 },
+  sliding_window = { min = 0, max = 1 << 24 }, rope_original_max_pos = { min = 1, max = 1 << 24 },
+  rms_eps = { min = 1e-12, max = 1.0 }, rope_theta = { min = 1.0, max = 1e12 },
+  rope_factor = { min = 1e-6, max = 1e6 }, rope_low_freq_factor = { min = 1e-6, max = 1e6 },
+  rope_high_freq_factor = { min = 1e-6, max = 1e6 },
+  dtype = { one_of = { "bf16", "f16", "f32" } }, rope_scaling = { one_of = { "none", "linear", "llama3" } },
+}
+
 local function build(g, c)
   local H, Hkv, C, F, V = c.n_heads, c.n_kv_heads, c.hidden_size, c.intermediate_size, c.vocab_size
   if c.head_dim == 0 and C % H ~= 0 then
@@ -142,5 +156,6 @@ recipe {
   name = "llama",
   default = "smollm2-135m",
   configs = configs,
+  limits = limits,
   build = build,
 }

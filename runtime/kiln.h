@@ -100,21 +100,32 @@ KILN_API const char *kiln_package_meta(KilnPackage *pkg, const char *key);
 typedef struct KilnEngine KilnEngine;
 
 /* Option structs start with their size (set by their _init function) so that a program built against an
- * older kiln.h keeps working: fields it does not know keep their defaults. */
+ * older kiln.h keeps working: fields it does not know keep their defaults. Every field has a stated
+ * range; a value outside it is refused (KILN_ERR_ARG, one line naming the field and the range), never
+ * clamped or read as a default: options may come from a network peer. */
+#define KILN_MAX_HOST_THREADS 1024 /* host_threads */
+#define KILN_MAX_DEVICE       1023 /* device */
+#define KILN_MAX_STOP_TOKENS  1024 /* n_stop */
 typedef struct KilnEngineOptions {
     int size;   /* sizeof(KilnEngineOptions) where the caller was compiled (kiln_engine_options_init) */
-    int device; /* -1 (default): GPU 0 when one is usable, else the host; -2: the host; N: GPU N */
-    int64_t kv_cache_bytes; /* KV-cache pool; 0 (default): 90% of the GPU memory left after weights and
-                               activations, on the host 1 GiB (both capped at what max_seqs full-length
-                               sequences need) */
-    int max_seqs;           /* sequences per step; 0: the package's planned maximum */
-    int max_step_tokens;   /* tokens per step (prompts are prefilled in chunks of this); 0: min(plan, 2048) */
-    int no_cuda_graphs;    /* 1: launch every kernel of a decode step (default: replay captured graphs) */
-    int no_prefix_sharing; /* 1: every request computes its whole prompt (default: a request whose tokens
-                              start with page-aligned tokens a live sequence has computed shares them) */
-    int profile;           /* 1: time every kernel (GPU events between launches; the host clock on the host;
-                              CUDA graphs off) and log a table per kernel at close */
-    int host_threads;      /* threads that run each host launch's programs (0: every online CPU) */
+    int device; /* -1 (default): GPU 0 when one is usable, else the host; -2: the host; N in
+                   0..KILN_MAX_DEVICE: GPU N (an error when there is no such GPU) */
+    int64_t kv_cache_bytes; /* KV-cache pool, bytes: 0 (default): 90% of the GPU memory left after weights
+                               and activations, on the host 1 GiB (both capped at what max_seqs full-length
+                               sequences need); else at most the device's memory (the host: its physical
+                               RAM), checked before anything is allocated */
+    int max_seqs;        /* sequences per step, >= 0; 0: the package's planned maximum (larger: the plan's) */
+    int max_step_tokens; /* tokens per step (prompts are prefilled in chunks of this), >= 0; 0: min(plan,
+                            2048) (larger: the plan's) */
+    int no_cuda_graphs;  /* 0 or 1: 1 launches every kernel of a decode step (default: replay captured
+                            graphs) */
+    int no_prefix_sharing; /* 0 or 1: 1 makes every request compute its whole prompt (default: a request
+                              whose tokens start with page-aligned tokens a live sequence has computed shares
+                              them) */
+    int profile;           /* 0 or 1: 1 times every kernel (GPU events between launches; the host clock on the
+                              host; CUDA graphs off) and logs a table per kernel at close */
+    int host_threads;      /* threads that run each host launch's programs, 0..KILN_MAX_HOST_THREADS (0:
+                              every online CPU, at most 64) */
     void (*log)(void *user, const char *line); /* what the engine chose and did (verbose); NULL: quiet */
     void *log_user;
     /* The tuning store (tune.db, docs/AUTOTUNE.md); NULL or "": none, every kernel runs the package's
@@ -126,6 +137,10 @@ typedef struct KilnEngineOptions {
 
 /* Sets the defaults above. */
 KILN_API void kiln_engine_options_init(KilnEngineOptions *o);
+/* Checks o's fields against the ranges above that need no device (kiln_engine_open calls it, then
+ * checks kv_cache_bytes against the device's memory). NULL o: the defaults, fine. KILN_OK, or
+ * KILN_ERR_ARG with one line in err: "options.host_threads 5000: want 0..1024". */
+KILN_API KilnStatus kiln_engine_options_check(const KilnEngineOptions *o, char *err, int errlen);
 /* Opens package (model.kiln) with the weights at `weights` (a GGUF file, a safetensors file, a sharded
  * safetensors index or a directory holding one), on the device the options ask for: loads and checks the
  * kernels for that device's target, the weights (names, dtypes and shapes against the package), and
@@ -138,20 +153,27 @@ KILN_API const char *kiln_engine_errmsg(const KilnEngine *e);
 /* "host CPU ..." or "NVIDIA H200 (sm_90a, ...)": where the engine runs. */
 KILN_API const char *kiln_engine_device(const KilnEngine *e);
 
+/* Sampling parameters: the ranges are checked at submit (kiln_sampling_check); a value outside them is
+ * KILN_ERR_ARG, never read as "off". */
 typedef struct KilnSampling {
     int size;                   /* sizeof(KilnSampling) where the caller was compiled (kiln_sampling_init) */
-    float temperature;          /* <= 0: greedy (argmax) */
-    int top_k;                  /* <= 0: off */
-    float top_p;                /* >= 1: off */
-    uint64_t seed;              /* with the same seed, the same tokens */
-    int max_tokens;             /* new tokens at most; <= 0: until the context is full */
-    const int32_t *stop_tokens; /* ending tokens besides EOS (copied at submit) */
-    int n_stop;
-    int ignore_eos; /* 1: the model's end-of-sequence token does not end the request */
+    float temperature;          /* finite, >= 0; 0: greedy (argmax) */
+    int top_k;                  /* >= 0: the k most likely tokens; 0: off (k >= the vocabulary: off) */
+    float top_p;                /* in (0, 1]: the smallest set of tokens holding p of the mass; 1: off */
+    uint64_t seed;              /* any; with the same seed, the same tokens */
+    int max_tokens;             /* new tokens at most, >= 0; 0: until the context is full */
+    const int32_t *stop_tokens; /* ending tokens besides EOS, each in the vocabulary (copied at submit);
+                                   non-NULL when n_stop > 0 */
+    int n_stop;                 /* 0..KILN_MAX_STOP_TOKENS */
+    int ignore_eos;             /* 0 or 1: 1 makes the model's end-of-sequence token not end the request */
 } KilnSampling;
 
 /* Greedy, 256 tokens, seed 0. */
 KILN_API void kiln_sampling_init(KilnSampling *s);
+/* Checks s against the ranges above (a server can check a request before it queues one); vocab > 0
+ * also checks the stop tokens against it (kiln_engine_vocab), 0 skips that. KILN_OK, or KILN_ERR_ARG with
+ * one line in err: "sampling.top_p 2: want (0, 1]". */
+KILN_API KilnStatus kiln_sampling_check(const KilnSampling *s, int vocab, char *err, int errlen);
 
 typedef enum KilnFinish {
     KILN_FINISH_NONE = 0, /* a token; more may follow */
@@ -170,7 +192,8 @@ typedef int (*KilnTokenCallback)(void *user, int64_t request, int32_t token, Kil
 
 /* Queues a request for prompt[0..n) (n >= 1 token ids); *request gets its id (> 0). The prompt is
  * copied. KILN_ERR_ARG for an empty prompt, a token outside the vocabulary, a prompt of at least the
- * model's context, or one (plus its first new token) larger than the whole KV cache. */
+ * model's context, one (plus its first new token) larger than the whole KV cache, or sampling that
+ * kiln_sampling_check refuses (s NULL: kiln_sampling_init's). */
 KILN_API KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
                                        KilnTokenCallback cb, void *user, int64_t *request);
 /* Runs one step. *pending (may be NULL) gets the number of requests still queued or running afterwards
@@ -204,11 +227,24 @@ KILN_API KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int 
 /* The vocabulary size (columns of the logits). */
 KILN_API int kiln_engine_vocab(const KilnEngine *e);
 
-/* The tokenizer (GGUF weights carry one; otherwise KILN_ERR_UNSUPPORTED). tokenize: like a chat
- * frontend, special-token texts (<|im_start|>) become their ids and the model's BOS is added when the
- * model wants one; *n gets the count, the first min(*n, cap) are written. detokenize: the bytes of ids
- * (control tokens omitted), *len gets the count, the first min(*len, cap) written, no NUL added. */
+/* The tokenizer (GGUF weights carry one; otherwise KILN_ERR_UNSUPPORTED).
+ * tokenize: the ids of text (NUL-terminated; NULL is ""): all of it is text, so "<|im_end|>" typed by a
+ * user stays the characters it is, never a control token; the model's BOS is added when the model wants
+ * one. *n gets the count, the first min(*n, cap) are written (ids may be NULL when cap is 0: a count).
+ * KILN_ERR_ARG for cap < 0 or NULL ids with cap > 0.
+ * tokenize_v2: the same for len bytes at text (any bytes, NULs included), with flags: KILN_TOKENIZE_SPECIAL
+ * makes every special-token text (<|im_start|>, <|im_end|>) its control id, for text the caller wrote
+ * itself (a chat template's parts), never for text from a user; KILN_TOKENIZE_NO_BOS adds no BOS (a part
+ * after the first). Other flag bits: KILN_ERR_ARG.
+ * detokenize: the bytes of ids (control tokens omitted), *len gets the count, the first min(*len, cap)
+ * written, no NUL added. */
+enum {
+    KILN_TOKENIZE_SPECIAL = 1 << 0, /* special-token texts become their control ids */
+    KILN_TOKENIZE_NO_BOS = 1 << 1,  /* no BOS, even when the model wants one */
+};
 KILN_API KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n);
+KILN_API KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, size_t len, int flags,
+                                            int32_t *ids, int cap, int *n);
 KILN_API KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
                                            size_t *len);
 

@@ -455,9 +455,9 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     KilnEngineOptions given;
     kiln_engine_options_init(&given);
     if (out) *out = NULL;
-    if (opt && (opt->size < (int)sizeof(int) || opt->size > 65536))
-        return rt_file_errf(err, errlen, KILN_ERR_ARG,
-                            "kiln_engine_open: options.size %d (call kiln_engine_options_init)", opt->size);
+    char why[256];
+    if (kiln_engine_options_check(opt, why, sizeof why) != KILN_OK)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: %s", why);
     if (opt) memcpy(&given, opt, (size_t)opt->size < sizeof given ? (size_t)opt->size : sizeof given);
     given.size = (int)sizeof given;
     opt = &given;
@@ -469,6 +469,13 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     KilnPackage *pkg = NULL;
     KilnStatus s = kiln_package_open(package, &pkg, e->err, sizeof e->err);
     if (s == KILN_OK) s = rt_exec_open(opt->device, opt->host_threads, &e->x, e->err, sizeof e->err);
+    /* a pool beyond the memory there is fails here, before any allocation (the host would overcommit
+     * and be killed later, not fail) */
+    if (s == KILN_OK && (uint64_t)opt->kv_cache_bytes > (uint64_t)rt_exec_mem_total(e->x))
+        s = efail(e, KILN_ERR_ARG,
+                  "kiln_engine_open: options.kv_cache_bytes %lld: more than the %lld bytes of %s",
+                  (long long)opt->kv_cache_bytes, (long long)rt_exec_mem_total(e->x),
+                  rt_exec_is_host(e->x) ? "physical memory of the host" : "memory of the GPU");
     if (s == KILN_OK && !rt_exec_target(e->x))
         s = efail(e, KILN_ERR_UNSUPPORTED, "%s: kiln has no target for this GPU", rt_exec_describe(e->x));
     if (s == KILN_OK) {
@@ -615,8 +622,9 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     KilnSampling given;
     kiln_sampling_init(&given);
     if (request) *request = 0;
-    if (s && (s->size < (int)sizeof(int) || s->size > 65536))
-        return efail(e, KILN_ERR_ARG, "submit: sampling.size %d (call kiln_sampling_init)", s->size);
+    char why[256];
+    if (kiln_sampling_check(s, e->vocab, why, sizeof why) != KILN_OK)
+        return efail(e, KILN_ERR_ARG, "submit: %s", why);
     if (s) memcpy(&given, s, (size_t)s->size < sizeof given ? (size_t)s->size : sizeof given);
     given.size = (int)sizeof given;
     s = &given;
@@ -631,8 +639,6 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
         if (prompt[i] < 0 || prompt[i] >= e->vocab)
             return efail(e, KILN_ERR_ARG, "submit: token %d at %d is outside the vocabulary (%d)", prompt[i],
                          i, e->vocab);
-    if (s->n_stop < 0 || (s->n_stop && !s->stop_tokens))
-        return efail(e, KILN_ERR_ARG, "submit: bad stop tokens");
     if (e->n_reqs == e->cap_reqs) {
         int cap = e->cap_reqs ? 2 * e->cap_reqs : 16;
         Req *r = realloc(e->reqs, (size_t)cap * sizeof *r);
@@ -1366,10 +1372,21 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
 
 KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n)
 {
+    return kiln_engine_tokenize_v2(e, text, text ? strlen(text) : 0, 0, ids, cap, n);
+}
+
+KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, size_t len, int flags, int32_t *ids,
+                                   int cap, int *n)
+{
     if (!e->tok)
         return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none (give token ids)");
-    int flags = RT_TOK_PARSE_SPECIAL | (rt_tok_add_bos(e->tok) ? RT_TOK_ADD_BOS : 0);
-    return rt_tok_encode(e->tok, text, text ? strlen(text) : 0, flags, ids, cap, n, e->err, sizeof e->err);
+    if (flags & ~(KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS))
+        return efail(e, KILN_ERR_ARG,
+                     "tokenize: flags 0x%x: want KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS",
+                     (unsigned)flags);
+    int rt = (flags & KILN_TOKENIZE_SPECIAL ? RT_TOK_PARSE_SPECIAL : 0) |
+             (!(flags & KILN_TOKENIZE_NO_BOS) && rt_tok_add_bos(e->tok) ? RT_TOK_ADD_BOS : 0);
+    return rt_tok_encode(e->tok, text, len, rt, ids, cap, n, e->err, sizeof e->err);
 }
 
 KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,

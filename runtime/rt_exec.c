@@ -260,6 +260,13 @@ size_t rt_exec_mem_free(RtExec *x)
     return pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : 0;
 }
 
+size_t rt_exec_mem_total(const RtExec *x)
+{
+    if (x->dev) return rt_dev_info(x->dev)->mem_total;
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : SIZE_MAX;
+}
+
 /* ---- kernels ---- */
 
 static KilnStatus host_load(const RtPlanBinary *pk, RtExecKernel *k, char *err, int errlen)

@@ -44,6 +44,8 @@ void rt_exec_tune_device(const RtExec *x, RtTdbDevice *d);
 int rt_exec_binary_fits(const RtExec *x, const char *format, int block, int smem, char *why, int n);
 /* Free device memory in bytes (host: available physical memory). */
 size_t rt_exec_mem_free(RtExec *x);
+/* All of the device's memory in bytes (host: physical memory; SIZE_MAX when the host cannot say). */
+size_t rt_exec_mem_total(const RtExec *x);
 
 /* Loads binary b of kernel `name` (its format must suit the executor). */
 KilnStatus rt_exec_load(RtExec *x, const char *name, const RtPlanBinary *b, RtExecKernel **out, char *err,

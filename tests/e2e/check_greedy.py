@@ -59,7 +59,7 @@ def main():
     cases = read_cases(golden)
     n_max = max(len(c["greedy"]) for c in cases)
     cmd = [kiln, "run", pkg, "--weights", model, "--device", "host", "--max-tokens", str(n_max),
-           "--print-prompt-ids", "--print-ids"]
+           "--print-prompt-ids", "--print-ids", "--special"]  # the chat case's prompt is its rendered template
     for c in cases:
         cmd += ["--prompt", c["prompt"]]
     out = subprocess.run(cmd, capture_output=True, text=True)

@@ -220,8 +220,8 @@ static void test_models_and_sets(void)
         const char *set, *msg;
     } bad[] = {
         {"nope=1", "--set: unknown config key 'nope' for model 'small'"},
-        {"hidden=12.5", "--set: config key 'hidden' is an integer, got '12.5'"},
-        {"hidden=", "--set: config key 'hidden' is an integer, got ''"},
+        {"hidden=12.5", "--set: config key 'hidden' is an integer in -2147483648..2147483647, got '12.5'"},
+        {"hidden=", "--set: config key 'hidden' is an integer in -2147483648..2147483647, got ''"},
         {"hidden=99999999999999999999", "is an integer"},
         {"eps=abc", "--set: config key 'eps' is a number, got 'abc'"},
         {"eps=inf", "is a number"},
@@ -259,6 +259,53 @@ static void test_models_and_sets(void)
     KT_CHECK(fe_recipe_models(two, NULL, &names, &dm) == IR_OK && names.s && strcmp(names.s, "x\ny\n") == 0,
              "models without default '%s'", names.s ? names.s : "");
     ir_buf_free(&names);
+
+    /* limits: --set values and the configs' own values inside the declared ranges and sets */
+    const char *lim =
+        put("lim.lua", "recipe { name = 'lim', default = 'a',\n"
+                       "  configs = { a = { n = 2, eps = 1e-5, dt = 'f32' }, b = { n = 0 } },\n"
+                       "  limits = { n = { min = 1, max = 64 }, eps = { min = 1e-9, max = 1.0 },\n"
+                       "             dt = { one_of = { 'f32', 'bf16' } } },\n"
+                       "  build = function(g, cfg) g:output('o', g:input('i', 'f32', {4})) end }\n");
+    struct {
+        const char *set, *msg;
+    } out[] = {
+        {"n=0", "lim.lua: --set n=0: n wants a whole number in 1..64 (the recipe's limits)"},
+        {"n=-1", "--set n=-1: n wants a whole number in 1..64"},
+        {"n=65", "--set n=65: n wants a whole number in 1..64"},
+        {"eps=0", "--set eps=0: eps wants a number in [1e-09, 1]"},
+        {"eps=2", "--set eps=2: eps wants a number in [1e-09, 1]"},
+        {"dt=i32", "--set dt=i32: dt wants one of f32, bf16 (the recipe's limits)"},
+    };
+    o = fe_options_default();
+    for (size_t i = 0; i < sizeof out / sizeof out[0]; i++) {
+        o.sets = &out[i].set;
+        o.n_sets = 1;
+        expect_err_status(lim, &o, IR_ERR_INPUT, 0, out[i].msg);
+    }
+    const char *in[] = {"n=64", "eps=1", "dt=bf16"};
+    o.sets = in;
+    o.n_sets = 3;
+    g = build(lim, &o, &d);
+    KT_CHECK(g && (a = cfg_find(g, "n")) && a->i == 64, "sets inside the limits: %s", g ? "" : d.msg);
+    gir_graph_destroy(g);
+    o = fe_options_default();
+    o.model = "b";
+    expect_err_status(lim, &o, IR_ERR_INPUT, 1, "config 'b': n = 0 is outside the recipe's limits");
+    const char *s_b[] = {"n=3"};
+    o.sets = s_b, o.n_sets = 1;
+    g = build(lim, &o, &d);
+    KT_CHECK(g != NULL, "a --set brings config b inside the limits: %s", d.msg);
+    gir_graph_destroy(g);
+    expect_err_status(
+        put("limtypo.lua",
+            "recipe { name = 'x', configs = { a = { n = 1 } }, limits = { m = { min = 1, max = 2 } },\n"
+            "  build = function(g, cfg) g:output('o', g:input('i', 'f32', {4})) end }\n"),
+        NULL, IR_ERR_INPUT, 1, "recipe: limits name 'm', which no config has");
+    expect_err_status(
+        put("limform.lua", "recipe { name = 'x', configs = { a = { n = 1 } }, limits = { n = { min = 1 } },\n"
+                           "  build = function(g, cfg) g:output('o', g:input('i', 'f32', {4})) end }\n"),
+        NULL, IR_ERR_INPUT, 1, "recipe: limits['n'] must be {min = N, max = N} or {one_of = {...}}");
 }
 
 static void test_recipe_errors(void)
