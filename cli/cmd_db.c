@@ -38,7 +38,7 @@ static const char db_usage[] =
     "  --bucket B           shape bucket, e.g. T=128 or B=32,ctx=4096\n"
     "  --ir-hash H          kernel IR hash (a prefix is enough)\n"
     "  --pinned, --unpinned only pinned / unpinned results\n"
-    "  --older-than DAYS    (prune) tuned more than DAYS days ago\n"
+    "  --older-than DAYS    (prune) tuned more than DAYS days ago (0..100000, fractions allowed)\n"
     "  --kiln-version V     (prune) written by kiln V\n"
     "  --include-pinned     (prune) pinned results too (kept otherwise)\n";
 
