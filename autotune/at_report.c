@@ -216,26 +216,23 @@ static void html_page(const AtReport *r, FILE *f)
 
 KilnStatus at_report_html(const AtReport *r, const char *path, char *err, int errlen)
 {
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
-        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    if (fd < 0) return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    FILE *f = fdopen(fd, "w");
+    RtFileOut o; /* a temporary beside path, renamed into place; path must be new or a regular file */
+    KilnStatus s = rt_file_out_begin(&o, path, 0, err, errlen);
+    if (s) return s;
+    int fd = dup(o.fd);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
         int e = errno;
-        close(fd);
-        unlink(tmp);
+        if (fd >= 0) close(fd);
+        rt_file_out_abort(&o);
         return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
     html_page(r, f);
-    int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
-    int e = errno;
+    int bad = fflush(f) != 0 || ferror(f), e = errno;
     if (fclose(f) != 0 && !bad) bad = 1, e = errno;
-    if (!bad && rename(tmp, path) != 0) bad = 1, e = errno;
     if (bad) {
-        unlink(tmp);
+        rt_file_out_abort(&o);
         return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot write: %s", path, strerror(e));
     }
-    return KILN_OK;
+    return rt_file_out_commit(&o, err, errlen); /* fsync, re-check, rename */
 }

@@ -599,45 +599,24 @@ KilnStatus at_store_export(RtTdb *db, const RtTdbFilter *f, const char *path, in
     if (!db || !path || !*path)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "at_store_export: missing argument");
     struct stat st;
-    if (lstat(path, &st) == 0)
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode))
         return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: exists (export writes a new file)", path);
-    size_t n = strlen(path) + 48;
-    char *tmp = malloc(n);
-    if (!tmp) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
-    int fd = -1;
-    for (int i = 0; i < 100 && fd < 0; i++) {
-        snprintf(tmp, n, "%s.tmp.%ld.%d", path, (long)getpid(), i);
-        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        KilnStatus s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot create a temporary file: %s", path,
-                                    strerror(errno));
-        free(tmp);
-        return s;
-    }
-    close(fd);
-
+    RtFileOut o; /* refuses a directory, FIFO, device or link; commit by link(), so nothing is replaced */
+    KilnStatus s = rt_file_out_begin(&o, path, RT_FILE_OUT_NEW, err, errlen);
+    if (s) return s;
     RtTdb *out = NULL;
     AtCopy c = {.src = db, .err = err, .errlen = errlen};
-    KilnStatus s = rt_tdb_open(tmp, RT_TDB_WRITE_ROLLBACK, &out, err, errlen);
+    s = rt_tdb_open(o.tmp, RT_TDB_WRITE_ROLLBACK, &out, err, errlen);
     if (!s) {
         c.dst = out;
         s = at_copy(db, f, &c);
     }
     free(c.devs);
     rt_tdb_close(out);
-    if (!s) {
-        fd = open(tmp, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fsync(fd) != 0)
-            s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot sync: %s", tmp, strerror(errno));
-        if (fd >= 0) close(fd);
-    }
-    if (!s && link(tmp, path) != 0)
-        s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot move the export into place: %s", path,
-                         strerror(errno));
-    unlink(tmp);
-    free(tmp);
+    if (!s)
+        s = rt_file_out_commit(&o, err, errlen); /* fsync, re-check, link, remove the temporary */
+    else
+        rt_file_out_abort(&o);
     if (!s && rows) *rows = c.rows;
     return s;
 }

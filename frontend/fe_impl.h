@@ -22,6 +22,8 @@ typedef struct FeCtx {
     lua_State *L;         /* while the state is open */
     GirGraph *graph;      /* built by the recipe; destroyed by the caller on failure */
     const char *loc_file; /* arena copy of path, for GirLoc */
+    char *src;            /* the recipe's text, read once by fe_sandbox_run (regular files only) */
+    size_t src_len;
     size_t mem_used;      /* bytes the Lua state holds now */
     long instr_used;      /* VM instructions run (in hook steps) plus work charged for C calls */
     long alloc_charge;    /* work charged for bytes allocated since the last hook */

@@ -359,7 +359,19 @@ static int fe_body(lua_State *L)
     lua_pushcfunction(L, recipe_fn);
     lua_setglobal(L, "recipe");
 
-    int st = luaL_loadfilex(L, c->path, "t"); /* text only: never binary chunks */
+    /* Text only (never binary chunks), as luaL_loadfilex would: a UTF-8 BOM and a first "#" line are
+     * skipped, the newline kept so line numbers stay. The chunk name "@path" puts path in messages. */
+    const char *text = c->src;
+    size_t len = c->src_len;
+    if (len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3)) text += 3, len -= 3;
+    if (len && text[0] == '#') {
+        const char *nl = memchr(text, '\n', len);
+        len = nl ? len - (size_t)(nl - text) : 0;
+        text = nl ? nl : text + len;
+    }
+    lua_pushfstring(L, "@%s", c->path);
+    int st = luaL_loadbufferx(L, text, len, lua_tostring(L, -1), "t");
+    lua_remove(L, -2); /* the chunk name */
     if (st != LUA_OK) {
         c->status = IR_ERR_INPUT;
         return fe_rethrow(L, st);

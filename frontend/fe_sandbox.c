@@ -30,6 +30,7 @@ enum {
     FE_HOOK_EVERY = 1000,    /* VM instructions between count hooks */
     FE_BYTES_PER_INSTR = 16, /* allocating this many bytes costs one instruction */
     FE_MIN_DEADLINE_MS = 2000,
+    FE_MAX_SOURCE = 64 << 20, /* bytes of recipe text (the Lua state's memory limit bounds the rest) */
 };
 
 FeCtx *fe_ctx(lua_State *L)
@@ -522,12 +523,15 @@ static IrStatus report(FeCtx *c, lua_State *L, int st, IrDiag *d)
 
 IrStatus fe_sandbox_run(FeCtx *c, lua_CFunction body, IrBuf *result, IrDiag *d)
 {
-    FILE *f = fopen(c->path, "r");
-    if (!f) return ir_diag_set(d, IR_ERR_IO, "%s: cannot open: %s", c->path, strerror(errno));
-    fclose(f);
+    /* Read once, before Lua starts: a FIFO or device is refused without blocking, and the text that
+     * runs is the text read (never malloc'd memory held across a raising call: freed after lua_close). */
+    IrStatus rs = ir_file_read(c->path, FE_MAX_SOURCE, &c->src, &c->src_len, d);
+    if (rs) return rs;
 
     lua_State *L = lua_newstate(fe_alloc, c);
     if (!L) {
+        free(c->src);
+        c->src = NULL;
         char lim[32];
         fmt_bytes(c->opt.mem_limit, lim, sizeof lim);
         return ir_diag_set(d, IR_ERR_NOMEM, "%s: memory limit of %s is too small to start Lua", c->path, lim);
@@ -551,5 +555,7 @@ IrStatus fe_sandbox_run(FeCtx *c, lua_CFunction body, IrBuf *result, IrDiag *d)
     }
     lua_close(L);
     c->L = NULL;
+    free(c->src);
+    c->src = NULL;
     return s;
 }

@@ -1,14 +1,18 @@
-/* base.c — status names, diagnostics, the arena, string buffers, hashing and the clock.
+/* base.c — status names, diagnostics, the arena, string buffers, hashing, input files and the clock.
  * The arena is a list of malloc'd chunks; a large request gets a chunk of its own. Fault injection
  * (ir_arena_fail_after) lets tests prove every caller handles NULL.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 void ir_panic(const char *file, int line, const char *what)
 {
@@ -223,4 +227,48 @@ double ir_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static const char *file_type_name(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a plain file";
+}
+
+IrStatus ir_file_read(const char *path, size_t max_bytes, char **out, size_t *len, IrDiag *d)
+{
+    struct stat st;
+    *out = NULL, *len = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return ir_diag_set(d, IR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    IrStatus s = IR_OK;
+    if (fstat(fd, &st) != 0)
+        s = ir_diag_set(d, IR_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        s = ir_diag_set(d, IR_ERR_IO, "%s: is %s, not a regular file", path, file_type_name(st.st_mode));
+    else if ((uintmax_t)st.st_size > max_bytes)
+        s = ir_diag_set(d, IR_ERR_LIMIT, "%s: %lld bytes, more than the %zu allowed", path,
+                        (long long)st.st_size, max_bytes);
+    char *buf = s ? NULL : malloc((size_t)st.st_size + 1);
+    if (!s && !buf) s = ir_diag_set(d, IR_ERR_NOMEM, "%s: out of memory", path);
+    size_t got = 0;
+    while (!s) { /* read to the end: the file may have grown or shrunk since fstat */
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) s = ir_diag_set(d, IR_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+        if (r <= 0 || (got += (size_t)r) == (size_t)st.st_size) break;
+    }
+    close(fd);
+    if (s) {
+        free(buf);
+        return s;
+    }
+    buf[got] = 0;
+    *out = buf, *len = got;
+    return IR_OK;
 }

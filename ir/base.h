@@ -1,5 +1,5 @@
 /* base.h — the few utilities every compiler stage shares: status codes, a diagnostic slot, an arena,
- * a growable string buffer and a 64-bit hash. Prefix ir_ (types Ir*). Nothing here allocates behind the
+ * a growable string buffer, a 64-bit hash, checked size arithmetic and reading an input file. Prefix ir_ (types Ir*). Nothing here allocates behind the
  * caller's back: arenas own everything they hand out and are freed in one call.
  */
 #ifndef KILN_IR_BASE_H
@@ -82,6 +82,31 @@ void ir_buf_free(IrBuf *b);
 uint64_t ir_hash64(const void *p, size_t n, uint64_t seed);
 #define IR_HASH_SEED 0xcbf29ce484222325ull
 void ir_hash64_hex(uint64_t h, char out[17]);
+
+/* Checked arithmetic for every size computed from a recipe (shapes, byte counts, offsets): 1 with the
+ * exact result in *r, 0 on overflow (*r is then unspecified). Sizes are int64 and never wrap (C's signed
+ * overflow is undefined behaviour; the sanitizer build proves none happens). */
+static inline int ir_mul64(int64_t a, int64_t b, int64_t *r)
+{
+    return !__builtin_mul_overflow(a, b, r);
+}
+static inline int ir_add64(int64_t a, int64_t b, int64_t *r)
+{
+    return !__builtin_add_overflow(a, b, r);
+}
+
+/* The largest single tensor or buffer, and the largest activation arena, in bytes: 2^48 (256 TiB), far
+ * beyond any device, so that sums and products of a few such sizes stay far from INT64_MAX. A constant
+ * dimension and an integer attribute are at most IR_MAX_DIM (kernels take sizes as 32-bit integers). */
+#define IR_MAX_BYTES ((int64_t)1 << 48)
+#define IR_MAX_DIM   ((int64_t)INT32_MAX)
+
+/* Reads the whole regular file at path (at most max_bytes) into a malloc'd, NUL-terminated buffer
+ * (*out, the caller's to free; *len without the NUL). The file is opened non-blocking and checked with
+ * fstat first, so a FIFO, device, socket or directory is refused before anything is read (never blocks).
+ * Errors (one line in d, starting with path): IR_ERR_IO (missing, not a regular file, cannot read),
+ * IR_ERR_LIMIT (larger than max_bytes), IR_ERR_NOMEM. */
+IrStatus ir_file_read(const char *path, size_t max_bytes, char **out, size_t *len, IrDiag *d);
 
 /* Monotonic clock in milliseconds, for -v timings. */
 double ir_now_ms(void);

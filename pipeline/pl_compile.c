@@ -12,6 +12,7 @@
  */
 #include "pl.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include "cg_kernel.h"
 #include "frontend/fe.h"
 #include "ir/sched.h"
+#include "rt_file.h"
 #include "rt_package.h"
 #include "rt_weights.h"
 
@@ -396,35 +398,16 @@ static IrStatus stage_binaries(Pl *p)
     return IR_OK;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    IrBuf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        ir_buf_put(&b, chunk, n);
-    int err = ferror(f) || b.oom;
-    fclose(f);
-    if (err) {
-        ir_buf_free(&b);
-        return NULL;
-    }
-    *len = b.len;
-    return b.s ? b.s : calloc(1, 1);
-}
-
 /* Stage schedule, and the package's model and plan rows. */
 static IrStatus stage_schedule(Pl *p)
 {
     const PlOptions *o = p->o;
     char err[512], recipe_hash[17], targets[256] = "";
     size_t src_len = 0;
-    char *src = read_file(o->recipe, &src_len);
+    char *src = NULL;
     IrBuf text = {0};
-    IrStatus s = IR_OK;
-    if (!src) return ir_diag_set(p->d, IR_ERR_INPUT, "%s: cannot read", o->recipe);
+    IrStatus s = ir_file_read(o->recipe, SIZE_MAX, &src, &src_len, p->d); /* regular files only */
+    if (s) return s;
     double t0 = ir_now_ms();
     if ((s = sched_build(p->g, NULL, p->arena, &p->sched, p->d)) != IR_OK) {
         prefix(p->d, s, o->recipe);
@@ -469,6 +452,9 @@ IrStatus pl_compile(const PlOptions *o, PlStats *st, IrDiag *d)
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
     if (!o->output) return ir_diag_set(d, IR_ERR_INPUT, "compile: no output package");
+    char err[512]; /* before any work: an output that is a directory, FIFO, device or link is refused */
+    if (rt_file_out_check(o->output, 0, "package", err, sizeof err) != KILN_OK)
+        return ir_diag_set(d, IR_ERR_IO, "%s", err);
     double t0 = ir_now_ms();
     Pl p = {.o = o, .st = st, .d = d, .arena = ir_arena_create()};
     IrStatus s = p.arena ? IR_OK : oom(&p);

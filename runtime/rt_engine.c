@@ -10,12 +10,14 @@
  * release their pages.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kiln.h"
 #include "rt_engine.h"
@@ -923,6 +925,26 @@ static KilnStatus profile_step(KilnEngine *e)
     return s;
 }
 
+/* Writes one dump file like every output (rt_file.h): a temporary beside it, renamed into place; a path
+ * that names a directory, FIFO, device or link is refused. */
+static KilnStatus dump_write(KilnEngine *e, const char *path, const void *data, size_t n)
+{
+    char msg[512];
+    RtFileOut o;
+    if (rt_file_out_begin(&o, path, 0, msg, sizeof msg)) return efail(e, KILN_ERR_IO, "dump: %s", msg);
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(o.fd, (const char *)data + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            rt_file_out_abort(&o);
+            return efail(e, KILN_ERR_IO, "dump: cannot write %s", path);
+        }
+        done += (size_t)w;
+    }
+    if (rt_file_out_commit(&o, msg, sizeof msg)) return efail(e, KILN_ERR_IO, "dump: %s", msg);
+    return KILN_OK;
+}
+
 /* Debugging (KILN_DUMP_DIR): after launch i of step `step`, each activation argument's rows of this step
  * go to DIR/s<step>_l<i>_a<arg>_<kernel>_<buffer>_<dtype>.bin (the buffer's name without its '%'), so two
  * devices' runs of one package can be compared launch by launch (bench/compare_dumps.py). The split-K
@@ -944,10 +966,7 @@ static KilnStatus dump_launch(KilnEngine *e, int i, const int64_t sym[RT_SYM_COU
         char path[1024];
         snprintf(path, sizeof path, "%s/s%lld_l%d_a%d_%s_%s_%s.bin", e->dump_dir, (long long)e->stats.steps,
                  i, a, p->kernels[l->kernel].name, b->name + (b->name[0] == '%'), b->dtype);
-        FILE *f = s == KILN_OK ? fopen(path, "wb") : NULL;
-        if (s == KILN_OK && (!f || fwrite(h, 1, (size_t)bytes, f) != (size_t)bytes))
-            s = efail(e, KILN_ERR_IO, "dump: cannot write %s", path);
-        if (f && fclose(f) && s == KILN_OK) s = efail(e, KILN_ERR_IO, "dump: cannot write %s", path);
+        if (s == KILN_OK) s = dump_write(e, path, h, (size_t)bytes);
         free(h);
         if (s != KILN_OK) return s;
     }

@@ -1,4 +1,12 @@
-/* rt_file.c — one-line error messages and read-only file mappings for the runtime's readers (rt_file.h). */
+/* rt_file.c — one-line error messages, read-only mappings, the regular-file check on inputs and the atomic
+ * output file (rt_file.h).
+ *
+ * Inputs are opened O_NONBLOCK and checked with fstat on that descriptor, so a FIFO or a device never
+ * blocks or reads, and the file checked is the file read. Outputs: the path is checked with lstat (only
+ * "nothing" or a regular file passes), the temporary is created beside it with O_EXCL (same directory,
+ * so the rename cannot cross file systems) and the path is checked again just before the rename; the
+ * window between that check and the rename is the only race left, and a temporary is never left behind.
+ */
 #define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
 #include "rt_file.h"
 
@@ -6,6 +14,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -31,24 +40,53 @@ KilnStatus rt_file_errf(char *err, int errlen, KilnStatus s, const char *fmt, ..
     return s;
 }
 
+/* What a non-regular file is, for messages. */
+static const char *rt_file_type_name(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
+    return "not a plain file";
+}
+
+int rt_file_open_regular(const char *path, const char *kind, struct stat *st_out, char *err, int errlen)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) rt_file_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
+        else rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        rt_file_errf(err, errlen, KILN_ERR_IO, "%s: is a directory, not a %s", path, kind);
+    } else if (!S_ISREG(st.st_mode)) {
+        rt_file_errf(err, errlen, KILN_ERR_IO, "%s: not a regular file (%s), not a %s", path,
+                     rt_file_type_name(st.st_mode), kind);
+    } else {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl != -1) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+        if (st_out) *st_out = st;
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
 KilnStatus rt_file_map(const char *path, const char *kind, unsigned char **map, size_t *size, char *err,
                        int errlen)
 {
     struct stat st;
     KilnStatus s = KILN_OK;
     *map = NULL, *size = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
-        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    }
-    if (fstat(fd, &st) != 0)
-        s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (S_ISDIR(st.st_mode))
-        s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: is a directory, not a %s", path, kind);
-    else if (!S_ISREG(st.st_mode))
-        s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: not a regular file", path);
-    else if ((uintmax_t)st.st_size > SIZE_MAX)
+    int fd = rt_file_open_regular(path, kind, &st, err, errlen);
+    if (fd < 0) return KILN_ERR_IO;
+    if ((uintmax_t)st.st_size > SIZE_MAX)
         s = rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED, "%s: too large to map", path);
     else if (st.st_size > 0) {
         void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -60,6 +98,133 @@ KilnStatus rt_file_map(const char *path, const char *kind, unsigned char **map, 
     }
     close(fd);
     return s;
+}
+
+/* ---- output files ------------------------------------------------------------------------------------ */
+
+KilnStatus rt_file_out_check(const char *path, int flags, const char *kind, char *err, int errlen)
+{
+    struct stat st;
+    if (!path || !*path) return rt_file_errf(err, errlen, KILN_ERR_IO, "(no path): no output path given");
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT) return KILN_OK; /* a missing directory is reported when the temporary is made */
+        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot write the %s here: %s", path, kind,
+                            strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode))
+        return rt_file_errf(err, errlen, KILN_ERR_IO,
+                            "%s: is a symbolic link; kiln does not write through links (give the path it names)",
+                            path);
+    if (!S_ISREG(st.st_mode))
+        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: is %s, not a regular file; kiln writes the %s only "
+                            "to a new or regular file", path, rt_file_type_name(st.st_mode), kind);
+    if (flags & RT_FILE_OUT_NEW)
+        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: exists (the %s is written to a new file)", path,
+                            kind);
+    return KILN_OK;
+}
+
+/* Removes the temporary (when there is one) and frees o's strings. */
+static void rt_file_out_release(RtFileOut *o)
+{
+    if (o->fd >= 0) close(o->fd);
+    if (o->tmp) unlink(o->tmp);
+    free(o->tmp);
+    free(o->path);
+    o->tmp = o->path = NULL;
+    o->fd = -1;
+}
+
+KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *err, int errlen)
+{
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    o->flags = flags;
+    KilnStatus s = rt_file_out_check(path, flags, "output", err, errlen);
+    if (s) return s;
+    size_t n = strlen(path);
+    o->path = strdup(path);
+    o->tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    if (!o->path || !o->tmp) {
+        rt_file_out_release(o);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)(uintptr_t)o->tmp ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^
+                 ((uint64_t)ts.tv_sec << 20);
+    int e = 0;
+    for (int attempt = 0; attempt < 100 && o->fd < 0; attempt++) {
+        memcpy(o->tmp, path, n);
+        memcpy(o->tmp + n, ".tmp.", 5);
+        for (int i = 0; i < 6; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            o->tmp[n + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
+        }
+        o->tmp[n + 11] = 0;
+        o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        e = errno;
+        if (o->fd < 0 && e != EEXIST) break;
+    }
+    if (o->fd < 0) {
+        free(o->tmp);
+        o->tmp = NULL; /* not ours: nothing to remove */
+        rt_file_out_release(o);
+        return rt_file_errf(err, errlen, e == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO,
+                            "%s: cannot create temporary file: %s", path, strerror(e));
+    }
+    return KILN_OK;
+}
+
+/* Best effort: makes the rename durable. Some file systems refuse fsync on a directory; the file is
+ * already whole at its path either way, so a failure here is not reported. */
+static void rt_file_dir_sync(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    if (!dir) return;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(dir);
+}
+
+KilnStatus rt_file_out_commit(RtFileOut *o, char *err, int errlen)
+{
+    KilnStatus s = KILN_OK;
+    if (!o || !o->tmp) {
+        if (o) rt_file_out_release(o);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "(no path): rt_file_out_commit: no output file");
+    }
+    if (o->fd >= 0) {
+        int bad = fsync(o->fd) != 0, e = errno;
+        if (close(o->fd) != 0 && !bad) bad = 1, e = errno;
+        o->fd = -1;
+        if (bad) s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot write: %s", o->path, strerror(e));
+    }
+    if (!s) s = rt_file_out_check(o->path, o->flags, "output", err, errlen);
+    if (!s && (o->flags & RT_FILE_OUT_NEW)) {
+        if (link(o->tmp, o->path) != 0)
+            s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot move the file into place: %s", o->path,
+                             strerror(errno));
+    } else if (!s) {
+        if (rename(o->tmp, o->path) != 0)
+            s = rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot move the file into place: %s", o->path,
+                             strerror(errno));
+        else
+            free(o->tmp), o->tmp = NULL; /* renamed: nothing to remove */
+    }
+    if (!s) rt_file_dir_sync(o->path);
+    rt_file_out_release(o); /* unlinks the temporary if it is still there (always, after link) */
+    return s;
+}
+
+void rt_file_out_abort(RtFileOut *o)
+{
+    if (o) rt_file_out_release(o);
 }
 
 const char *rt_file_quote(RtFileQuoted *q, const char *name)

@@ -1,12 +1,15 @@
-/* rt_file.h — what the runtime's file readers share: one-line error messages, quoted names from files and
- * read-only mappings.
- * Prefix rt_file_. Used by the package, safetensors, GGUF and tokenizer modules.
+/* rt_file.h — what the runtime's file readers and writers share: one-line error messages, quoted names from
+ * files, read-only mappings, the regular-file check on inputs and the atomic output file.
+ * Prefix rt_file_. Used by the package, safetensors, GGUF and tokenizer modules, the tuning store and the
+ * tuner's report. The rules (docs/PACKAGE.md, "Files"): inputs and outputs are regular files; an output
+ * is written to a temporary beside it and renamed into place, and every failure removes the temporary.
  */
 #ifndef KILN_RT_FILE_H
 #define KILN_RT_FILE_H
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "kiln.h"
 
@@ -27,6 +30,45 @@ KilnStatus rt_file_verrf(char *err, int errlen, KilnStatus s, const char *fmt, v
 KilnStatus rt_file_map(const char *path, const char *kind, unsigned char **map, size_t *size, char *err,
                        int errlen);
 void rt_file_unmap(void *map, size_t size); /* NULL is fine */
+
+/* Opens path read-only for reading as a regular file: non-blocking (a FIFO cannot hang us; the flag is
+ * cleared again, so reads block as usual on the regular file), then fstat. Returns the descriptor, or -1
+ * with a one-line error naming the path: does not exist, is a directory / a FIFO / a device / a socket (not
+ * a `kind`), cannot open/stat. st (may be NULL) gets the file's stat. */
+int rt_file_open_regular(const char *path, const char *kind, struct stat *st, char *err, int errlen);
+
+/* An output file written atomically: a temporary "<path>.tmp.XXXXXX" beside path (O_CREAT|O_EXCL, mode
+ * 0666 less the umask), renamed onto path by rt_file_out_commit.
+ *
+ * What path may name: nothing yet, or a regular file (replaced whole). Refused, with a one-line error
+ * and nothing created: a directory, a FIFO, a device node, a socket, and a symbolic link (the rename
+ * would replace the link itself, and a link planted in a shared directory must not redirect a write onto
+ * another file: give the path it names). With RT_FILE_OUT_NEW an existing regular file is refused too,
+ * and the commit is link() + unlink(), so a file that appears meanwhile is never replaced.
+ *
+ *     RtFileOut o;
+ *     if (rt_file_out_begin(&o, path, 0, err, n)) return ...;    // o.fd open on o.tmp
+ *     ... write o.fd (or open o.tmp by name) ...;  on failure: rt_file_out_abort(&o)
+ *     if (rt_file_out_commit(&o, err, n)) return ...;             // removed the temporary on failure
+ *
+ * Errors are KILN_ERR_IO (KILN_ERR_NOMEM for memory), their message starting with path. */
+enum { RT_FILE_OUT_NEW = 1 };
+typedef struct RtFileOut {
+    char *path; /* malloc'd copy of the final path */
+    char *tmp;  /* malloc'd temporary's path; NULL once committed or aborted */
+    int fd;     /* open on tmp (read-write), or -1 */
+    int flags;
+} RtFileOut;
+
+/* Checks what path names now, as above (nothing is created). `kind` names the output in messages. */
+KilnStatus rt_file_out_check(const char *path, int flags, const char *kind, char *err, int errlen);
+/* Checks path and creates the temporary. On failure o holds nothing (abort is a no-op). */
+KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *err, int errlen);
+/* fsyncs and closes o->fd (when open), checks path again (it may have changed since begin), renames the
+ * temporary into place and syncs the directory. On any failure the temporary is removed. Always releases o. */
+KilnStatus rt_file_out_commit(RtFileOut *o, char *err, int errlen);
+/* Closes and removes the temporary and releases o. NULL or a released o is fine. */
+void rt_file_out_abort(RtFileOut *o);
 
 /* A name or key from a file, quoted for a message: control characters shown as '?', cut with "..." (not
  * inside a UTF-8 character) past RT_FILE_QUOTE_MAX bytes. Returns q->s. */

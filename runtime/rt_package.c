@@ -1,8 +1,10 @@
 /* rt_package.c — the package schema and its atomic writer (rt_pkgw_*); the reader is rt_pkg_read.c.
  *
  * A package is one SQLite file (docs/PACKAGE.md). The writer never writes the final path in place: it
- * builds the whole package in a temporary file beside it ("<path>.tmp.XXXXXX", same directory so the
- * final rename() cannot cross file systems), inside one transaction, then COMMIT, close, fsync, rename.
+ * builds the whole package in a temporary file beside it (rt_file_out_begin: "<path>.tmp.XXXXXX", O_EXCL,
+ * same directory so the final rename() cannot cross file systems; a path naming a directory, FIFO,
+ * device, socket or symbolic link is refused before anything is made), inside one transaction, then
+ * COMMIT, close, fsync, rename (rt_file_out_commit, which checks the path again).
  * Invariant: at every instant `path` is either what it was before or the complete new package, and
  * every failure path (and abort) removes the temporary file.
  *
@@ -133,9 +135,8 @@ static const char *const rt_ins_sql[RT_INS_COUNT] = {
 };
 
 struct RtPkgWriter {
-    char *path; /* the final path */
-    char *tmp;  /* the temporary file beside it; NULL once renamed */
-    int fd;     /* open on tmp (for the final fsync), or -1 */
+    char *path;     /* the final path */
+    RtFileOut out;  /* the temporary file beside it (rt_file.h): checks, O_EXCL, fsync, rename */
     sqlite3 *db;
     sqlite3_stmt *ins[RT_INS_COUNT]; /* prepared INSERTs, one per table */
     char graph_hash[17];             /* bound to ins_graph until it steps */
@@ -175,57 +176,6 @@ static KilnStatus rt_sqlite_write_status(int rc)
     }
 }
 
-/* Creates "<path>.tmp.XXXXXX" with O_EXCL and mode 0666 (less the umask, like any output file; mkstemp
- * would give 0600). Returns the fd and *tmp_out (malloc'd), or -1 with errno set. */
-static int rt_tmp_create(const char *path, char **tmp_out)
-{
-    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-    size_t n = strlen(path);
-    char *tmp = malloc(n + sizeof ".tmp.XXXXXX");
-    if (!tmp) {
-        errno = ENOMEM;
-        return -1;
-    }
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (uint64_t)(uintptr_t)tmp ^ ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^
-                 ((uint64_t)ts.tv_sec << 20);
-    for (int attempt = 0; attempt < 100; attempt++) {
-        memcpy(tmp, path, n);
-        memcpy(tmp + n, ".tmp.", 5);
-        for (int i = 0; i < 6; i++) {
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            tmp[n + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
-        }
-        tmp[n + 11] = 0;
-        int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) {
-            *tmp_out = tmp;
-            return fd;
-        }
-        if (errno != EEXIST) break;
-    }
-    int e = errno;
-    free(tmp);
-    errno = e;
-    return -1;
-}
-
-/* Best effort: makes the rename durable. Some file systems refuse fsync on a directory; the package is
- * already whole at its path either way, so a failure here is not reported. */
-static void rt_dir_sync(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir) return;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-    free(dir);
-}
-
 static void rt_pkgw_finalize(RtPkgWriter *w)
 {
     for (int i = 0; i < RT_INS_COUNT; i++) {
@@ -239,9 +189,7 @@ static void rt_pkgw_free(RtPkgWriter *w)
 {
     rt_pkgw_finalize(w);
     if (w->db) sqlite3_close(w->db); /* rolls back an open transaction */
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp) unlink(w->tmp);
-    free(w->tmp);
+    rt_file_out_abort(&w->out);
     free(w->path);
     free(w);
 }
@@ -299,14 +247,14 @@ KilnStatus rt_pkgw_create(const char *path, RtPkgWriter **out, char *err, int er
         free(w);
         return rt_pkg_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
     }
-    w->fd = rt_tmp_create(path, &w->tmp);
-    if (w->fd < 0) {
-        rt_pkgw_fail(w, errno == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO, "cannot create temporary file: %s",
-                     strerror(errno));
+    w->out.fd = -1;
+    KilnStatus fs = rt_file_out_begin(&w->out, path, 0, w->msg, sizeof w->msg);
+    if (fs) { /* the message starts with path already */
+        w->status = fs;
         goto fail;
     }
 
-    char *uri = rt_pkg_uri(w->tmp, "mode=rw");
+    char *uri = rt_pkg_uri(w->out.tmp, "mode=rw");
     if (!uri) {
         rt_pkgw_fail(w, KILN_ERR_NOMEM, "out of memory");
         goto fail;
@@ -314,7 +262,7 @@ KilnStatus rt_pkgw_create(const char *path, RtPkgWriter **out, char *err, int er
     int rc = sqlite3_open_v2(uri, &w->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_URI, NULL);
     free(uri);
     if (rc != SQLITE_OK) {
-        rt_pkgw_fail(w, rt_sqlite_write_status(rc), "cannot open temporary file %s: %s", w->tmp,
+        rt_pkgw_fail(w, rt_sqlite_write_status(rc), "cannot open temporary file %s: %s", w->out.tmp,
                      w->db ? sqlite3_errmsg(w->db) : sqlite3_errstr(rc));
         goto fail;
     }
@@ -485,23 +433,11 @@ KilnStatus rt_pkgw_commit(RtPkgWriter *w, char *err, int errlen)
         goto fail;
     }
     w->db = NULL;
-    if (fsync(w->fd) != 0) {
-        rt_pkgw_fail(w, KILN_ERR_IO, "cannot sync temporary file: %s", strerror(errno));
+    KilnStatus fs = rt_file_out_commit(&w->out, w->msg, sizeof w->msg); /* fsync, re-check, rename */
+    if (fs) {
+        w->status = fs;
         goto fail;
     }
-    rc = close(w->fd);
-    w->fd = -1;
-    if (rc != 0) {
-        rt_pkgw_fail(w, KILN_ERR_IO, "cannot close temporary file: %s", strerror(errno));
-        goto fail;
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        rt_pkgw_fail(w, KILN_ERR_IO, "cannot move the temporary file into place: %s", strerror(errno));
-        goto fail;
-    }
-    free(w->tmp);
-    w->tmp = NULL;
-    rt_dir_sync(w->path);
     rt_pkgw_free(w);
     return KILN_OK;
 

@@ -206,16 +206,39 @@ static void test_atomicity(void)
     rt_pkgw_abort(w);
     KT_CHECK(count_entries(scratch, "aborted") == 0, "abort left files");
 
-    /* the target is a directory: commit fails, the directory stays, no temporary file */
+    /* the target is a directory: create refuses it, nothing is made */
     path = kf_at("isdir.kiln");
     mkdir(path, 0755);
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create onto a directory");
+    KT_CHECK(starts_with(err, path) && strstr(err, "is a directory, not a regular file"), "message: %s", err);
+    struct stat st;
+    KT_CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "directory untouched");
+    KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary file left after a refused create");
+    rmdir(path);
+
+    /* the target becomes a directory after create: commit checks again, fails, removes the temporary */
     KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_OK, "create: %s", err);
+    mkdir(path, 0755);
     KT_CHECK(rt_pkgw_commit(w, err, sizeof err) == KILN_ERR_IO, "commit onto a directory");
     KT_CHECK(starts_with(err, path), "message: %s", err);
-    struct stat st;
     KT_CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "directory untouched");
     KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary file left after a failed commit");
     rmdir(path);
+
+    /* a FIFO and a symbolic link are refused too (a rename would replace them) */
+    path = kf_at("fifo-out.kiln");
+    KT_CHECK(mkfifo(path, 0644) == 0, "mkfifo");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create onto a FIFO");
+    KT_CHECK(starts_with(err, path) && strstr(err, "is a FIFO, not a regular file"), "message: %s", err);
+    KT_CHECK(lstat(path, &st) == 0 && S_ISFIFO(st.st_mode), "FIFO untouched");
+    unlink(path);
+    path = kf_at("link-out.kiln");
+    KT_CHECK(symlink("elsewhere.kiln", path) == 0, "symlink");
+    KT_CHECK(rt_pkgw_create(path, &w, err, sizeof err) == KILN_ERR_IO, "create onto a link");
+    KT_CHECK(starts_with(err, path) && strstr(err, "symbolic link"), "message: %s", err);
+    KT_CHECK(lstat(path, &st) == 0 && S_ISLNK(st.st_mode), "link untouched");
+    unlink(path);
+    KT_CHECK(count_entries(scratch, ".tmp.") == 0, "temporary file left after a refused create");
 
     /* no directory to write into */
     path = kf_at("nodir/x.kiln");
