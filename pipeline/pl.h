@@ -25,6 +25,8 @@ typedef struct PlOptions {
     const char *model;       /* named config; NULL: the recipe's default */
     const char *const *sets; /* "key=value" overrides, in order */
     int n_sets;
+    long recipe_instr_limit;  /* Lua VM instructions the recipe may run; 0: the frontend's default */
+    size_t recipe_mem_limit;  /* bytes the recipe's Lua state may hold; 0: the frontend's default */
     const char *output;      /* package path (pl_compile): written atomically */
     const CgTarget *const *targets; /* n_targets == 0: a graph-only package (kernel rows, no binaries) */
     int n_targets;

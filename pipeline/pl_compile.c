@@ -83,6 +83,8 @@ static IrStatus graph(const PlOptions *o, int raw, GirGraph **out, PlStats *st, 
     FileDtypes files = {.w = NULL};
     FeOptions fo = fe_options_default();
     fo.model = o->model, fo.sets = o->sets, fo.n_sets = o->n_sets;
+    if (o->recipe_instr_limit > 0) fo.instr_limit = o->recipe_instr_limit;
+    if (o->recipe_mem_limit > 0) fo.mem_limit = o->recipe_mem_limit;
     fo.file_dtype = file_dtype, fo.file_dtype_ctx = &files;
     double t0 = ir_now_ms();
     IrStatus s = fe_recipe_build(o->recipe, &fo, out, d);

@@ -38,6 +38,10 @@ int cg_host_jit_available(void);
 /* Compiles k for the host (the same object code as target "host") and loads it into this process.
  * On success *out is owned by the caller (cg_host_free). Thread-safe. */
 IrStatus cg_host_jit(const KirKernel *k, CgHostKernel **out, IrDiag *d);
+/* Loads a "host-obj" binary (cg_host_object's, e.g. kept on disk by a cache) into this process; entry is
+ * the symbol it exports. The entry's name is in messages. On success *out is the caller's (cg_host_free).
+ * IR_ERR_INPUT for a binary of another format or without data or entry. Thread-safe. */
+IrStatus cg_host_load(const CgBinary *obj, CgHostKernel **out, IrDiag *d);
 /* Runs all programs of grid (each axis >= 0; 0 runs nothing). args as above. */
 void cg_host_call(CgHostKernel *hk, void *const *args, const int32_t grid[3]);
 void cg_host_free(CgHostKernel *hk); /* NULL is a no-op */
@@ -46,6 +50,11 @@ void cg_host_free(CgHostKernel *hk); /* NULL is a no-op */
  * target "host" links this object into a shared library of its own (format "host-so", which the runtime
  * dlopens). On success the caller frees out (cg_binary_free). */
 IrStatus cg_host_object(const KirKernel *k, CgBinary *out, IrDiag *d);
+
+/* The same object without LLVM's optimizer: kiln's IR as emitted, verified, with fast instruction
+ * selection (tens of times faster to compile than cg_host_object's O2 on tiled kernels; slow code). For
+ * tests that check a lowering's numbers rather than the shipped code, and for debugging. */
+IrStatus cg_host_object_unoptimized(const KirKernel *k, CgBinary *out, IrDiag *d);
 
 /* Links n "host-obj" binaries into a shared library at out_path (written atomically: a temporary file
  * in the same directory, then rename). Uses `cc -shared ... -lm`, else `ld.lld-22 -shared`. */

@@ -92,11 +92,12 @@ static void diag_handler(LLVMDiagnosticInfoRef di, void *ctx)
 }
 
 IrStatus cg_llvm_unit_init(CgLlvmUnit *u, CgLlvmArch arch, const char *triple, const char *cpu,
-                           const char *features, IrDiag *d)
+                           const char *features, int optimize, IrDiag *d)
 {
     pthread_once(&init_once, init_targets);
     memset(u, 0, sizeof *u);
     u->arch = arch;
+    u->optimize = optimize;
     LLVMTargetRef target;
     char *err = NULL;
     if (LLVMGetTargetFromTriple(triple, &target, &err)) {
@@ -105,7 +106,8 @@ IrStatus cg_llvm_unit_init(CgLlvmUnit *u, CgLlvmArch arch, const char *triple, c
         return IR_ERR_UNSUPPORTED;
     }
     LLVMRelocMode reloc = arch == CG_LLVM_HOST ? LLVMRelocPIC : LLVMRelocDefault;
-    u->tm = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelDefault, reloc,
+    u->tm = LLVMCreateTargetMachine(target, triple, cpu, features,
+                                    optimize ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelNone, reloc,
                                     LLVMCodeModelDefault);
     if (!u->tm)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "llvm: cannot create a target machine for %s %s", triple,
@@ -140,6 +142,7 @@ IrStatus cg_llvm_unit_optimize(CgLlvmUnit *u, const char *kname, IrDiag *d)
         return IR_ERR_INTERNAL;
     }
     LLVMDisposeMessage(msg);
+    if (!u->optimize) return IR_OK;
     LLVMPassBuilderOptionsRef opt = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(opt, 1);
     LLVMPassBuilderOptionsSetSLPVectorization(opt, 1);
@@ -224,7 +227,7 @@ IrStatus cg_llvm_dump_ir(const KirKernel *k, const CgTarget *t, int optimized, C
     const char *triple, *cpu, *features;
     cg_llvm_host_info(&triple, &cpu, &features);
     if (t->backend == CG_BACKEND_HOST) {
-        s = cg_llvm_unit_init(&u, CG_LLVM_HOST, triple, cpu, features, d);
+        s = cg_llvm_unit_init(&u, CG_LLVM_HOST, triple, cpu, features, 1, d);
         if (s == IR_OK) s = cg_llvm_build_host(&u, k, d);
     } else {
         s = cg_llvm_gpu_unit(&u, t, d);

@@ -51,13 +51,13 @@ static IrStatus gpu_unit(CgLlvmUnit *u, const CgTarget *t, IrDiag *d)
     for (unsigned i = 0; i < sizeof gpu_targets / sizeof gpu_targets[0]; i++)
         if (!strcmp(gpu_targets[i].name, t->name)) g = &gpu_targets[i];
     if (!g) return ir_diag_set(d, IR_ERR_UNSUPPORTED, "llvm: no GPU target %s", t->name);
-    if (g->arch == CG_LLVM_AMDGPU) return cg_llvm_unit_init(u, g->arch, "amdgcn-amd-amdhsa", g->cpu, "", d);
+    if (g->arch == CG_LLVM_AMDGPU) return cg_llvm_unit_init(u, g->arch, "amdgcn-amd-amdhsa", g->cpu, "", 1, d);
     if (!ptx_pair_ok(g))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "llvm: %s with PTX ISA %d.%d is not a valid NVPTX pair",
                            g->cpu, g->ptx / 10, g->ptx % 10);
     char feat[16];
     snprintf(feat, sizeof feat, "+ptx%d", g->ptx);
-    return cg_llvm_unit_init(u, g->arch, "nvptx64-nvidia-cuda", g->cpu, feat, d);
+    return cg_llvm_unit_init(u, g->arch, "nvptx64-nvidia-cuda", g->cpu, feat, 1, d);
 }
 
 static LLVMValueRef sreg(CgLlvmFn *f, const char *fmt, int axis)

@@ -95,12 +95,13 @@ IrStatus cg_llvm_build_host(CgLlvmUnit *u, const KirKernel *k, IrDiag *d)
 }
 
 /* Compiles k to a host object; *sym gets the entry's name (malloc'd). */
-static IrStatus host_object(const KirKernel *k, void **data, size_t *size, char **sym, IrDiag *d)
+static IrStatus host_object(const KirKernel *k, int optimize, void **data, size_t *size, char **sym,
+                            IrDiag *d)
 {
     const char *triple, *cpu, *features;
     cg_llvm_host_info(&triple, &cpu, &features);
     CgLlvmUnit u = {0};
-    IrStatus s = cg_llvm_unit_init(&u, CG_LLVM_HOST, triple, cpu, features, d);
+    IrStatus s = cg_llvm_unit_init(&u, CG_LLVM_HOST, triple, cpu, features, optimize, d);
     if (s == IR_OK) s = cg_llvm_build_host(&u, k, d);
     if (s == IR_OK) s = cg_llvm_unit_optimize(&u, k->name, d);
     if (s == IR_OK) s = cg_llvm_unit_emit(&u, LLVMObjectFile, data, size, k->name, d);
@@ -118,7 +119,15 @@ static IrStatus host_object(const KirKernel *k, void **data, size_t *size, char 
 IrStatus cg_host_object(const KirKernel *k, CgBinary *out, IrDiag *d)
 {
     *out = (CgBinary){0};
-    IrStatus s = host_object(k, &out->data, &out->size, &out->entry, d);
+    IrStatus s = host_object(k, 1, &out->data, &out->size, &out->entry, d);
+    if (s == IR_OK) out->format = "host-obj";
+    return s;
+}
+
+IrStatus cg_host_object_unoptimized(const KirKernel *k, CgBinary *out, IrDiag *d)
+{
+    *out = (CgBinary){0};
+    IrStatus s = host_object(k, 0, &out->data, &out->size, &out->entry, d);
     if (s == IR_OK) out->format = "host-obj";
     return s;
 }
@@ -151,12 +160,51 @@ int cg_host_jit_available(void)
     return 1;
 }
 
-static IrStatus jit_error(LLVMErrorRef e, const KirKernel *k, const char *what, IrDiag *d)
+static IrStatus jit_error(LLVMErrorRef e, const char *entry, const char *what, IrDiag *d)
 {
     char *m = LLVMGetErrorMessage(e);
-    ir_diag_set(d, IR_ERR_INTERNAL, "kernel %s: llvm jit: %s: %s", k->name, what, m);
+    ir_diag_set(d, IR_ERR_INTERNAL, "%s: llvm jit: %s: %s", entry, what, m);
     LLVMDisposeErrorMessage(m);
     return IR_ERR_INTERNAL;
+}
+
+IrStatus cg_host_load(const CgBinary *obj, CgHostKernel **out, IrDiag *d)
+{
+    *out = NULL;
+    if (!obj || !obj->data || !obj->size || !obj->entry || !obj->format || strcmp(obj->format, "host-obj"))
+        return ir_diag_set(d, IR_ERR_INPUT, "llvm: cg_host_load takes a host-obj binary with its entry");
+    IrStatus s = IR_OK;
+    CgHostKernel *hk = calloc(1, sizeof *hk);
+    LLVMErrorRef e = NULL;
+    if (!hk) return ir_diag_set(d, IR_ERR_NOMEM, "%s: llvm: out of memory", obj->entry);
+    if ((e = LLVMOrcCreateLLJIT(&hk->jit, LLVMOrcCreateLLJITBuilder()))) {
+        s = jit_error(e, obj->entry, "create", d);
+        goto fail;
+    }
+    LLVMOrcDefinitionGeneratorRef gen;
+    if ((e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(hk->jit),
+                                                                  NULL, NULL))) {
+        s = jit_error(e, obj->entry, "process symbols", d);
+        goto fail;
+    }
+    LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(hk->jit);
+    LLVMOrcJITDylibAddGenerator(jd, gen);
+    LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj->data, obj->size, "kiln-host-obj");
+    if ((e = LLVMOrcLLJITAddObjectFile(hk->jit, jd, mb))) {
+        s = jit_error(e, obj->entry, "add object", d);
+        goto fail;
+    }
+    LLVMOrcExecutorAddress addr = 0;
+    if ((e = LLVMOrcLLJITLookup(hk->jit, &addr, obj->entry))) {
+        s = jit_error(e, obj->entry, "lookup", d);
+        goto fail;
+    }
+    hk->fn = (HostEntry)(uintptr_t)addr;
+    *out = hk;
+    return IR_OK;
+fail:
+    cg_host_free(hk);
+    return s;
 }
 
 IrStatus cg_host_jit(const KirKernel *k, CgHostKernel **out, IrDiag *d)
@@ -164,47 +212,10 @@ IrStatus cg_host_jit(const KirKernel *k, CgHostKernel **out, IrDiag *d)
     *out = NULL;
     IrStatus s = kir_verify(k, NULL, d);
     if (s != IR_OK) return s;
-    void *obj = NULL;
-    size_t size = 0;
-    char *sym = NULL;
-    if ((s = host_object(k, &obj, &size, &sym, d)) != IR_OK) return s;
-    CgHostKernel *hk = calloc(1, sizeof *hk);
-    LLVMErrorRef e = NULL;
-    if (!hk) {
-        s = ir_diag_set(d, IR_ERR_NOMEM, "kernel %s: llvm: out of memory", k->name);
-        goto fail;
-    }
-    if ((e = LLVMOrcCreateLLJIT(&hk->jit, LLVMOrcCreateLLJITBuilder()))) {
-        s = jit_error(e, k, "create", d);
-        goto fail;
-    }
-    LLVMOrcDefinitionGeneratorRef gen;
-    if ((e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(hk->jit),
-                                                                  NULL, NULL))) {
-        s = jit_error(e, k, "process symbols", d);
-        goto fail;
-    }
-    LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(hk->jit);
-    LLVMOrcJITDylibAddGenerator(jd, gen);
-    LLVMMemoryBufferRef mb = LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, size, "kiln-host-obj");
-    if ((e = LLVMOrcLLJITAddObjectFile(hk->jit, jd, mb))) {
-        s = jit_error(e, k, "add object", d);
-        goto fail;
-    }
-    LLVMOrcExecutorAddress addr = 0;
-    if ((e = LLVMOrcLLJITLookup(hk->jit, &addr, sym))) {
-        s = jit_error(e, k, "lookup", d);
-        goto fail;
-    }
-    hk->fn = (HostEntry)(uintptr_t)addr;
-    free(obj);
-    free(sym);
-    *out = hk;
-    return IR_OK;
-fail:
-    free(obj);
-    free(sym);
-    cg_host_free(hk);
+    CgBinary obj;
+    if ((s = cg_host_object(k, &obj, d)) != IR_OK) return s;
+    s = cg_host_load(&obj, out, d);
+    cg_binary_free(&obj);
     return s;
 }
 
@@ -319,6 +330,18 @@ IrStatus cg_host_object(const KirKernel *k, CgBinary *out, IrDiag *d)
 {
     *out = (CgBinary){0};
     return ir_diag_set(d, IR_ERR_UNSUPPORTED, "kernel %s: this build has no LLVM (host code)", k->name);
+}
+
+IrStatus cg_host_object_unoptimized(const KirKernel *k, CgBinary *out, IrDiag *d)
+{
+    return cg_host_object(k, out, d);
+}
+
+IrStatus cg_host_load(const CgBinary *obj, CgHostKernel **out, IrDiag *d)
+{
+    (void)obj;
+    *out = NULL;
+    return ir_diag_set(d, IR_ERR_UNSUPPORTED, "llvm: this build has no LLVM (host JIT)");
 }
 
 IrStatus cg_host_link_shared(const CgBinary *objs, int n, const char *out_path, IrDiag *d)

@@ -23,6 +23,8 @@ typedef struct CgLlvmUnit {
     LLVMContextRef ctx;
     LLVMModuleRef mod;
     LLVMTargetMachineRef tm;
+    int optimize; /* 1: default<O2> and the default code generation level (products); 0: kiln's IR as
+                     emitted, fast instruction selection (cg_host_object_unoptimized) */
     /* The first error diagnostic LLVM reported (our handler keeps LLVM from printing it and calling
      * exit(1), which is what it does for errors without a handler). */
     int diag_error;
@@ -48,11 +50,13 @@ typedef struct CgLlvmFn {
 
 /* ---- cg_llvm.c: targets, units, the pipeline ---- */
 /* Creates the context, an empty module and the target machine for arch/cpu/features (validated by the
- * caller), with the module's triple and data layout set. IR_ERR_UNSUPPORTED when LLVM lacks the target. */
+ * caller), with the module's triple and data layout set; optimize as CgLlvmUnit.optimize. IR_ERR_UNSUPPORTED
+ * when LLVM lacks the target. */
 IrStatus cg_llvm_unit_init(CgLlvmUnit *u, CgLlvmArch arch, const char *triple, const char *cpu,
-                           const char *features, IrDiag *d);
+                           const char *features, int optimize, IrDiag *d);
 void cg_llvm_unit_dispose(CgLlvmUnit *u);
-/* Verifies the module (a failure is a backend bug: IR_ERR_INTERNAL) and runs default<O2>. */
+/* Verifies the module (a failure is a backend bug: IR_ERR_INTERNAL) and runs default<O2> (when
+ * u->optimize). */
 IrStatus cg_llvm_unit_optimize(CgLlvmUnit *u, const char *kname, IrDiag *d);
 /* Emits an object file or assembly (PTX) into a malloc'd buffer, NUL-terminated (not counted in size). */
 IrStatus cg_llvm_unit_emit(CgLlvmUnit *u, LLVMCodeGenFileType kind, void **data, size_t *size,

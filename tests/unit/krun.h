@@ -31,6 +31,11 @@ extern const KRunner krun_interp; /* krun_interp.c */
 extern const KRunner krun_host;   /* krun_host.c: codegen/llvm host JIT */
 extern const KRunner krun_cuda;   /* krun_cuda.c: codegen/cuda + runtime device layer */
 
+/* Whether krun_host compiles kernel k with LLVM's optimizer (1, the default for any kernel: the code a
+ * package ships) or without it (0: cg_host_object_unoptimized). The sweeps mark each kernel they build
+ * (ksweep.h's tiers); the mark follows the pointer until another kernel is marked at the same address. */
+void krun_host_optimize(const KirKernel *k, int optimize);
+
 /* Builds the CUDA-convention argument array (args[i] points to param i's value) for k from a: pointer
  * params get ptrs[i] (the executor's copy of the buffer); scalars are converted to the param's dtype
  * into storage. */

@@ -105,17 +105,30 @@ static void dump(const KirKernel *k)
     ir_buf_free(&b);
 }
 
-static int tier = -1; /* 0 full, 1 reduced */
+static int tier = -1;
+static const char *const tier_names[] = {"full", "standard", "reduced"};
 
-int ksweep_reduced(void)
+static int tier_get(void)
 {
     if (tier >= 0) return tier;
     const char *e = getenv("KILN_TEST_TIER"), *from = "KILN_TEST_TIER";
     if (!e || !*e) e = getenv("KILN_TEST_TIER_DEFAULT"), from = "KILN_TEST_TIER_DEFAULT";
-    tier = e && !strcmp(e, "reduced");
-    if (e && *e && !tier && strcmp(e, "full"))
-        fprintf(stderr, "%s='%s' is neither full nor reduced: the full tier\n", from, e);
+    tier = KSWEEP_FULL;
+    for (int i = 0; e && i < 3; i++)
+        if (!strcmp(e, tier_names[i])) tier = i;
+    if (e && *e && strcmp(e, tier_names[tier]))
+        fprintf(stderr, "%s='%s' is not full, standard or reduced: the full tier\n", from, e);
     return tier;
+}
+
+KsweepTier ksweep_tier(void)
+{
+    return (KsweepTier)tier_get();
+}
+
+int ksweep_reduced(void)
+{
+    return tier_get() == KSWEEP_REDUCED;
 }
 
 /* 1 when cfg is the family's default for s: NULL, empty, or every key it names at the default's value. */
@@ -164,6 +177,11 @@ static KirKernel *build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
     }
     counts[i].tried++;
     IrStatus st = f ? f->build(a, s, kfacts_sm90(), cfg ? cfg : &none, &k, &d) : IR_ERR_INPUT;
+    /* the host executor's code: optimized as a package's for the default, for every config in the full
+     * tier and for the seed's sample in the standard one; else kiln's IR as emitted (fast to compile) */
+    if (st == IR_OK)
+        krun_host_optimize(k, !f || is_default(f, s, cfg) || tier_get() == KSWEEP_FULL ||
+                                  (tier_get() == KSWEEP_STANDARD && sampled_in(s, cfg)));
     if (st == IR_ERR_LIMIT || st == IR_ERR_UNSUPPORTED) {
         counts[i].invalid++;
         return NULL;
@@ -249,7 +267,7 @@ void ksweep_margin(const KRunner *r, double ratio)
 void ksweep_summary(const char *suite)
 {
     shard_init();
-    printf("%s: tier %s, shard %d/%d\n", suite, ksweep_reduced() ? "reduced" : "full", shard, shards);
+    printf("%s: tier %s, shard %d/%d\n", suite, tier_names[tier_get()], shard, shards);
     for (int i = 0; i < n_counts; i++)
         printf("%s %s: %d checks passed, %d failed, %d invalid configs of %d tried, %d sampled out, worst "
                "error/tolerance %.3g, %.1f s in runs\n",
