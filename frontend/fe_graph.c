@@ -7,6 +7,7 @@
  * come back from gir_node_add already located and are raised as they are.
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,21 @@ static void push_tensor(lua_State *L, GirValue *v)
     GirValue **p = lua_newuserdatauv(L, sizeof *p, 0);
     *p = v;
     luaL_setmetatable(L, FE_TENSOR);
+}
+
+const char *fe_text(lua_State *L, int idx, FeText kind, const char *what, int line)
+{
+    size_t len;
+    const char *s = lua_tolstring(L, idx, &len);
+    IrDiag d = {0};
+    IrStatus st = kind == FE_TEXT_NAME  ? gir_check_name(what, s, len, &d)
+                  : kind == FE_TEXT_KEY ? gir_check_key(what, s, len, &d)
+                                        : gir_check_value(what, s, len, &d);
+    if (st != IR_OK) {
+        if (line < 0) fe_raise_diag(L, &d);
+        fe_error_at(L, st, line, "%s", d.msg);
+    }
+    return s;
 }
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
@@ -146,7 +162,7 @@ static int graph_leaf(lua_State *L, GirOp op)
     if (lua_type(L, 2) != LUA_TSTRING || !lua_tostring(L, 2)[0])
         fe_error(L, IR_ERR_INPUT,
                  op == GIR_OP_WEIGHT ? "weight needs its checkpoint name" : "input needs a name");
-    const char *name = lua_tostring(L, 2);
+    const char *name = fe_text(L, 2, FE_TEXT_NAME, what, -1);
     GirDtype dt;
     if (lua_type(L, 3) != LUA_TSTRING)
         fe_error(L, IR_ERR_INPUT, "%s '%s': dtype must be a string such as \"bf16\"", what, name);
@@ -201,7 +217,7 @@ static int graph_output(lua_State *L)
     check_self(L, "output");
     if (lua_type(L, 2) != LUA_TSTRING || !lua_tostring(L, 2)[0])
         fe_error(L, IR_ERR_INPUT, "output needs a name: g:output(name, tensor)");
-    const char *name = lua_tostring(L, 2);
+    const char *name = fe_text(L, 2, FE_TEXT_NAME, "output", -1);
     GirValue *v = to_tensor(L, 3);
     if (!v) fe_error(L, IR_ERR_INPUT, "output '%s': %s is not a tensor", name, luaL_typename(L, 3));
     for (int i = 0; i < c->graph->n_nodes; i++) {
@@ -248,7 +264,7 @@ static int read_attrs(lua_State *L, int idx, GirOp op, GirAttr *a)
         if (lua_type(L, -2) != LUA_TSTRING)
             fe_error(L, IR_ERR_INPUT, "%s: attribute keys must be names, got a %s key", opname,
                      luaL_typename(L, -2));
-        const char *k = lua_tostring(L, -2);
+        const char *k = fe_text(L, -2, FE_TEXT_KEY, "attribute", -1);
         if (n == GIR_MAX_ATTRS) fe_error(L, IR_ERR_INPUT, "%s: too many attributes (at most %d)", opname, n);
         const char *key = ir_arena_strdup(c->graph->arena, k);
         if (!key) fe_error(L, IR_ERR_NOMEM, "out of memory");
@@ -258,7 +274,12 @@ static int read_attrs(lua_State *L, int idx, GirOp op, GirAttr *a)
                                         : gir_attr_float(key, lua_tonumber(L, -1));
             break;
         case LUA_TBOOLEAN: a[n] = gir_attr_int(key, lua_toboolean(L, -1)); break;
-        case LUA_TSTRING: a[n] = gir_attr_str(key, lua_tostring(L, -1)); break; /* anchored by the table */
+        case LUA_TSTRING: { /* anchored by the table */
+            char what[GIR_NAME_MAX + 16];
+            snprintf(what, sizeof what, "attribute %s", key);
+            a[n] = gir_attr_str(key, fe_text(L, -1, FE_TEXT_VALUE, what, -1));
+            break;
+        }
         default:
             fe_error(L, IR_ERR_INPUT, "%s: attribute '%s' is a %s (must be a number, string or boolean)",
                      opname, k, luaL_typename(L, -1));

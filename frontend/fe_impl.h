@@ -62,6 +62,11 @@ void fe_check_memory(lua_State *L);               /* raises when Lua + graph are
 IrStatus fe_sandbox_run(FeCtx *c, lua_CFunction body, IrBuf *result, IrDiag *d);
 
 /* fe_graph.c */
+/* The Lua string at idx (with its true length: an embedded NUL is an error, not a cut) checked by the
+ * graph IR's text rules (gir.h, docs/IR.md): a name, a key or a string value. Raises "path:line: <what>
+ * '<shown>': <why> (<rule>)" at `line` (< 0: the calling Lua line) when it breaks them. */
+typedef enum FeText { FE_TEXT_NAME, FE_TEXT_KEY, FE_TEXT_VALUE } FeText;
+const char *fe_text(lua_State *L, int idx, FeText kind, const char *what, int line);
 void fe_graph_open(lua_State *L); /* registers the graph and tensor metatables */
 void fe_graph_push(lua_State *L); /* pushes the `g` object for build(g, cfg) */
 

@@ -101,6 +101,7 @@ static int recipe_fn(lua_State *L)
     }
     if (lua_getfield(L, 1, "name") != LUA_TSTRING || !lua_tostring(L, -1)[0])
         return fe_error(L, IR_ERR_INPUT, "recipe: 'name' must be a non-empty string");
+    fe_text(L, -1, FE_TEXT_NAME, "recipe: name", -1);
     if (lua_getfield(L, 1, "build") != LUA_TFUNCTION)
         return fe_error(L, IR_ERR_INPUT, "recipe: 'build' must be a function(g, cfg)");
     int t = lua_getfield(L, 1, "description");
@@ -113,6 +114,7 @@ static int recipe_fn(lua_State *L)
     while (lua_next(L, cfgs)) {
         if (lua_type(L, -2) != LUA_TSTRING || !lua_tostring(L, -2)[0])
             return fe_error(L, IR_ERR_INPUT, "recipe: config names must be non-empty strings");
+        fe_text(L, -2, FE_TEXT_NAME, "recipe: config", -1);
         if (lua_type(L, -1) != LUA_TTABLE)
             return fe_error(L, IR_ERR_INPUT, "recipe: configs['%s'] must be a table of settings",
                             lua_tostring(L, -2));
@@ -312,6 +314,18 @@ static void check_limits(lua_State *L, FeCtx *c, int lim, int cfgs, int cfg, con
 /* Records the config's scalar entries in the graph, in sorted key order. */
 static void record_config(lua_State *L, FeCtx *c, int cfg)
 {
+    int line = c->recipe_line > 0 ? c->recipe_line : 0;
+    lua_pushnil(L); /* every key and string value by the graph's text rules, with its true length */
+    while (lua_next(L, cfg)) {
+        int vt = lua_type(L, -1);
+        if (lua_type(L, -2) == LUA_TSTRING && (vt == LUA_TNUMBER || vt == LUA_TBOOLEAN || vt == LUA_TSTRING)) {
+            const char *k = fe_text(L, -2, FE_TEXT_KEY, "config key", line);
+            char what[GIR_NAME_MAX + 16];
+            snprintf(what, sizeof what, "config %s", k);
+            if (lua_type(L, -1) == LUA_TSTRING) fe_text(L, -1, FE_TEXT_VALUE, what, line);
+        }
+        lua_pop(L, 1);
+    }
     int n;
     const char **keys = sorted_keys(L, cfg, &n);
     for (int i = 0; i < n; i++) {
@@ -327,7 +341,7 @@ static void record_config(lua_State *L, FeCtx *c, int cfg)
         default: lua_pop(L, 1); continue;
         }
         IrDiag d = {0};
-        if (gir_graph_set_config(c->graph, a, &d) != IR_OK) fe_error_at(L, IR_ERR_NOMEM, 0, "%s", d.msg);
+        if (gir_graph_set_config(c->graph, a, &d) != IR_OK) fe_error_at(L, d.status, line, "%s", d.msg);
         lua_pop(L, 1);
     }
     lua_pop(L, 1); /* keys */

@@ -131,6 +131,11 @@ void gir_graph_set_model(GirGraph *g, const char *model)
 
 IrStatus gir_graph_set_config(GirGraph *g, GirAttr a, IrDiag *d)
 {
+    if (gir_check_key("config key", a.key, strlen(a.key), d)) return IR_ERR_INPUT;
+    if (a.kind == GIR_ATTR_STR && gir_check_value(a.key, a.s ? a.s : "", a.s ? strlen(a.s) : 0, d))
+        return IR_ERR_INPUT;
+    if (a.kind == GIR_ATTR_FLOAT && !isfinite(a.f))
+        return ir_diag_set(d, IR_ERR_INPUT, "config '%s' is not a finite number", a.key);
     GirAttr c = a;
     c.key = ir_arena_strdup(g->arena, a.key);
     if (a.kind == GIR_ATTR_STR) c.s = ir_arena_strdup(g->arena, a.s ? a.s : "");
@@ -144,6 +149,105 @@ IrStatus gir_graph_set_config(GirGraph *g, GirAttr a, IrDiag *d)
         return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
     g->cfg[g->n_cfg++] = c;
     return IR_OK;
+}
+
+/* ---- names and sizes ----------------------------------------------------------------------------- */
+
+static const char name_rule[] = "names are 1-256 bytes of A-Z a-z 0-9 _ . - / : +";
+static const char key_rule[] = "keys are a letter or _, then letters, digits or _";
+static const char value_rule[] = "string values hold no control characters, '\"' or '\\'";
+
+/* s shown in a message: at most 60 bytes, anything but printable ASCII as '?'. */
+static const char *shown(const char *s, size_t len, char *buf, size_t n)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 4 < n; i++) {
+        if (o >= 60) {
+            memcpy(buf + o, "...", 3), o += 3;
+            break;
+        }
+        unsigned char c = (unsigned char)s[i];
+        buf[o++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+/* Why byte c (at i) is not allowed, for a message. */
+static const char *char_why(unsigned char c, char *buf, size_t n, size_t i)
+{
+    if (c == 0) snprintf(buf, n, "a NUL byte at byte %zu", i);
+    else if (c == '\n') snprintf(buf, n, "a newline at byte %zu", i);
+    else if (c == '"') snprintf(buf, n, "a quote at byte %zu", i);
+    else if (c < 0x20 || c == 0x7f) snprintf(buf, n, "control character 0x%02x at byte %zu", c, i);
+    else if (c >= 0x80) snprintf(buf, n, "non-ASCII byte 0x%02x at byte %zu", c, i);
+    else snprintf(buf, n, "'%c' at byte %zu", c, i);
+    return buf;
+}
+
+static int name_char(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c && strchr("_.-/:+", c));
+}
+
+static int key_char(unsigned char c, int first)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (!first && c >= '0' && c <= '9');
+}
+
+static IrStatus text_bad(const char *what, const char *s, size_t len, const char *why, const char *rule,
+                         IrDiag *d)
+{
+    char b[80];
+    return ir_diag_set(d, IR_ERR_INPUT, "%s '%s': %s (%s)", what, shown(s, len, b, sizeof b), why, rule);
+}
+
+IrStatus gir_check_name(const char *what, const char *s, size_t len, IrDiag *d)
+{
+    char why[64];
+    if (!s || len == 0) return text_bad(what, "", 0, "empty", name_rule, d);
+    if (len > GIR_NAME_MAX) return text_bad(what, s, len, "too long", name_rule, d);
+    for (size_t i = 0; i < len; i++)
+        if (!name_char((unsigned char)s[i]))
+            return text_bad(what, s, len, char_why((unsigned char)s[i], why, sizeof why, i), name_rule, d);
+    return IR_OK;
+}
+
+IrStatus gir_check_key(const char *what, const char *s, size_t len, IrDiag *d)
+{
+    char why[64];
+    if (!s || len == 0) return text_bad(what, "", 0, "empty", key_rule, d);
+    if (len > GIR_NAME_MAX) return text_bad(what, s, len, "too long", key_rule, d);
+    for (size_t i = 0; i < len; i++)
+        if (!key_char((unsigned char)s[i], i == 0))
+            return text_bad(what, s, len, char_why((unsigned char)s[i], why, sizeof why, i), key_rule, d);
+    return IR_OK;
+}
+
+IrStatus gir_check_value(const char *what, const char *s, size_t len, IrDiag *d)
+{
+    char why[64];
+    if (len > GIR_VALUE_MAX) return text_bad(what, s, len, "too long", value_rule, d);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
+            return text_bad(what, s, len, char_why(c, why, sizeof why, i), value_rule, d);
+    }
+    return IR_OK;
+}
+
+int gir_type_bytes(const GirType *t, const int64_t *sym_value, int64_t *bytes)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++) {
+        int64_t v = t->dim[i].sym >= 0 ? (sym_value ? sym_value[t->dim[i].sym] : 1) : t->dim[i].n;
+        if (v < 0 || !ir_mul64(n, v, &n) || n > IR_MAX_BYTES) return 0;
+    }
+    int be = gir_dtype_block_elems(t->dtype), bb = gir_dtype_block_bytes(t->dtype);
+    if (!ir_mul64(n / be, bb, &n) || n > IR_MAX_BYTES) return 0;
+    *bytes = n;
+    return 1;
 }
 
 GirDim gir_dim_const(int64_t n)
@@ -286,6 +390,11 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
                     op == GIR_OP_WEIGHT ? "its checkpoint name" : "a name");
         return NULL;
     }
+    IrDiag local = {0};
+    if (gir_check_name(what, name, strlen(name), &local)) {
+        ir_diag_set(d, local.status, "%s%s", where, local.msg);
+        return NULL;
+    }
     if (t.rank < 1 || t.rank > GIR_MAX_RANK) {
         ir_diag_set(d, IR_ERR_SHAPE, "%s%s '%s': rank %d (must be 1..%d)", where, what, name, t.rank,
                     GIR_MAX_RANK);
@@ -300,6 +409,12 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
                         what, name, i, GIR_MAX_SYMS);
             return NULL;
         }
+    for (int i = 0; i < t.rank; i++)
+        if (t.dim[i].sym == -1 && t.dim[i].n > IR_MAX_DIM) {
+            ir_diag_set(d, IR_ERR_SHAPE, "%s%s '%s': dimension %d is %lld (at most %lld)", where, what, name,
+                        i + 1, (long long)t.dim[i].n, (long long)IR_MAX_DIM);
+            return NULL;
+        }
     for (int i = 0; i < t.rank && op == GIR_OP_WEIGHT; i++)
         if (t.dim[i].sym >= 0) {
             ir_diag_set(d, IR_ERR_SHAPE,
@@ -311,6 +426,15 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
     if (be > 1 && (t.dim[t.rank - 1].sym >= 0 || t.dim[t.rank - 1].n % be != 0)) {
         ir_diag_set(d, IR_ERR_SHAPE, "%s%s '%s': %s needs the last dimension to be a multiple of %d", where,
                     what, name, gir_dtype_name(t.dtype), be);
+        return NULL;
+    }
+    int64_t bytes;
+    if (!gir_type_bytes(&t, NULL, &bytes)) {
+        IrBuf tb = {0};
+        gir_type_print(g, &t, &tb);
+        ir_diag_set(d, IR_ERR_LIMIT, "%s%s '%s': %s is larger than 2^48 bytes", where, what, name,
+                    tb.s && !tb.oom ? tb.s : "its type");
+        ir_buf_free(&tb);
         return NULL;
     }
     for (int i = 0; i < g->n_nodes; i++) {
@@ -361,6 +485,7 @@ static IrStatus check_attrs(GirOp op, const GirAttr *attrs, int n_attr, GirAttr 
     for (int i = 0; i < n_attr; i++) {
         GirAttr a = attrs[i];
         int opt;
+        if (gir_check_key("attribute", a.key, strlen(a.key), d)) return IR_ERR_INPUT;
         char kind = schema_find(schema, a.key, &opt);
         if (!kind)
             return ir_diag_set(d, IR_ERR_INPUT, "unknown attribute '%s' (takes: %s)", a.key,
@@ -383,6 +508,14 @@ static IrStatus check_attrs(GirOp op, const GirAttr *attrs, int n_attr, GirAttr 
                                              : "a string");
         if (a.kind == GIR_ATTR_FLOAT && !isfinite(a.f))
             return ir_diag_set(d, IR_ERR_INPUT, "attribute '%s' must be finite", a.key);
+        if (a.kind == GIR_ATTR_INT && (a.i > IR_MAX_DIM || a.i < -IR_MAX_DIM))
+            return ir_diag_set(d, IR_ERR_INPUT, "attribute '%s' is %lld (at most %lld in magnitude)", a.key,
+                               (long long)a.i, (long long)IR_MAX_DIM);
+        if (a.kind == GIR_ATTR_STR) {
+            char what[GIR_NAME_MAX + 16];
+            snprintf(what, sizeof what, "attribute %s", a.key);
+            if (gir_check_value(what, a.s ? a.s : "", a.s ? strlen(a.s) : 0, d)) return IR_ERR_INPUT;
+        }
         out[i] = a;
     }
     /* every required key present */
@@ -437,6 +570,18 @@ GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, cons
         ir_diag_set(d, local.status, "%s%s: %s", where, name, local.msg);
         return NULL;
     }
+    for (int i = 0; op == GIR_OP_OUTPUT && i < n_attr; i++)
+        if (!strcmp(norm[i].key, "name") && gir_check_name("output", norm[i].s, strlen(norm[i].s), &local)) {
+            ir_diag_set(d, local.status, "%s%s", where, local.msg);
+            return NULL;
+        }
+    for (int k = 0; k < n_out; k++) {
+        int64_t bytes;
+        if (!gir_type_bytes(&types[k], NULL, &bytes)) {
+            ir_diag_set(d, IR_ERR_LIMIT, "%s%s: output %d is larger than 2^48 bytes", where, name, k + 1);
+            return NULL;
+        }
+    }
     GirNode *n = node_new(g, op, loc);
     if (!n) goto oom;
     n->n_in = n_in;
@@ -473,6 +618,15 @@ static int type_valid(const GirGraph *g, const GirType *t)
 
 IrStatus gir_verify(const GirGraph *g, IrDiag *d)
 {
+    IrDiag nd = {0};
+    if (gir_check_name("graph", g->name, strlen(g->name), &nd) ||
+        (g->model && gir_check_name("model", g->model, strlen(g->model), &nd)))
+        return ir_diag_set(d, IR_ERR_INTERNAL, "verify: %s", nd.msg);
+    for (int i = 0; i < g->n_cfg; i++)
+        if (gir_check_key("config key", g->cfg[i].key, strlen(g->cfg[i].key), &nd) ||
+            (g->cfg[i].kind == GIR_ATTR_STR &&
+             gir_check_value(g->cfg[i].key, g->cfg[i].s, strlen(g->cfg[i].s), &nd)))
+            return ir_diag_set(d, IR_ERR_INTERNAL, "verify: %s", nd.msg);
     for (int i = 0; i < g->n_nodes; i++) {
         const GirNode *n = g->nodes[i];
         IrDiag local = {0};
@@ -494,9 +648,14 @@ IrStatus gir_verify(const GirGraph *g, IrDiag *d)
                 !type_valid(g, &n->out[k]->type))
                 return bad(d, n, "malformed output value");
         if (check_attrs(n->op, n->attr, n->n_attr, norm, &local) != IR_OK) return bad(d, n, local.msg);
+        if (n->op == GIR_OP_OUTPUT) {
+            const char *oname = gir_attr_s(n, "name", "");
+            if (gir_check_name("output", oname, strlen(oname), &local)) return bad(d, n, local.msg);
+        }
         if (gir_op_flags(n->op) & GIR_F_LEAF) {
             if (n->n_out != 1) return bad(d, n, "wrong number of outputs");
             const char *name = gir_attr_s(n, "name", "");
+            if (gir_check_name(gir_op_name(n->op), name, strlen(name), &local)) return bad(d, n, local.msg);
             for (int j = 0; j < i; j++)
                 if (g->nodes[j]->op == n->op && strcmp(gir_attr_s(g->nodes[j], "name", ""), name) == 0)
                     return bad(d, n, "duplicate leaf name");

@@ -107,6 +107,25 @@ typedef struct GirGraph {
     GirAttr *cfg; /* resolved model config, in the order set */
 } GirGraph;
 
+/* Text that enters the graph (docs/IR.md, "Names"), so that no name can forge a line or a field of the
+ * text form, the launch plan or the package:
+ *   names  (weights, inputs, outputs, the graph's name and model): 1..GIR_NAME_MAX bytes of
+ *          A-Z a-z 0-9 and _ . - / : +   (HF "model.layers.0.self_attn.q_proj.weight", GGUF "blk.0.attn_q.weight")
+ *   keys   (attributes, config entries): a letter or '_', then letters, digits and '_', at most GIR_NAME_MAX
+ *   values (string attributes and config values, printed in quotes): up to GIR_VALUE_MAX bytes, none of
+ *          them a control character (newline, tab, NUL, ...), '"' or '\'; UTF-8 is fine
+ * Each check takes the string's length (a Lua string may hold a NUL, which must not cut it short) and
+ * returns IR_OK, or IR_ERR_INPUT with "<what> '<shown>': <why> (<the rule>)" in d, the string shown with
+ * anything unprintable as '?'. */
+enum { GIR_NAME_MAX = 256, GIR_VALUE_MAX = 4096 };
+IrStatus gir_check_name(const char *what, const char *s, size_t len, IrDiag *d);
+IrStatus gir_check_key(const char *what, const char *s, size_t len, IrDiag *d);
+IrStatus gir_check_value(const char *what, const char *s, size_t len, IrDiag *d);
+
+/* Bytes of a tensor of type t with every symbol at sym_value[sym] (NULL: at 1), checked: 1 with *bytes,
+ * 0 when a product overflows or the size passes IR_MAX_BYTES. */
+int gir_type_bytes(const GirType *t, const int64_t *sym_value, int64_t *bytes);
+
 /* Tables (from the .def files). */
 const char *gir_dtype_name(GirDtype t);
 int gir_dtype_parse(const char *name, GirDtype *out); /* 1 when known */

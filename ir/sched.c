@@ -9,6 +9,9 @@
  * from the launch that writes it to the last launch that reads it (graph outputs: to the end); offsets
  * are assigned greedily, largest first, at the lowest 256-byte-aligned offset that overlaps no buffer
  * with an intersecting live range.
+ *
+ * Sizes are checked (ir/base.h): a buffer past IR_MAX_BYTES at the maxima is an error at its node's
+ * recipe line, and so is an arena past it; under those bounds no sum or product here can overflow.
  */
 #include "sched.h"
 
@@ -30,6 +33,9 @@ typedef struct Lower {
     int *buf_of;         /* value id -> buffer index */
     int *num;            /* value id -> printed value number */
     const char *bad_sym; /* first symbol an activation used that the plan cannot size */
+    const GirNode *node;    /* the node being lowered (for messages) */
+    const GirNode *too_big; /* first node with a buffer past IR_MAX_BYTES at the maxima (or overflowing) */
+    const char *too_big_buf;
     int cap_bufs, cap_launches, cap_kernels;
     IrDiag *d;
 } Lower;
@@ -45,12 +51,16 @@ static int64_t sym_value(Lower *L, int sym)
     return 1;
 }
 
-static int64_t type_bytes(Lower *L, const GirType *t)
+/* Bytes of t at the plan's maxima, checked (gir_type_bytes): past IR_MAX_BYTES, or overflowing, it
+ * records the node being lowered in too_big (sched_build reports it at its recipe line) and gives 0. */
+static int64_t type_bytes(Lower *L, const GirType *t, const char *name)
 {
-    int64_t n = 1;
+    int64_t sym[GIR_MAX_SYMS] = {0}, bytes;
     for (int i = 0; i < t->rank; i++)
-        n *= t->dim[i].sym >= 0 ? sym_value(L, t->dim[i].sym) : t->dim[i].n;
-    return n / gir_dtype_block_elems(t->dtype) * gir_dtype_block_bytes(t->dtype);
+        if (t->dim[i].sym >= 0) sym[t->dim[i].sym] = sym_value(L, t->dim[i].sym);
+    if (gir_type_bytes(t, sym, &bytes)) return bytes;
+    if (!L->too_big) L->too_big = L->node, L->too_big_buf = name;
+    return 0;
 }
 
 /* Appends a buffer (activations sized at the planned maxima, unplaced); returns its index, -1 on OOM. */
@@ -64,7 +74,7 @@ static int add_buf(Lower *L, const char *name, SchedBufKind kind, const GirType 
     b->name = name;
     b->kind = kind;
     b->type = *t;
-    b->bytes = kind == SCHED_BUF_ACT ? type_bytes(L, t) : 0;
+    b->bytes = kind == SCHED_BUF_ACT ? type_bytes(L, t, name) : 0;
     b->offset = -1;
     b->first = b->last = -1;
     return s->n_bufs++;
@@ -113,7 +123,7 @@ static int splitk_bufs(Lower *L, int64_t N, int *ws, int *sem)
             s->bufs[b].first = 0, s->bufs[b].last = 1 << 30;
         } else if (s->bufs[b].type.dim[0].n < elems[i]) {
             s->bufs[b].type = t;
-            s->bufs[b].bytes = type_bytes(L, &t);
+            s->bufs[b].bytes = type_bytes(L, &t, names[i]);
         }
         *idx[i] = b;
     }
@@ -426,8 +436,15 @@ static IrStatus plan_arena(Lower *L)
                 }
             }
         }
-        b->offset = off;
+        b->offset = off; /* off and bytes are each at most 2^48 + 255 here: the sum cannot overflow */
         if (off + b->bytes > s->act_bytes) s->act_bytes = off + b->bytes;
+        if (s->act_bytes > IR_MAX_BYTES) {
+            free(order);
+            return ir_diag_set(L->d, IR_ERR_LIMIT,
+                               "schedule: the activation arena needs more than 2^48 bytes (T=%lld B=%lld R=%lld)",
+                               (long long)s->opt.max_tokens, (long long)s->opt.max_seqs,
+                               (long long)s->opt.max_rows);
+        }
     }
     free(order);
     return IR_OK;
@@ -443,9 +460,17 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
     gir_number_values(g, num);
     s->g = g;
     s->opt = o ? *o : sched_options_default();
+    const int64_t maxima[] = {s->opt.max_tokens, s->opt.max_seqs, s->opt.max_rows, s->opt.max_split_rows};
+    for (int i = 0; i < 4; i++)
+        if (maxima[i] < 1 || maxima[i] > IR_MAX_DIM)
+            return ir_diag_set(d, IR_ERR_INPUT, "schedule: plan maxima (T=%lld B=%lld R=%lld split rows=%lld) "
+                               "must be 1..%lld", (long long)s->opt.max_tokens, (long long)s->opt.max_seqs,
+                               (long long)s->opt.max_rows, (long long)s->opt.max_split_rows,
+                               (long long)IR_MAX_DIM);
     Lower L = {.g = g, .s = s, .a = a, .buf_of = buf_of, .num = num, .d = d};
     for (int i = 0; i < g->n_nodes; i++) {
         const GirNode *n = g->nodes[i];
+        L.node = n;
         if (n->op == GIR_OP_INPUT || n->op == GIR_OP_WEIGHT) {
             if (new_buf(&L, n->out[0], n->op == GIR_OP_INPUT ? SCHED_BUF_INPUT : SCHED_BUF_WEIGHT,
                         gir_attr_s(n, "name", "")) < 0)
@@ -488,6 +513,15 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
             }
             s->n_launches++;
         }
+    }
+    if (L.too_big) {
+        const GirNode *n = L.too_big;
+        return ir_diag_set(d, IR_ERR_LIMIT,
+                           "%s:%d: schedule: %s: buffer %s needs more than 2^48 bytes at the plan's maxima "
+                           "(T=%lld B=%lld R=%lld)",
+                           n->loc.file ? n->loc.file : g->name, n->loc.line, gir_op_name(n->op),
+                           L.too_big_buf ? L.too_big_buf : "?", (long long)s->opt.max_tokens,
+                           (long long)s->opt.max_seqs, (long long)s->opt.max_rows);
     }
     if (L.bad_sym)
         return ir_diag_set(

@@ -5,8 +5,8 @@
 #
 # For every tests/recipes/bad_<what>.lua, runs `kiln compile <file> -o <scratch>/out.kiln` and checks:
 # a non-zero exit status that is not a crash (< 128, and not a timeout), exactly one line on stderr, that
-# the line names "bad_<what>.lua:<LINE>:" and contains the expected substring, and that no out.kiln was
-# left behind. The expectation is the file's first line:
+# the line names "bad_<what>.lua:<LINE>:" and contains the expected substring, and that no out.kiln and no
+# temporary file (out.kiln.tmp.*) was left behind. The expectation is the file's first line:
 #
 #   -- expect: <LINE>: <substring>
 #
@@ -48,7 +48,7 @@ for f in "$src"/tests/recipes/bad_*.lua; do
     fi
 
     out="$scratch/out.kiln"
-    rm -f "$out" "$scratch/stderr"
+    rm -f "$out" "$out".tmp.* "$scratch/stderr"
     $limit "$kiln" compile "$f" -o "$out" >/dev/null 2>"$scratch/stderr"
     rc=$?
     msg=$(head -n 1 "$scratch/stderr")
@@ -70,6 +70,8 @@ for f in "$src"/tests/recipes/bad_*.lua; do
         why="message lacks '$sub'"
     elif [ -e "$out" ]; then
         why="left $out behind"
+    elif ls "$scratch" | grep -q '\.tmp\.'; then
+        why="left a temporary file: $(ls "$scratch" | grep '\.tmp\.' | head -n 1)"
     fi
 
     if [ -z "$why" ]; then

@@ -1,5 +1,6 @@
 /* test_gir.c — the graph IR from C: builder checks, shape inference rules, verifier, printer,
  * passes, and allocation-failure handling (every k-th allocation fails in turn). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,6 +242,71 @@ static void test_verifier_catches_corruption(void)
     m.g->nodes[m.g->n_nodes - 1] = first;
     KT_CHECK(gir_verify(m.g, &d) == IR_ERR_INTERNAL, "order broken: %s", d.msg);
     gir_graph_destroy(m.g);
+}
+
+/* The text rules (gir.h, docs/IR.md): real checkpoint names pass; anything that could forge a line or a
+ * field of the text form fails, from the C builder too; sizes are checked, never wrapped. */
+static void test_names_and_sizes(void)
+{
+    IrDiag d = {0};
+    static const char *const good[] = {"model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight",
+                                       "token_embd.weight", "k_cache.3", "lm_head.weight", "a/b:c+d-e"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        KT_CHECK(gir_check_name("weight", good[i], strlen(good[i]), &d) == IR_OK, "%s: %s", good[i], d.msg);
+    static const char *const bad_names[] = {"a\"b", "a\nb", "a b", "a#b", "a=b", "a,b", "\xc3\xa9", ""};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        ir_diag_clear(&d);
+        KT_CHECK(gir_check_name("weight", bad_names[i], strlen(bad_names[i]), &d) == IR_ERR_INPUT &&
+                     !strchr(d.msg, '\n') && strstr(d.msg, "names are"),
+                 "name %zu accepted or bad message: %s", i, d.msg);
+    }
+    ir_diag_clear(&d);
+    KT_CHECK(gir_check_name("weight", "ab\0cd", 5, &d) == IR_ERR_INPUT && strstr(d.msg, "NUL byte at byte 2"),
+             "NUL: %s", d.msg);
+    char longname[GIR_NAME_MAX + 2];
+    memset(longname, 'a', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    ir_diag_clear(&d);
+    KT_CHECK(gir_check_name("weight", longname, strlen(longname), &d) == IR_ERR_INPUT, "long name accepted");
+    ir_diag_clear(&d);
+    KT_CHECK(gir_check_name("weight", longname, GIR_NAME_MAX, &d) == IR_OK, "max length: %s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(gir_check_key("attribute", "head_dim", 8, &d) == IR_OK, "key: %s", d.msg);
+    KT_CHECK(gir_check_key("attribute", "9x", 2, &d) == IR_ERR_INPUT, "key starting with a digit");
+    ir_diag_clear(&d);
+    KT_CHECK(gir_check_value("config dtype", "", 0, &d) == IR_OK &&
+                 gir_check_value("config p", "gguf:/my models/x.gguf", 22, &d) == IR_OK,
+             "values: %s", d.msg);
+    KT_CHECK(gir_check_value("config p", "a\"b", 3, &d) == IR_ERR_INPUT, "quote in a value");
+
+    /* the builder refuses them too (not only the frontend), at the location */
+    GirGraph *g = gir_graph_create("t");
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_WEIGHT, "w\n%1 = weight \"x", gir_type(GIR_F32, 1, (GirDim[]){C(4)}), here, &d) &&
+                 !strncmp(d.msg, "test.lua:1: weight '", 20) && strstr(d.msg, "newline"),
+             "forged leaf: %s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_INPUT, "x", gir_type(GIR_F32, 2, (GirDim[]){S(g, "T"), C(IR_MAX_DIM + 1)}), here,
+                       &d) &&
+                 strstr(d.msg, "dimension 2 is 2147483648"),
+             "dim past 32 bits: %s", d.msg);
+    ir_diag_clear(&d);
+    KT_CHECK(!gir_leaf(g, GIR_OP_INPUT, "x", gir_type(GIR_F32, 3, (GirDim[]){C(1 << 20), C(1 << 20), C(1 << 20)}),
+                       here, &d) &&
+                 strstr(d.msg, "larger than 2^48 bytes"),
+             "2^62 bytes: %s", d.msg);
+    ir_diag_clear(&d);
+    GirAttr a = gir_attr_str("dtype", "bf16\"\nx");
+    KT_CHECK(gir_graph_set_config(g, a, &d) == IR_ERR_INPUT, "forged config value");
+    gir_graph_destroy(g);
+
+    int64_t bytes = 0, sym[GIR_MAX_SYMS] = {8192};
+    GirType t = gir_type(GIR_BF16, 2, (GirDim[]){{.sym = 0}, C(4096)});
+    KT_CHECK(gir_type_bytes(&t, sym, &bytes) && bytes == 8192LL * 4096 * 2, "bytes %lld", (long long)bytes);
+    sym[0] = INT64_MAX;
+    KT_CHECK(!gir_type_bytes(&t, sym, &bytes), "overflow not caught");
+    GirType q = gir_type(GIR_Q4_0, 2, (GirDim[]){C(64), C(256)});
+    KT_CHECK(gir_type_bytes(&q, NULL, &bytes) && bytes == 64 * 256 / 32 * 18, "q4_0 bytes %lld", (long long)bytes);
 }
 
 /* Fail the k-th arena allocation for every k until the build succeeds: never a crash, always a status. */
@@ -592,5 +658,6 @@ int main(void)
     test_tree_attention();
     test_verifier_catches_corruption();
     test_alloc_failures();
+    test_names_and_sizes();
     return kt_done("test_gir");
 }
