@@ -1,4 +1,5 @@
-/* rt_plan.c — loading and checking a package's launch plan for one target (rt_plan.h). */
+/* rt_plan.c — loading and checking a package's launch plan for one target (rt_plan.h); the checks
+ * against the kernels' families are rt_plan_check.c's. */
 #define _POSIX_C_SOURCE 200809L
 #include "rt_plan.h"
 
@@ -150,9 +151,90 @@ static void parse_params(Loader *L, RtPlanKernel *k, const char *text)
             break;
         }
         k->param_is_ptr[k->n_params] = ptr;
+        size_t dl = ptr ? strlen(colon + 5) : 0;
+        if (ptr && (dl < 2 || dl >= sizeof k->param_dtype[0] || colon[5 + dl - 1] != '>')) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: param %s has type %s", k->name, t, colon + 1);
+            break;
+        }
+        if (ptr) memcpy(k->param_dtype[k->n_params], colon + 5, dl - 1);
         if (!(k->param_names[k->n_params++] = strdup(t))) fail(L, KILN_ERR_NOMEM, "out of memory");
     }
     free(copy);
+}
+
+/* The kernel IR text's param lines (%0 = param "x" : ptr<bf16> rdonly) must be the params column's, in
+ * order; they say which pointers the kernel only reads. The text must hash to ir_hash (the tuning store's
+ * key for the kernel). */
+static void parse_ir_params(Loader *L, RtPlanKernel *k, const char *text)
+{
+    char want[17];
+    snprintf(want, sizeof want, "%016llx", (unsigned long long)rt_pkg_fnv1a64(text, strlen(text)));
+    if (strcmp(want, k->ir_hash)) {
+        fail(L, KILN_ERR_CORRUPT, "kernel %s: kernel IR text does not hash to its ir_hash %.20s", k->name,
+             k->ir_hash);
+        return;
+    }
+    int n = 0, value[RT_PLAN_MAX_ARGS];
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        const char *q = strstr(line, " = param \""), *eol = strchr(line, '\n');
+        if (!q || line[0] != '%' || (eol && q > eol)) continue;
+        q += 10;
+        const char *qe = strchr(q, '"');
+        size_t len = qe ? (size_t)(qe - q) : 0;
+        if (!qe || n == k->n_params || strlen(k->param_names[n]) != len || strncmp(q, k->param_names[n], len) ||
+            strncmp(qe, "\" : ", 4)) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name, k->params);
+            return;
+        }
+        const char *ty = qe + 4, *te = eol ? eol : ty + strlen(ty), *ro = ty + strcspn(ty, " \n");
+        int rdonly = 0; /* flags after the type: "rdonly noalias" */
+        for (const char *f = ro; f < te; f += strcspn(f + 1, " \n") + 1)
+            rdonly |= te - f >= 7 && !strncmp(f, " rdonly", 7) && (f + 7 == te || f[7] == ' ');
+        int ptr = !strncmp(ty, "ptr<", 4);
+        size_t dl = strlen(k->param_dtype[n]);
+        if (ptr != k->param_is_ptr[n] ||
+            (ptr ? (size_t)(ro - ty) != dl + 5 || strncmp(ty + 4, k->param_dtype[n], dl)
+                 : (ro - ty != 3 || strncmp(ty, "i32", 3)))) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name, k->params);
+            return;
+        }
+        k->param_rdonly[n] = (unsigned char)rdonly;
+        value[n++] = atoi(line + 1);
+    }
+    if (n != k->n_params) {
+        fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name, k->params);
+        return;
+    }
+    /* which pointers the kernel loads from and which it stores to: "[%r = ]load %P, ...", P a param or a
+     * pointer selected from params ("%r = select %c, %a, %b : ptr<bf16>": a group matmul's outputs) */
+    enum { MAX_PTRS = 64 };
+    int pv[MAX_PTRS], np = 0;
+    unsigned pm[MAX_PTRS];
+    for (int i = 0; i < k->n_params && np < MAX_PTRS; i++)
+        if (k->param_is_ptr[i]) pv[np] = value[i], pm[np++] = 1u << i;
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        const char *op = line + strspn(line, " "), *eq = strstr(op, " = "), *eol = strchr(op, '\n');
+        int res = -1;
+        if (*op == '%' && eq && (!eol || eq < eol)) res = atoi(op + 1), op = eq + 3;
+        unsigned m = 0;
+        if (!strncmp(op, "select %", 8) && np < MAX_PTRS) {
+            const char *a = strchr(op + 8, '%'), *b = a ? strchr(a + 1, '%') : NULL;
+            for (int j = 0; b && (!eol || b < eol) && j < np; j++)
+                if (pv[j] == atoi(a + 1) || pv[j] == atoi(b + 1)) m |= pm[j];
+            if (m) pv[np] = res, pm[np++] = m;
+            continue;
+        }
+        static const char *const ops[] = {"load %", "store %", "atomic_add %", "arrive %"};
+        for (int o = 0; o < 4; o++) {
+            size_t ol = strlen(ops[o]);
+            if (strncmp(op, ops[o], ol)) continue;
+            int v = atoi(op + ol);
+            for (int j = 0; j < np; j++)
+                if (pv[j] == v) m |= pm[j];
+            for (int i = 0; i < k->n_params; i++)
+                if (m >> i & 1) k->param_mem[i] |= o ? RT_PLAN_STORES : RT_PLAN_LOADS;
+        }
+    }
 }
 
 static int param_index(const RtPlanKernel *k, const char *name, size_t n)
@@ -205,7 +287,8 @@ static void load_kernels(Loader *L)
         return;
     }
     /* kernel ids are 0..n-1 (the writer numbers them in schedule order) */
-    sqlite3_stmt *st = query(L, "SELECT id, name, family, spec, params, ir_hash FROM kernels ORDER BY id");
+    sqlite3_stmt *st =
+        query(L, "SELECT id, name, family, spec, params, ir_hash, ir_text FROM kernels ORDER BY id");
     for (int i = 0; st && !L->s && sqlite3_step(st) == SQLITE_ROW; i++) {
         RtPlanKernel *k = &p->kernels[i];
         if (i >= p->n_kernels || sqlite3_column_int64(st, 0) != i) {
@@ -217,6 +300,8 @@ static void load_kernels(Loader *L)
         const char *params = (const char *)sqlite3_column_text(st, 4);
         if (!params) fail(L, KILN_ERR_CORRUPT, "kernel %s: no params", k->name);
         if (!L->s) parse_params(L, k, params);
+        const char *ir = (const char *)sqlite3_column_text(st, 6);
+        if (!L->s) parse_ir_params(L, k, ir ? ir : "");
         k->m_param = param_index(k, "M", 1);
         if (k->m_param >= 0 && k->param_is_ptr[k->m_param]) k->m_param = -1;
     }
@@ -267,6 +352,9 @@ static void load_kernels(Loader *L)
             break;
         }
         parse_grid(L, k, b, grid);
+        char why[300];
+        if (!L->s && rt_plan_binary_check(k, b, why, sizeof why))
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary %s: %s", k->name, p->target, b->config, why);
     }
     sqlite3_finalize(st);
 }
@@ -330,10 +418,15 @@ static void load_launches(Loader *L)
         fail(L, KILN_ERR_NOMEM, "out of memory");
         return;
     }
-    sqlite3_stmt *st = query(L, "SELECT kernel_id, args FROM launch_plan ORDER BY step");
+    sqlite3_stmt *st = query(L, "SELECT kernel_id, args, step FROM launch_plan ORDER BY step");
     for (int i = 0; st && !L->s && i < p->n_launches && sqlite3_step(st) == SQLITE_ROW; i++) {
         RtPlanLaunch *l = &p->launches[i];
         int64_t id = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_type(st, 2) != SQLITE_INTEGER || sqlite3_column_int64(st, 2) != i) {
+            fail(L, KILN_ERR_CORRUPT, "launch plan step %d is missing (steps must be 0..%d, each once)", i,
+                 p->n_launches - 1);
+            break;
+        }
         if (id < 0 || id >= p->n_kernels) {
             fail(L, KILN_ERR_CORRUPT, "launch %d of unknown kernel %lld", i, (long long)id);
             break;
@@ -381,6 +474,7 @@ KilnStatus rt_plan_load(KilnPackage *pkg, const char *target, RtPlan **out, char
     if (!L.s) load_kernels(&L);
     if (!L.s) load_launches(&L);
     if (!L.s && p->n_launches == 0) fail(&L, KILN_ERR_CORRUPT, "empty launch plan");
+    if (!L.s) L.s = rt_plan_check(p, L.path, err, errlen);
     if (L.s) {
         rt_plan_free(p);
         return L.s;
@@ -473,6 +567,9 @@ int rt_plan_binary_add(RtPlanKernel *k, const char *config, const char *format, 
         memcpy(b->data, data, size);
         b->bm = rt_plan_config_i(config, "BM", 0), b->split = rt_plan_config_i(config, "SPLIT_K", 1);
         parse_grid(&L, k, b, grid);
+        char why[300];
+        if (!L.s && rt_plan_binary_check(k, b, why, sizeof why))
+            fail(&L, KILN_ERR_CORRUPT, "kernel %s: binary %s: %s", k->name, config, why);
     }
     if (L.s) {
         free(b->config), free(b->format), free(b->entry), free(b->data);

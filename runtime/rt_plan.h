@@ -10,7 +10,10 @@
  * Everything the package says is checked here, once, so the engine can trust the plan: every launch
  * names a kernel that has a binary for the target (hash verified), every argument matches its param
  * (a pointer param gets a buffer or weight, an i32 param a symbol or a runtime value), every grid
- * formula names an i32 param, activation buffers lie inside the arena. The binaries' hashes check
+ * formula names an i32 param, activation buffers lie inside the arena. rt_plan_check (rt_plan_check.c)
+ * then treats the plan as untrusted data: each argument's dtype and shape against what the kernel's
+ * family reads for its spec, weight planes inside their tensor, steps 0..n-1 each once and in dataflow
+ * order, each binary's grid and block re-derived from its config. The binaries' hashes check
  * integrity, not origin: a package runs native code (host-so kernels are dlopened), so load only packages
  * you trust, as you would a shared library. Errors: one line naming the
  * package path, KILN_ERR_CORRUPT for an inconsistent package, KILN_ERR_UNSUPPORTED for a target the
@@ -25,6 +28,7 @@
 #include "kiln.h"
 
 enum { RT_PLAN_MAX_ARGS = 16 };
+enum { RT_PLAN_LOADS = 1, RT_PLAN_STORES = 2 }; /* RtPlanKernel.param_mem */
 
 /* Step sizes a launch argument can name ("sym:T"): tokens, sequences, max pages per sequence, logit
  * rows, pages in the KV pool. */
@@ -72,6 +76,9 @@ typedef struct RtPlanKernel {
     int n_params;
     char *param_names[RT_PLAN_MAX_ARGS];
     int param_is_ptr[RT_PLAN_MAX_ARGS]; /* else an i32 scalar (the only scalar type a plan passes) */
+    char param_dtype[RT_PLAN_MAX_ARGS][12]; /* pointers: the element dtype ("bf16" of ptr<bf16>) */
+    unsigned char param_rdonly[RT_PLAN_MAX_ARGS]; /* the kernel IR marks it rdonly (never written) */
+    unsigned char param_mem[RT_PLAN_MAX_ARGS];    /* RT_PLAN_LOADS | RT_PLAN_STORES: the kernel IR's */
     int m_param;                        /* the i32 param "M" (rows of a linear layer), or -1 */
     /* the target's binaries, by config: first the package's (n_pkg; several when the compiler added
      * small-M variants of a linear layer), then tuned ones (rt_plan_binary_add); rt_plan_pick chooses
@@ -146,6 +153,19 @@ int rt_plan_binary_add(RtPlanKernel *k, const char *config, const char *format, 
  * count as 0). Returns 0, or -1 when an axis exceeds INT32_MAX (y and z: 65535, CUDA's limit) or all
  * three together INT32_MAX programs. */
 int rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3]);
+/* rt_plan_check.c. Checks a loaded plan as untrusted data (rt_plan_load calls it): every pointer
+ * argument's dtype is its param's; its shape is what the kernel's family reads for the kernel's spec (a
+ * table of the families' param contracts, ir/kfam_*.c's headers; a param without a rule is checked for
+ * dtype only); a w4a16 plane ("weight:NAME@OFFSET") lies inside its tensor; every activation a launch
+ * only reads was written by an earlier launch and every graph output by some launch (deleted, swapped or
+ * reordered steps); each binary passes rt_plan_binary_check. Returns KILN_OK or KILN_ERR_CORRUPT with one
+ * line "<path>: step N (kernel K): ..." in err. */
+KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errlen);
+/* Re-derives binary b's grid and threads per block from its config and kernel k's spec and compares
+ * them with the row's (a family without a rule: not checked). Returns 0, or -1 with one line in why
+ * ("grid cdiv(M*1,64) 4 1, its config BM=16 BN=32 ... gives cdiv(M,16) 2 1"). */
+int rt_plan_binary_check(const RtPlanKernel *k, const RtPlanBinary *b, char *why, int whylen);
+
 /* A config value ("BLOCK_M") of a config text, or dflt. */
 int64_t rt_plan_config_i(const char *config, const char *key, int64_t dflt);
 
