@@ -10,7 +10,9 @@
 #include "at_store.h"
 
 #include "ir/base.h" /* KILN_VERSION_STRING */
+#include "cg_target.h"
 #include "rt_file.h" /* rt_file_errf */
+#include "rt_plan.h"   /* rt_plan_config_i */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -276,6 +278,25 @@ KilnStatus at_binary_check(const AtBinary *b, char *err, int errlen)
     return KILN_OK;
 }
 
+/* An imported binary's launch limits re-derived from its target and config rather than taken from the
+ * row: the target is one kiln knows; a CUDA binary launches WARPS * 32 threads and at most the target's
+ * shared memory; a host binary 1 and 0. Its grid needs the kernel's spec, which a store does not hold:
+ * the engine re-derives it when it loads the binary (rt_plan_binary_check). 0, or -1 with why. */
+static int at_binary_limits(const AtBinary *b, char *why, size_t n)
+{
+    const CgTarget *t = cg_target_find(b->target);
+    int64_t warps = rt_plan_config_i(b->config, "WARPS", 0);
+    if (!t) return snprintf(why, n, "unknown target %.40s", b->target), -1;
+    if (t->backend == CG_BACKEND_CUDA && warps > 0 && b->block != warps * 32)
+        return snprintf(why, n, "%d threads per block, its config's WARPS=%lld gives %lld", b->block, (long long)warps,
+                        (long long)warps * 32), -1;
+    if (t->backend == CG_BACKEND_CUDA && b->smem > t->facts.smem_block)
+        return snprintf(why, n, "%d bytes of shared memory, %s has %d", b->smem, t->name, t->facts.smem_block), -1;
+    if (t->backend == CG_BACKEND_HOST && (b->block != 1 || b->smem != 0))
+        return snprintf(why, n, "block %d, smem %d: a host binary launches with 1 and 0", b->block, b->smem), -1;
+    return 0;
+}
+
 /* Writes b inside the caller's transaction: replacing the row for its key, or keeping it (replace 0).
  * *written (may be NULL) is 1 when a row was written. */
 static KilnStatus at_binary_write(RtTdb *db, const AtBinary *b, int replace, int *written, char *err,
@@ -507,7 +528,8 @@ static int at_copy_binaries(AtCopy *c, const RtTdbRow *row)
                       .kiln_version = bin.kiln_version,
                       .added = bin.added};
         int written = 0;
-        if (at_binary_check(&b, NULL, 0)) {
+        char why[160];
+        if (at_binary_check(&b, NULL, 0) || (c->st && at_binary_limits(&b, why, sizeof why))) {
             if (c->st) c->st->bad_binary++;
         } else if ((c->status = at_binary_write(c->dst, &b, 0, &written, c->err, c->errlen))) {
             rt_tdb_binary_free(&bin);

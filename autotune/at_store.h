@@ -108,7 +108,8 @@ typedef struct AtMergeStats {
     int64_t bad_device; /* rows of a device whose fields do not hash to its fingerprint, or missing */
     int64_t bad_row;    /* rows that fail at_result_check or have damaged fields */
     int64_t binaries;   /* binaries copied with the rows that were written */
-    int64_t bad_binary; /* binaries left behind: damaged (rt_tdb_binary_get) or failing at_binary_check */
+    int64_t bad_binary; /* binaries left behind: damaged (rt_tdb_binary_get), failing at_binary_check or
+                           launch limits that are not its target's and config's (import) */
 } AtMergeStats;
 
 /* Merges the store at src (opened RT_TDB_READ: every hostile-file check applies, and it is never

@@ -298,7 +298,7 @@ KilnStatus rt_pkgw_meta(RtPkgWriter *w, const char *key, const char *value)
     if (!w) return KILN_ERR_ARG;
     if (w->status) return w->status;
     if (!key || !*key || !value) return rt_pkgw_fail(w, KILN_ERR_ARG, "meta: missing key or value");
-    if (!strcmp(key, "format_version") || !strcmp(key, "kiln_version"))
+    if (!strcmp(key, "format_version") || !strcmp(key, "kiln_version") || !strcmp(key, "config_hash"))
         return rt_pkgw_fail(w, KILN_ERR_ARG, "meta key '%s' is written by the package writer", key);
     return rt_pkgw_put_meta(w, key, value);
 }
@@ -421,10 +421,35 @@ KilnStatus rt_pkgw_buffer(RtPkgWriter *w, const char *name, const char *kind, co
     return rt_pkgw_step(w, st, "buffer", name);
 }
 
+int rt_pkg_config_hash(struct sqlite3 *db, char out[17])
+{
+    sqlite3_stmt *st = NULL;
+    uint64_t h = 0xcbf29ce484222325ull;
+    int rc = sqlite3_prepare_v2(db, "SELECT key, value FROM config ORDER BY key", -1, &st, NULL);
+    while (rc == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        for (int c = 0; c < 2; c++) {
+            const unsigned char *t = sqlite3_column_text(st, c);
+            int n = sqlite3_column_bytes(st, c);
+            for (int i = 0; i < n; i++)
+                h = (h ^ t[i]) * 0x100000001b3ull;
+            h = (h ^ (unsigned char)(c ? '\n' : '=')) * 0x100000001b3ull;
+        }
+    if (rc == SQLITE_OK) rc = sqlite3_reset(st);
+    sqlite3_finalize(st);
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return rc == SQLITE_OK ? 0 : -1;
+}
+
 KilnStatus rt_pkgw_commit(RtPkgWriter *w, char *err, int errlen)
 {
     if (!w) return rt_pkg_errf(err, errlen, KILN_ERR_ARG, "(no path): rt_pkgw_commit: no writer");
     if (w->status) goto fail;
+    char ch[17];
+    if (rt_pkg_config_hash(w->db, ch)) {
+        rt_pkgw_fail(w, KILN_ERR_IO, "cannot hash the config rows: %s", sqlite3_errmsg(w->db));
+        goto fail;
+    }
+    if (rt_pkgw_put_meta(w, "config_hash", ch)) goto fail;
     rt_pkgw_finalize(w);
     if (rt_pkgw_exec(w, "COMMIT", "cannot commit")) goto fail;
     int rc = sqlite3_close(w->db);

@@ -92,6 +92,9 @@ extern const char rt_pkg_schema_sql[];
 /* FNV-1a 64 (offset basis 0xcbf29ce484222325): the content hash stored beside the graph text. It equals
  * the compiler's ir_hash64(p, n, IR_HASH_SEED); the runtime keeps its own copy (it links nothing of ir/). */
 uint64_t rt_pkg_fnv1a64(const void *data, size_t n);
+/* The config rows' hash: FNV-1a 64 of "key=value\n" in key order, as 16 hex digits (the meta key
+ * config_hash, written at commit, checked at open). Returns 0, or -1 when the rows cannot be read. */
+int rt_pkg_config_hash(struct sqlite3 *db, char out[17]);
 /* An SQLite URI for a file path: "file:" + the path percent-escaped + "?" + query (query may be NULL).
  * Always opened with SQLITE_OPEN_URI, so a path is never misread (this SQLite is built with USE_URI).
  * Returns a malloc'd string (caller frees) or NULL when out of memory. */

@@ -318,6 +318,16 @@ KilnStatus kiln_package_open(const char *path, KilnPackage **out, char *err, int
     if ((s = rt_pkg_check_schema(p, err, errlen)) || (s = rt_pkg_load_meta(p, err, errlen)) ||
         (s = rt_pkg_load_graph(p, err, errlen)))
         goto fail;
+    /* the config rows are the model's facts the engine and the weights checks read: edited rows are a
+     * corrupt package (a package from before config_hash carries none and is not checked) */
+    const char *want = kiln_package_meta(p, "config_hash");
+    char have[17];
+    if (want && (rt_pkg_config_hash(p->db, have) || strcmp(want, have))) {
+        s = rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT,
+                        "%s: corrupt package (config rows hash to %s, meta config_hash says %.20s: edited)", path,
+                        have, want);
+        goto fail;
+    }
     free(uri);
     *out = p;
     return KILN_OK;
