@@ -70,7 +70,12 @@ static void print_node(const GirGraph *g, const GirNode *n, const Numbering *nb,
             gir_type_print(g, &n->out[k]->type, b);
         }
     }
-    if (with_locs && n->loc.file) ir_buf_printf(b, "  # %s:%d", n->loc.file, n->loc.line);
+    if (with_locs && n->loc.file) { /* the recipe path as given: control characters shown as '?' */
+        ir_buf_put(b, "  # ", 4);
+        for (const unsigned char *p = (const unsigned char *)n->loc.file; *p; p++)
+            ir_buf_put(b, *p < 0x20 || *p == 0x7f ? "?" : (const char *)p, 1);
+        ir_buf_printf(b, ":%d", n->loc.line);
+    }
     ir_buf_put(b, "\n", 1);
 }
 

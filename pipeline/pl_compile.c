@@ -139,7 +139,11 @@ static void write_model_rows(RtPkgWriter *w, const GirGraph *g, const PlOptions 
 {
     char buf[512];
     rt_pkgw_meta(w, "recipe", g->name);
-    rt_pkgw_meta(w, "recipe_file", o->recipe);
+    char file[4096]; /* for people (kiln inspect): control characters shown as '?' */
+    snprintf(file, sizeof file, "%s", o->recipe);
+    for (char *c = file; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    rt_pkgw_meta(w, "recipe_file", file);
     rt_pkgw_meta(w, "recipe_hash", recipe_hash);
     rt_pkgw_meta(w, "model", g->model ? g->model : "");
     rt_pkgw_meta(w, "targets", targets);

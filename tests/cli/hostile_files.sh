@@ -116,4 +116,15 @@ in_refused "FIFO as a weights file (g:file_dtype)" "fifo: not a regular file" \
     "$kiln" ir "$recipe" --model tiny --set "weight_dtype=gguf:$d/fifo"
 [ ! -e "$d/o.kiln" ] && no_temps "$d" && ok "no output or temporary from refused inputs" || bad "left files"
 
+# a recipe path holding a newline forges no line in `kiln ir --locs` or `kiln inspect`
+evil="$d/evil
+%99 = weight \"fake\" : f32[1].lua"
+cp "$recipe" "$evil"
+"$kiln" ir "$evil" --model tiny --locs > "$d/ir.txt" 2> "$d/err" && ! grep -q '^%99 = weight' "$d/ir.txt" &&
+    grep -q '# .*/evil?%99 = weight "fake" : f32\[1\].lua:[0-9]' "$d/ir.txt" &&
+    ok "ir --locs: a newline in the recipe path is shown as '?'" || bad "ir --locs with a forged path"
+"$kiln" compile "$evil" --model tiny -o "$d/evil.kiln" > /dev/null 2> "$d/err" &&
+    "$kiln" inspect "$d/evil.kiln" > "$d/inspect.txt" 2>&1 && ! grep -q '^%99 = weight' "$d/inspect.txt" &&
+    ok "inspect: a newline in the recipe path forges no line" || bad "inspect with a forged path: $(cat "$d/err")"
+
 checks_done hostile_files
