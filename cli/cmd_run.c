@@ -39,6 +39,7 @@ static const char run_usage[] =
     "  --print-prompt-ids  first print each prompt's token ids (one line per prompt)\n"
     "  --profile           time every kernel (GPU events; graphs off) and print a table (with -v)\n"
     "  --no-cuda-graphs    launch decode steps kernel by kernel\n"
+    "  --check-weights     check every weight value for NaN/Inf (default: a sample of each tensor)\n"
     "  --db FILE           the tuning store (default $KILN_TUNE_DB, else ~/.cache/kiln/tune.db when it\n"
     "                      exists); its tuned binaries for this device replace default configs\n"
     "  --no-db             use no tuning store\n"
@@ -282,6 +283,8 @@ int cli_run(int argc, char **argv)
             o.profile = 1;
         else if (!strcmp(a, "--no-cuda-graphs"))
             o.no_cuda_graphs = 1;
+        else if (!strcmp(a, "--check-weights"))
+            o.check_weights = 1;
         else if (!strcmp(a, "--no-db"))
             no_db = 1;
         else if (!strcmp(a, "--db"))

@@ -133,6 +133,11 @@ typedef struct KilnEngineOptions {
      * unfit tuned binary in it only leaves its kernel on the default (a log line says why). The engine
      * loads the tuned binaries the store holds for this device: it compiles nothing. */
     const char *tune_db;
+    /* Weights are checked for NaN and Inf as they load: 0, a sample of each tensor (about 64 values, or
+     * the scales of 64 blocks of a GGUF block format: an all-NaN checkpoint fails at once, at no
+     * noticeable cost); 1, every value (every block's scales). A finding fails the open with
+     * KILN_ERR_CORRUPT naming the tensor and the element. */
+    int check_weights;
 } KilnEngineOptions;
 
 /* Sets the defaults above. */

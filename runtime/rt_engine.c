@@ -260,9 +260,10 @@ static KilnStatus load_kernels(KilnEngine *e)
     return KILN_OK;
 }
 
-/* Reads every weight the plan names into device memory, converted to the package's dtypes; path NULL:
- * random weights from seed (rt_w_random). */
-static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed)
+/* Reads every weight the plan names into device memory, converted to the package's dtypes, each checked
+ * for NaN/Inf (a sample, or every value with check_all: rt_w_finite); path NULL: random weights from seed
+ * (rt_w_random). */
+static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed, int check_all)
 {
     RtPlan *p = e->plan;
     RtWeights *w = NULL;
@@ -302,6 +303,10 @@ static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed)
             s = rt_w_read(w, &specs[i], dst, e->err, sizeof e->err);
         else
             rt_w_random(&specs[i], seed, dst);
+        int64_t at = 0;
+        if (s == KILN_OK && w && !rt_w_finite(&specs[i], dst, check_all, &at))
+            s = efail(e, KILN_ERR_CORRUPT, "%s: weight %s: element %lld is NaN or Inf (%s)", path, specs[i].name,
+                      (long long)at, check_all ? "every value checked" : "a sample of each tensor checked");
         if (s == KILN_OK && dst == stage)
             s = rt_exec_put(e->x, e->weights[i], stage, n, e->err, sizeof e->err);
         total += (int64_t)n;
@@ -512,7 +517,7 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     e->tuning = opt->tune_db && *opt->tune_db;
     if (s == KILN_OK && e->tuning) s = apply_tuning(e, opt->tune_db);
     if (s == KILN_OK) s = load_kernels(e);
-    if (s == KILN_OK) s = load_weights(e, weights, seed);
+    if (s == KILN_OK) s = load_weights(e, weights, seed, opt->check_weights);
     if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
     int sem = s == KILN_OK ? rt_plan_buf(e->plan, "%splitk_sem") : -1;
     if (sem >= 0) /* split-K tile counters (ir/sched.c): zero once; every launch leaves them zero */

@@ -1077,3 +1077,38 @@ void rt_w_random(const RtWeightSpec *spec, uint64_t seed, void *dst)
         out[i] = (unsigned char)((r % 0x30) | ((r >> 32) & 0x80));
     }
 }
+
+int rt_w_finite(const RtWeightSpec *spec, const void *data, int full, int64_t *at)
+{
+    /* per dtype: bytes of a unit (element or block), elements in it, the offsets of its f16 fields */
+    static const struct {
+        const char *dtype;
+        int unit, elems, n_half, half[2];
+    } k[] = {{"f32", 4, 1, 0, {0}},         {"f16", 2, 1, 1, {0}},          {"bf16", 2, 1, 0, {0}},
+             {"q4_0", 18, 32, 1, {0}},      {"q4_1", 20, 32, 2, {0, 2}},    {"q8_0", 34, 32, 1, {0}},
+             {"q4_k", 144, 256, 2, {0, 2}}, {"q6_k", 210, 256, 1, {208}}};
+    const unsigned char *p = data;
+    for (size_t t = 0; t < sizeof k / sizeof k[0]; t++) {
+        if (strcmp(spec->dtype, k[t].dtype)) continue;
+        int64_t n = spec->nbytes / k[t].unit, step = full || n <= 64 ? 1 : n / 64;
+        for (int64_t i = 0; i < n; i = i == n - 1 ? n : i + step < n ? i + step : n - 1) { /* and the last */
+            const unsigned char *u = p + i * k[t].unit;
+            int bad = 0;
+            if (!strcmp(k[t].dtype, "f32")) {
+                uint32_t v;
+                memcpy(&v, u, 4);
+                bad = (v & 0x7f800000u) == 0x7f800000u;
+            } else if (!strcmp(k[t].dtype, "bf16")) {
+                bad = ((u[0] | u[1] << 8) & 0x7f80) == 0x7f80;
+            }
+            for (int h = 0; h < k[t].n_half; h++)
+                bad |= ((u[k[t].half[h]] | u[k[t].half[h] + 1] << 8) & 0x7c00) == 0x7c00;
+            if (bad) {
+                *at = i * k[t].elems;
+                return 0;
+            }
+        }
+        return 1;
+    }
+    return 1;
+}

@@ -127,4 +127,10 @@ int rt_w_hf_name(const char *gguf_name, char *out, int outlen);
  * un-permuting is moving rows. */
 int64_t rt_w_unpermute_row(int64_t hf_row, int64_t n_rows, int64_t n_head);
 
+/* Checks weight data (spec's dtype, spec->nbytes bytes at data, as rt_w_read wrote it) for NaN and Inf:
+ * full 0 looks at about 64 values spread over the tensor (for GGUF block formats the f16 scales of about
+ * 64 blocks), full 1 at every one. Returns 1 when all it looked at are finite, else 0 with the first
+ * bad element's index in *at. Dtypes it cannot read cheaply (w4g*, f8g*) count as finite. */
+int rt_w_finite(const RtWeightSpec *spec, const void *data, int full, int64_t *at);
+
 #endif

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Packages and stores as untrusted data (docs/PACKAGE.md, "Reading and validation", "Threat model"): a
+# fresh tiny host package edited with sqlite3 — a kernel bound to a smaller weight, a weight plane past
+# its tensor, an input of another dtype bound to a param, a cache of the wrong shape, deleted, swapped
+# and missing steps, a grid that its config does not give, edited config rows — each refused by `kiln
+# run` with exit 1 and one exact line; a tuning store whose binary's grid was edited is imported and its
+# kernel falls back to the default (one log line, the same tokens); NaN weights fail the open (an all-NaN
+# checkpoint by the default sample, a single NaN only with --check-weights).
+set -u
+. "$(dirname "$0")/checks.bash"
+command -v sqlite3 > /dev/null || { in_ci && { echo "FAIL: no sqlite3 shell (CI=true)"; exit 1; }
+                                    echo "skip: no sqlite3 shell"; exit 77; }
+if [ "${KILN_HAVE_LLVM:-ON}" = OFF ]; then
+  in_ci && { echo "FAIL: this build has no LLVM host backend (CI=true)"; exit 1; }
+  echo "skip: this build has no LLVM host backend (KILN_HAVE_LLVM=OFF)"; exit 77
+fi
+"$kiln" compile "$src/recipes/llama.lua" --model tiny --target host -o "$d/tiny.kiln" 2> "$d/err" &&
+"$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --set weight_dtype=w4g32z -o "$d/w4.kiln" 2>> "$d/err" ||
+  { cat "$d/err"; echo "FAIL compile tiny --target host"; exit 1; }
+python3 "$src/tests/cli/random_weights.py" "$d/tiny.kiln" "$d/w.safetensors"
+
+run() { "$kiln" run "$1" --prompt-ids "1 2 3" --max-tokens 3 --print-ids --device host --no-db "${@:2}"; }
+# tamper NAME BASE SQL WANT: the edited package fails to open with exactly the line WANT
+tamper() {
+  cp "$d/$2" "$d/bad.kiln"; sqlite3 "$d/bad.kiln" "$3"
+  run "$d/bad.kiln" --random-weights 1 > /dev/null 2> "$d/err"; local rc=$?
+  if [ $rc = 1 ] && [ "$(cat "$d/err")" = "kiln: $d/bad.kiln: $4" ]; then ok "$1"
+  else bad "$1 (rc $rc): $(cat "$d/err")"; fi
+}
+swap() { echo "UPDATE launch_plan SET step = 1000 WHERE step = $1; UPDATE launch_plan SET step = $1 WHERE step = $2;
+               UPDATE launch_plan SET step = $2 WHERE step = 1000"; }
+run "$d/tiny.kiln" --random-weights 1 > /dev/null 2> "$d/err" && ok "the untouched package runs" || bad "untouched: $(cat "$d/err")"
+
+tamper "kernel bound to a smaller weight" tiny.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'o_proj.weight', 'k_proj.weight') WHERE step = 6" \
+  "step 6 (kernel matmul_64_64_bf16_none): param w needs a weight of shape [64,64], weight model.layers.0.self_attn.k_proj.weight is [32,64]"
+tamper "weight plane past its tensor" w4.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'q_proj.weight@2304', 'q_proj.weight@2400') WHERE step = 2" \
+  "step 2 (kernel qmatmul_64_64_bf16_none_w4a16_32_1_f16): param zeros reads 128 bytes at offset 2400 of weight model.layers.0.self_attn.q_proj.weight, which has 2432"
+tamper "input of another dtype" tiny.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'input:tokens', 'input:sampling') WHERE step = 0" \
+  "step 0 (kernel embedding_64_256_bf16): param ids is ptr<i32>, buffer sampling is f32"
+tamper "cache of the wrong shape" tiny.kiln \
+  "UPDATE buffers SET shape = '[P,8,2,8]' WHERE name = 'k_cache.0'" \
+  "step 3 (kernel kv_write_2_16_8_bf16_1_10000_none_4): param k_cache needs 256*P elements, buffer k_cache.0 is bf16[P,8,2,8]"
+tamper "deleted step" tiny.kiln "DELETE FROM launch_plan WHERE step = 5" \
+  "launch plan step 5 is missing (steps must be 0..20, each once)"
+tamper "deleted step, renumbered" tiny.kiln \
+  "DELETE FROM launch_plan WHERE step = 1; UPDATE launch_plan SET step = step - 1 WHERE step > 1" \
+  "step 1 (kernel matmul_64_64_bf16_group_32_32): param x reads %9 before any step writes it (steps deleted or out of order)"
+tamper "last step deleted" tiny.kiln "DELETE FROM launch_plan WHERE step = 21" \
+  "output next_tokens (buffer %64) is written by no step of the launch plan"
+tamper "swapped steps" tiny.kiln "$(swap 6 7)" \
+  "step 6 (kernel rmsnorm_64_1e_05_bf16_1): param r reads %23 before any step writes it (steps deleted or out of order)"
+tamper "grid its config does not give" tiny.kiln "UPDATE binaries SET grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2" \
+  "kernel matmul_64_64_bf16_group_32_32: host binary BM=64 BN=32 BK=64 WARPS=4 STAGES=4 SPLIT_K=1: grid cdiv(M*1,128) 4 1, but its config gives cdiv(M*1,64) 4 1"
+tamper "spec edited" tiny.kiln "UPDATE kernels SET spec = replace(spec, 'N=64', 'N=32') WHERE id = 6" \
+  "kernel matmul_64_64_bf16_none: host binary BM=64 BN=32 BK=64 WARPS=4 STAGES=4 SPLIT_K=1: grid cdiv(M*1,64) 2 1, but its config gives cdiv(M*1,64) 1 1"
+tamper "params edited" tiny.kiln "UPDATE kernels SET params = replace(params, 'x:ptr<bf16>', 'x:ptr<f32>') WHERE id = 6" \
+  "kernel matmul_64_64_bf16_none: params 'x:ptr<f32> w:ptr<bf16> out:ptr<bf16> M:i32' disagree with its kernel IR"
+ch=$(sqlite3 "$d/tiny.kiln" "SELECT value FROM meta WHERE key = 'config_hash'")
+tamper "config rows edited" tiny.kiln "UPDATE config SET value = '3' WHERE key = 'n_layers'" \
+  "corrupt package (config rows hash to a0b1ad06d6db1505, meta config_hash says $ch: edited)"
+
+# NaN weights: the default sample catches an all-NaN checkpoint; one NaN off the sample needs --check-weights
+python3 - "$d/w.safetensors" "$d" << 'EOF'
+import json, struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+nan = bytearray(b); nan[8 + n:] = b"\xc0\x7f" * ((len(b) - 8 - n) // 2)
+open(sys.argv[2] + "/nan.safetensors", "wb").write(nan)
+one = bytearray(b); at = 8 + n + h["model.embed_tokens.weight"]["data_offsets"][0] + 2 * 100  # element 100: off the sample
+one[at:at + 2] = b"\xc0\x7f"; open(sys.argv[2] + "/one.safetensors", "wb").write(one)
+EOF
+nanrun() { run "$d/tiny.kiln" --weights "$d/$1" "${@:2}" > /dev/null 2> "$d/err"; echo $?; }
+rc=$(nanrun nan.safetensors)
+[ "$rc" = 1 ] && [ "$(cat "$d/err")" = "kiln: $d/nan.safetensors: weight lm_head.weight: element 0 is NaN or Inf (a sample of each tensor checked)" ] &&
+  ok "all-NaN checkpoint refused by the sample" || bad "all-NaN (rc $rc): $(cat "$d/err")"
+rc=$(nanrun one.safetensors)
+[ "$rc" = 0 ] && ok "one NaN off the sample: not looked at by default" || bad "one NaN, default (rc $rc): $(cat "$d/err")"
+rc=$(nanrun one.safetensors --check-weights)
+[ "$rc" = 1 ] && [ "$(cat "$d/err")" = "kiln: $d/one.safetensors: weight model.embed_tokens.weight: element 100 is NaN or Inf (every value checked)" ] &&
+  ok "one NaN found by --check-weights" || bad "one NaN, --check-weights (rc $rc): $(cat "$d/err")"
+
+# A tuning store from elsewhere whose binary's grid was edited: imported, then at engine load that kernel
+# falls back to its default with one log line, and the tokens are those of a run without the store.
+mm=matmul_64_64_bf16_none
+if "$kiln" tune "$d/tiny.kiln" --device host --max-step-tokens 2 --max-candidates 2 --samples 3 --kernels "$mm" \
+     --db "$d/far.db" > /dev/null 2> "$d/err"; then
+  sqlite3 "$d/far.db" "UPDATE binaries SET grid = 'cdiv(M*1,1024) 1 1'"
+  "$kiln" db import --db "$d/here.db" "$d/far.db" > /dev/null 2> "$d/err" || bad "db import: $(cat "$d/err")"
+  rr=("$kiln" run "$d/tiny.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3" --max-tokens 4 --print-ids --device host)
+  "${rr[@]}" --no-db > "$d/ids0" 2> /dev/null
+  "${rr[@]}" -v --db "$d/here.db" > "$d/ids1" 2> "$d/log"
+  n=$(grep -c "^kiln: tuning: $mm: ignored .*grid cdiv(M\*1,1024) 1 1, but its config gives" "$d/log")
+  [ "$n" -ge 1 ] && grep -q "tuning: $mm: default$" "$d/log" && [ -s "$d/ids0" ] && cmp -s "$d/ids0" "$d/ids1" &&
+    ok "tampered store grid: default config, same tokens" || { bad "tampered store grid"; grep tuning "$d/log"; }
+else
+  bad "tune: $(cat "$d/err")"
+fi
+checks_done tampered_packages
