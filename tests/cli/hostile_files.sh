@@ -3,7 +3,7 @@
 #
 #   bash hostile_files.sh <kiln binary> <source dir> <scratch dir>
 #
-# Outputs: `kiln compile -o` and `kiln db export` onto a FIFO, a character device (made with mknod in the
+# Outputs: `kiln compile -o`, `kiln db export` and `kiln tune --report --html` onto a FIFO, a character device (made with mknod in the
 # scratch directory, as root only: never a real /dev node), a directory, a symbolic link, a path in a
 # missing directory, under a regular file, in an unwritable directory (not as root) must each exit 1 with
 # one line naming the path, leave the special file as it was and leave no temporary beside it; a regular
@@ -94,6 +94,14 @@ for t in fifo dir link; do
 done
 [ -p "$d/fifo" ] && [ -d "$d/dir" ] && [ -L "$d/link" ] && ok "export left the special files as they were" ||
     bad "export changed a special file"
+
+# kiln tune --report --html onto special files (the report is an output like any other)
+for t in fifo dir link; do
+    $lim "$kiln" tune --report --db "$d/tune.db" --html "$d/$t" > /dev/null 2> "$d/err"
+    rc=$?
+    if [ $rc = 1 ] && one_line "$d/err" "$d/$t: is " && no_temps "$d"; then ok "tune --html onto $t: refused"
+    else bad "tune --html onto $t (rc $rc): $(cat "$d/err")"; fi
+done
 
 # inputs: a FIFO or a directory is refused before anything is read, and never blocks
 in_refused() {
