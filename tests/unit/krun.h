@@ -36,6 +36,11 @@ extern const KRunner krun_cuda;   /* krun_cuda.c: codegen/cuda + runtime device 
  * (ksweep.h's tiers); the mark follows the pointer until another kernel is marked at the same address. */
 void krun_host_optimize(const KirKernel *k, int optimize);
 
+/* The cache option for a `kiln compile` a test runs: "--cache-dir '<KILN_TEST_JIT_CACHE>/compile-<hash of
+ * the code generator's sources>'" (so both builds share the binaries, and a changed backend never meets
+ * an old entry), or "--no-cache" without KILN_TEST_JIT_CACHE. Into buf (n bytes); returns buf. */
+const char *krun_compile_cache_flag(char *buf, size_t n);
+
 /* Builds the CUDA-convention argument array (args[i] points to param i's value) for k from a: pointer
  * params get ptrs[i] (the executor's copy of the buffer); scalars are converted to the param's dtype
  * into storage. */

@@ -83,6 +83,16 @@ static int optimized(const KirKernel *k)
     return 1;
 }
 
+const char *krun_compile_cache_flag(char *buf, size_t n)
+{
+    const char *dir = getenv("KILN_TEST_JIT_CACHE");
+    if (dir && *dir && !strchr(dir, '\''))
+        snprintf(buf, n, "--cache-dir '%s/compile-%.16s'", dir, KILN_JIT_SRC_HASH);
+    else
+        snprintf(buf, n, "--no-cache");
+    return buf;
+}
+
 /* ---- the disk cache (KILN_TEST_JIT_CACHE) ---- */
 
 static int n_compiled, n_unoptimized, n_disk;

@@ -34,6 +34,7 @@
 #include "kfile.h"
 #include "kiln.h"
 #include "kref.h"
+#include "krun.h"
 #include "kt.h"
 #include "runtime/rt_exec.h"
 #include "runtime/rt_package.h"
@@ -472,10 +473,9 @@ int main(void)
     if (!kf_scratch_open("engine")) return 1;
     snprintf(pkg_path, sizeof pkg_path, "%s", kf_at("tiny.kiln"));
     snprintf(weights_path, sizeof weights_path, "%s", kf_at("tiny.safetensors"));
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd,
-             "'%s' compile '%s/recipes/llama.lua' --model tiny --target host --no-cache -o '%s'", kiln, src,
-             pkg_path);
+    char cmd[2048], cache[1200];
+    snprintf(cmd, sizeof cmd, "'%s' compile '%s/recipes/llama.lua' --model tiny --target host %s -o '%s'", kiln,
+             src, krun_compile_cache_flag(cache, sizeof cache), pkg_path);
     KT_CHECK(system(cmd) == 0, "%s", cmd);
     KrefRng g = kref_rng(kref_seed()); /* printed; KILN_TEST_SEED replays it */
     if (!write_weights(&g)) return kt_done("test_engine");

@@ -23,6 +23,7 @@
 #include "kfile.h"
 #include "kiln.h"
 #include "kref.h"
+#include "krun.h"
 #include "kt.h"
 #include "runtime/rt_package.h"
 #include <sqlite3.h>
@@ -234,11 +235,11 @@ static void expect_refusal(const char *what, const char *pkg, const char *weight
 
 static int compile(const char *kiln, const char *src, const char *set, const char *out)
 {
-    char cmd[2048];
+    char cmd[2048], cache[1200];
     snprintf(cmd, sizeof cmd,
              "'%s' compile '%s/recipes/llama.lua' --model tiny --set intermediate_size=256 %s --target host "
-             "--no-cache -o '%s'",
-             kiln, src, set, out);
+             "%s -o '%s'",
+             kiln, src, set, krun_compile_cache_flag(cache, sizeof cache), out);
     int ok = system(cmd) == 0;
     KT_CHECK(ok, "%s", cmd);
     return ok;
