@@ -31,6 +31,10 @@ static const char run_usage[] =
     "  --top-p P           (0, 1]: nucleus (1, default: off)\n"
     "  --seed S            0..2^64-1 (default 0)\n"
     "  --ignore-eos        go on past the end-of-sequence token\n"
+    "  --spec ngram|none   speculative decoding: ngram proposes the tokens that followed the latest earlier\n"
+    "                      occurrence of the last 4..1 tokens, verified in one step; the output is the\n"
+    "                      same as without (default: none)\n"
+    "  --spec-k K          draft tokens per step at most, 1..32 (default 4; adapted to what is accepted)\n"
     "  --device D          auto (default), host, or a GPU number 0..1023\n"
     "  --kv-cache-mb N     KV-cache pool size, 1..16777216 and within the device's memory (default: from\n"
     "                      free memory)\n"
@@ -216,6 +220,13 @@ static int run_number(const char *a, const char *v, KilnSampling *s, KilnEngineO
     } else if (!strcmp(a, "--top-p")) {
         if (!(rc = cli_num_real("run", a, v, 0, 1, 1, &f))) s->top_p = (float)f;
         if (!rc && s->top_p <= 0) rc = cli_num_error("run", a, "a number in (0, 1]", v); /* below FLT_MIN */
+    } else if (!strcmp(a, "--spec-k")) {
+        if (!(rc = cli_num_int("run", a, v, 1, KILN_MAX_SPEC_K, &i))) s->spec_k = (int)i;
+    } else if (!strcmp(a, "--spec")) {
+        if (!strcmp(v, "ngram") || !strcmp(v, "none"))
+            s->spec = !strcmp(v, "ngram") ? KILN_SPEC_NGRAM : KILN_SPEC_NONE;
+        else
+            rc = cli_num_error("run", a, "ngram or none", v);
     } else if (!strcmp(a, "--seed")) {
         rc = cli_num_u64("run", a, v, &s->seed);
     } else if (!strcmp(a, "--random-weights")) {
@@ -255,7 +266,8 @@ int cli_run(int argc, char **argv)
                     !strcmp(a, "--db");
         int number = !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                      !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
-                     !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") || !strcmp(a, "--random-weights");
+                     !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") ||
+                     !strcmp(a, "--random-weights") || !strcmp(a, "--spec") || !strcmp(a, "--spec-k");
         if ((takes || number) && !v) {
             fprintf(stderr, "kiln run: %s wants a value\n", a);
             return 2;
@@ -393,6 +405,13 @@ int cli_run(int argc, char **argv)
                 "preemptions (%lld tokens recomputed)\n",
                 (long long)st.steps, (long long)st.prompt_tokens, (long long)st.prefix_tokens,
                 (long long)st.preemptions, (long long)st.recomputed_tokens);
+        if (st.spec_verifies)
+            fprintf(stderr,
+                    "kiln: speculation: %lld verify steps, %lld of %lld draft tokens accepted (%.1f%%), "
+                    "%.2f tokens per verify\n",
+                    (long long)st.spec_verifies, (long long)st.spec_accepted, (long long)st.spec_proposed,
+                    100.0 * (double)st.spec_accepted / (double)(st.spec_proposed ? st.spec_proposed : 1),
+                    (double)(st.spec_accepted + st.spec_verifies) / (double)st.spec_verifies);
         double decode = t_end - r[0].t_first;
         fprintf(stderr,
                 "kiln: %s; open %.2f s, %d prompt tokens, first token after %.3f s, %d tokens in %.2f s "

@@ -171,9 +171,20 @@ typedef struct KilnSampling {
                                    non-NULL when n_stop > 0 */
     int n_stop;                 /* 0..KILN_MAX_STOP_TOKENS */
     int ignore_eos;             /* 0 or 1: 1 makes the model's end-of-sequence token not end the request */
+    /* Speculative decoding (docs/RUNTIME.md): a proposer guesses up to spec_k next tokens and one step of
+     * the target checks them all; the request keeps the ones the target itself draws (greedy, or sampled
+     * with the seed of their position), so its tokens are exactly those it gets without speculation. */
+    int spec;   /* KILN_SPEC_NONE (default) or KILN_SPEC_NGRAM */
+    int spec_k; /* draft tokens per step at most, 1..KILN_MAX_SPEC_K (default 4); adapted down (and
+                   paused) while the target rejects the drafts; read only when spec is on */
 } KilnSampling;
 
-/* Greedy, 256 tokens, seed 0. */
+/* Proposers (KilnSampling.spec). NGRAM: prompt lookup, no model: the longest suffix (4 tokens down to 1)
+ * of the request's tokens that occurred before proposes what followed it (copying, editing, RAG). */
+typedef enum KilnSpec { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM = 1 } KilnSpec;
+#define KILN_MAX_SPEC_K 32 /* spec_k */
+
+/* Greedy, 256 tokens, seed 0, no speculation (spec_k 4 when it is turned on). */
 KILN_API void kiln_sampling_init(KilnSampling *s);
 /* Checks s against the ranges above (a server can check a request before it queues one); vocab > 0
  * also checks the stop tokens against it (kiln_engine_vocab), 0 skips that. KILN_OK, or KILN_ERR_ARG with
@@ -219,10 +230,24 @@ typedef struct KilnEngineStats {
     /* kernels by what the tuning store gave them: every bucket an exact match; some bucket from the
      * store (a nearest bucket, or exact for some only); nothing (the package's default configs) */
     int kernels_tuned, kernels_nearest, kernels_default;
+    /* speculative decoding: verify steps of a request's drafts, draft tokens proposed and kept (the
+     * mean tokens per verify is (spec_accepted + spec_verifies) / spec_verifies) */
+    int64_t spec_verifies, spec_proposed, spec_accepted;
 } KilnEngineStats;
 /* Writes min(size, sizeof(KilnEngineStats)) bytes of the stats to st (pass sizeof *st: a caller built
  * against an older, shorter struct gets its fields). */
 KILN_API void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *st, size_t size);
+
+/* One request's counters (st->size set by the caller: sizeof *st), while the engine knows it: from submit
+ * until its last token's callback returns (a callback may ask, the one of the finishing token included;
+ * an aborted or failed request is gone by its final callback). KILN_ERR_ARG: no such request (any more),
+ * or a bad size. */
+typedef struct KilnRequestStats {
+    int size; /* sizeof(KilnRequestStats) where the caller was compiled */
+    int64_t prompt_tokens, generated_tokens;
+    int64_t spec_verifies, spec_proposed, spec_accepted; /* as KilnEngineStats, this request's */
+} KilnRequestStats;
+KILN_API KilnStatus kiln_engine_request_stats(const KilnEngine *e, int64_t request, KilnRequestStats *st);
 
 /* Teacher-forced scoring (evaluation, perplexity, comparing with another implementation): runs
  * tokens[0..n) as one fresh sequence and writes the model's logits after every position to

@@ -27,6 +27,7 @@
 #include "rt_kvcache.h"
 #include "rt_package.h"
 #include "rt_plan.h"
+#include "rt_spec.h"
 #include "rt_tokenizer.h"
 #include "rt_tune.h"
 #include "rt_weights.h"
@@ -47,6 +48,9 @@ typedef struct Req {
     int32_t *stop;
     KilnTokenCallback cb;
     void *user;
+    RtSpecState spec; /* speculative decoding (r->s.spec on) */
+    int n_draft;      /* draft tokens in this step's chunk, after the request's last token */
+    int32_t draft[KILN_MAX_SPEC_K];
 } Req;
 
 /* What one step feeds the plan (host copies of the input buffers). */
@@ -87,7 +91,7 @@ struct KilnEngine {
     RtKvCache *kv;
     RtTokenizer *tok;
     int32_t n_pages, page_size, max_pages, vocab, eos, max_ctx;
-    int max_seqs, max_step_tokens, heads, kv_heads, attn_block_m;
+    int max_seqs, max_step_tokens, max_rows, heads, kv_heads, attn_block_m;
     int buf_next_tokens;
     /* input buffer indices the engine fills, -1 when the plan has none */
     int in_tokens, in_positions, in_slots, in_block_table, in_seq_lens, in_cu_q, in_logit_rows, in_sampling;
@@ -251,8 +255,8 @@ static KilnStatus load_kernels(KilnEngine *e)
     const int64_t no_m[RT_PLAN_MAX_ARGS] = {0}; /* attention has no M: one bucket */
     for (int i = 0; i < p->n_kernels; i++)
         if (!strcmp(p->kernels[i].family, "attention"))
-            e->attn_block_m =
-                (int)rt_plan_config_i(p->kernels[i].bins[rt_plan_pick(&p->kernels[i], no_m)].config, "BLOCK_M", 64);
+            e->attn_block_m = (int)rt_plan_config_i(
+                p->kernels[i].bins[rt_plan_pick(&p->kernels[i], no_m)].config, "BLOCK_M", 64);
     RtTuneCounts c;
     rt_tune_report(p, e->tuning ? tune_log : NULL, e, &c);
     if (!e->tuning) elog(e, "tuning: no store: every kernel runs the package's default configs");
@@ -305,8 +309,9 @@ static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed, i
             rt_w_random(&specs[i], seed, dst);
         int64_t at = 0;
         if (s == KILN_OK && w && !rt_w_finite(&specs[i], dst, check_all, &at))
-            s = efail(e, KILN_ERR_CORRUPT, "%s: weight %s: element %lld is NaN or Inf (%s)", path, specs[i].name,
-                      (long long)at, check_all ? "every value checked" : "a sample of each tensor checked");
+            s = efail(e, KILN_ERR_CORRUPT, "%s: weight %s: element %lld is NaN or Inf (%s)", path,
+                      specs[i].name, (long long)at,
+                      check_all ? "every value checked" : "a sample of each tensor checked");
         if (s == KILN_OK && dst == stage)
             s = rt_exec_put(e->x, e->weights[i], stage, n, e->err, sizeof e->err);
         total += (int64_t)n;
@@ -339,9 +344,10 @@ static int64_t input_need(const KilnEngine *e, const char *name)
     int64_t T = e->max_step_tokens, B = e->max_seqs;
     if (!strcmp(name, "tokens") || !strcmp(name, "positions") || !strcmp(name, "slots")) return T * 4;
     if (!strcmp(name, "block_table")) return B * e->max_pages * 4;
-    if (!strcmp(name, "seq_lens") || !strcmp(name, "logit_rows")) return B * 4;
+    if (!strcmp(name, "seq_lens")) return B * 4;
+    if (!strcmp(name, "logit_rows")) return (int64_t)e->max_rows * 4;
     if (!strcmp(name, "cu_q")) return (B + 1) * 4;
-    if (!strcmp(name, "sampling")) return B * 16;
+    if (!strcmp(name, "sampling")) return (int64_t)e->max_rows * 16;
     return 0;
 }
 
@@ -385,7 +391,7 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
     e->n_pages = (int32_t)pages;
     e->max_pages = (int32_t)(per_seq < pages ? per_seq : pages);
     sym[RT_SYM_T] = e->max_step_tokens, sym[RT_SYM_B] = e->max_seqs, sym[RT_SYM_MP] = e->max_pages;
-    sym[RT_SYM_R] = e->max_seqs, sym[RT_SYM_P] = e->n_pages;
+    sym[RT_SYM_R] = e->max_rows, sym[RT_SYM_P] = e->n_pages;
     if (!(e->inputs = calloc((size_t)p->n_bufs + 1, sizeof *e->inputs)) ||
         !(e->input_cap = calloc((size_t)p->n_bufs + 1, sizeof *e->input_cap)))
         return efail(e, KILN_ERR_NOMEM, "out of memory");
@@ -429,11 +435,11 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
 static KilnStatus alloc_step_arrays(KilnEngine *e)
 {
     StepIn *in = &e->in;
-    size_t T = (size_t)e->max_step_tokens, B = (size_t)e->max_seqs;
+    size_t T = (size_t)e->max_step_tokens, B = (size_t)e->max_seqs, R = (size_t)e->max_rows;
     in->tokens = calloc(T, 4), in->positions = calloc(T, 4), in->slots = calloc(T, 4);
     in->block_table = calloc(B * (size_t)e->max_pages, 4), in->seq_lens = calloc(B, 4),
     in->cu_q = calloc(B + 1, 4);
-    in->logit_rows = calloc(B, 4), in->sampling = calloc(B * 4, 4), in->row_req = calloc(B, sizeof(int));
+    in->logit_rows = calloc(R, 4), in->sampling = calloc(R * 4, 4), in->row_req = calloc(R, sizeof(int));
     in->items = calloc(B, sizeof *in->items), in->item_req = calloc(B, sizeof(int));
     if (!in->tokens || !in->positions || !in->slots || !in->block_table || !in->seq_lens || !in->cu_q ||
         !in->logit_rows || !in->sampling || !in->row_req || !in->items || !in->item_req)
@@ -495,6 +501,9 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
         if (e->max_seqs > p->max_rows) e->max_seqs = (int)p->max_rows;
         int64_t t = opt->max_step_tokens > 0 ? opt->max_step_tokens : 2048;
         e->max_step_tokens = (int)(t < p->max_tokens ? t : p->max_tokens);
+        /* logit rows per step: one per sequence, k+1 per speculating one (never more than tokens) */
+        e->max_rows = (int)(p->max_rows < e->max_step_tokens ? p->max_rows : e->max_step_tokens);
+        if (e->max_rows < e->max_seqs) e->max_rows = e->max_seqs;
         e->vocab = (int32_t)config_i(pkg, "vocab_size", 0);
         e->heads = (int)config_i(pkg, "n_heads", 1), e->kv_heads = (int)config_i(pkg, "n_kv_heads", 1);
         e->buf_next_tokens = rt_plan_output(p, "next_tokens");
@@ -504,13 +513,13 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
             s = efail(e, KILN_ERR_UNSUPPORTED, "%s: no next_tokens output or vocab_size (not a generator)",
                       package);
         /* the engine reads the outputs from the arena: they must be activations big enough for a step */
-        else if (nt->kind != RT_BUF_ACT || strcmp(nt->dtype, "i32") || nt->bytes < (int64_t)e->max_seqs * 4)
+        else if (nt->kind != RT_BUF_ACT || strcmp(nt->dtype, "i32") || nt->bytes < (int64_t)e->max_rows * 4)
             s = efail(e, KILN_ERR_CORRUPT, "%s: output next_tokens is not an i32 activation of %d rows",
-                      package, e->max_seqs);
+                      package, e->max_rows);
         else if (lg >= 0 && (p->bufs[lg].kind != RT_BUF_ACT || strcmp(p->bufs[lg].dtype, "f32") ||
-                             p->bufs[lg].bytes / 4 / e->vocab < e->max_seqs))
+                             p->bufs[lg].bytes / 4 / e->vocab < e->max_rows))
             s = efail(e, KILN_ERR_CORRUPT, "%s: output logits is not an f32 activation of %d x %d", package,
-                      e->max_seqs, e->vocab);
+                      e->max_rows, e->vocab);
         elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
              p->target, p->n_launches, (double)p->act_bytes / 1e6);
     }
@@ -621,6 +630,7 @@ void kiln_sampling_init(KilnSampling *s)
     s->size = (int)sizeof *s;
     s->top_p = 1.0f;
     s->max_tokens = 256;
+    s->spec_k = 4;
 }
 
 KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
@@ -668,6 +678,7 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     r->state = REQ_WAITING;
     r->s = *s;
     r->s.stop_tokens = r->stop;
+    if (s->spec) rt_spec_init(&r->spec, s->spec_k);
     r->cb = cb, r->user = user;
     r->id = e->next_id++;
     e->n_reqs++;
@@ -827,6 +838,7 @@ static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
     if (r->seq < 0 && e->share_prefixes) share_prefix(e, r);
     int chunk = r->n_tokens - r->n_done;
     if (chunk > room) chunk = room;
+    if (chunk == 1 && r->n_draft) chunk += r->n_draft; /* a decode with drafts: room was checked */
     if (chunk <= 0) return 0;
     if (r->seq < 0 && rt_kv_seq_create(e->kv, &r->seq) != KILN_OK) return -1;
     RtKvCopy cow;
@@ -850,17 +862,46 @@ static uint64_t mix64(uint64_t z)
     return z ^ (z >> 31);
 }
 
+/* Speculative decoding: the drafts a decoding request r verifies this step (into r->draft, r->n_draft),
+ * within the step's room for tokens and logit rows, its max_tokens, its context and the KV pool. */
+static void propose(KilnEngine *e, Req *r, int room, int rows_left)
+{
+    r->n_draft = 0;
+    if (!r->s.spec || r->seq < 0 || r->n_done != r->n_tokens - 1) return;
+    int k = rt_spec_budget(&r->spec);
+    /* k drafts and the last token: k + 1 tokens and rows; at most k + 1 new tokens come out of it */
+    if (k > room - 1) k = room - 1;
+    if (k > rows_left - 1) k = rows_left - 1;
+    if (r->s.max_tokens > 0 && k > r->s.max_tokens - r->generated - 1) k = r->s.max_tokens - r->generated - 1;
+    int64_t ctx =
+        e->max_ctx < (int64_t)e->n_pages * e->page_size ? e->max_ctx : (int64_t)e->n_pages * e->page_size;
+    if (k > ctx - 1 - r->n_tokens) k = (int)(ctx - 1 - r->n_tokens); /* positions stay < the context */
+    if (k <= 0) return;
+    r->n_draft = rt_spec_ngram(r->tokens, r->n_tokens, k, r->draft);
+}
+
 /* Picks this step's sequences and chunks into e->in. Returns the number of items. */
 static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
 {
     StepIn *in = &e->in;
-    int n = 0, T = 0;
+    int n = 0, T = 0, rows = 0, live = 0, seen = 0;
+    for (int i = 0; i < e->n_reqs; i++) {
+        e->reqs[i].n_draft = 0;
+        live += e->reqs[i].state != REQ_DONE;
+    }
     for (int pass = 0; pass < 2 && *s == KILN_OK; pass++) {
         for (int i = 0; i < e->n_reqs && *s == KILN_OK; i++) {
             Req *r = &e->reqs[i];
             if (r->state != (pass ? REQ_WAITING : REQ_RUNNING)) continue;
             if (n == e->max_seqs || T == e->max_step_tokens) break;
+            /* drafts leave a logit row for each request that may still join this step */
+            int later = live - ++seen < e->max_seqs - n - 1 ? live - seen : e->max_seqs - n - 1;
+            propose(e, r, e->max_step_tokens - T, e->max_rows - rows - later);
             int got = schedule_one(e, r, e->max_step_tokens - T, s);
+            if (got < 0 && r->n_draft) { /* no pages for the drafts: a plain decode (which may preempt) */
+                r->n_draft = 0;
+                got = schedule_one(e, r, e->max_step_tokens - T, s);
+            }
             while (got < 0 && pass == 0) {
                 /* preempt the latest running request not yet in this step that holds a page of its own:
                  * one whose pages are all shared (with other requests or cached prefixes) frees nothing */
@@ -883,24 +924,29 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
             r->state = REQ_RUNNING;
             in->items[n] = (RtKvStepSeq){r->seq, got};
             in->item_req[n] = i;
-            memcpy(in->tokens + T, r->tokens + r->n_done, (size_t)got * sizeof *in->tokens);
+            int known = got - r->n_draft; /* the request's own tokens; its drafts follow */
+            memcpy(in->tokens + T, r->tokens + r->n_done, (size_t)known * sizeof *in->tokens);
+            memcpy(in->tokens + T + known, r->draft, (size_t)r->n_draft * sizeof *in->tokens);
+            rows += r->n_done + known == r->n_tokens ? 1 + r->n_draft : 0;
             T += got;
             n++;
         }
     }
-    /* a logit row for each sequence whose chunk reaches its last known token */
+    /* a logit row for each sequence whose chunk reaches its last known token, and one for each draft
+     * token after it (row j draws the request's token generated + j, as without speculation) */
     int R = 0;
     for (int k = 0, t = 0; k < n; k++) {
         Req *r = &e->reqs[in->item_req[k]];
         t += in->items[k].n_new;
-        if (r->n_done + in->items[k].n_new < r->n_tokens) continue;
-        in->logit_rows[R] = t - 1;
-        in->row_req[R] = in->item_req[k];
-        float *sp = in->sampling + 4 * R;
-        sp[0] = r->s.temperature, sp[1] = (float)r->s.top_k, sp[2] = r->s.top_p;
-        /* a fresh seed per request and token, exact in f32 (< 2^24) */
-        sp[3] = (float)(mix64(r->s.seed ^ mix64((uint64_t)r->generated)) & 0xffffff);
-        R++;
+        if (r->n_done + in->items[k].n_new - r->n_draft < r->n_tokens) continue;
+        for (int j = 0; j <= r->n_draft; j++, R++) {
+            in->logit_rows[R] = t - 1 - r->n_draft + j;
+            in->row_req[R] = in->item_req[k];
+            float *sp = in->sampling + 4 * R;
+            sp[0] = r->s.temperature, sp[1] = (float)r->s.top_k, sp[2] = r->s.top_p;
+            /* a fresh seed per request and token, exact in f32 (< 2^24) */
+            sp[3] = (float)(mix64(r->s.seed ^ mix64((uint64_t)(r->generated + j))) & 0xffffff);
+        }
     }
     *n_rows = R;
     return n;
@@ -1191,7 +1237,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         }
         for (int k = 0; k < B; k++) {
             Req *r = &e->reqs[in->item_req[k]];
-            int lo = r->n_done, hi = lo + in->items[k].n_new;
+            int lo = r->n_done, hi = lo + in->items[k].n_new - r->n_draft;
             /* prompt tokens count once: not again when recomputed after a preemption */
             int p_lo = lo > r->n_prompt_counted ? lo : r->n_prompt_counted,
                 p_hi = hi < r->n_prompt ? hi : r->n_prompt;
@@ -1200,9 +1246,32 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             if (hi > r->n_high) r->n_high = hi;
             r->n_done = hi;
         }
-        for (int i = 0; i < R; i++)
-            deliver(e, in->row_req[i], out[i]);
+        for (int i = 0; i < R; i++) {
+            int idx = in->row_req[i];
+            Req *r = &e->reqs[idx];
+            if (!r->n_draft) {
+                deliver(e, idx, out[i]);
+                continue;
+            }
+            /* a verify: rows i..i+n_draft; keep the drafts the target drew, give back the rest's pages */
+            int nd = r->n_draft, a = rt_spec_accept(r->draft, out + i, nd);
+            rt_spec_record(&r->spec, nd, a);
+            e->stats.spec_verifies++, e->stats.spec_proposed += nd, e->stats.spec_accepted += a;
+            r->n_draft = 0;
+            for (int j = 0; j <= a && e->reqs[idx].state != REQ_DONE; j++)
+                deliver(e, idx, out[i + j]);
+            i += nd;
+            /* the kept drafts are computed tokens now (fewer when the request ended inside them) */
+            r = &e->reqs[idx];
+            int done = r->n_done + a < r->n_tokens ? r->n_done + a : r->n_tokens;
+            r->n_done = done, r->n_high = done > r->n_high ? done : r->n_high;
+            if ((s = rt_kv_seq_truncate(e->kv, r->seq, done)) != KILN_OK) {
+                efail(e, s, "KV cache: %s", rt_kv_errmsg(e->kv));
+                break;
+            }
+        }
         if (out != next) free(out);
+        if (s != KILN_OK) return fail_all(e, s);
         e->stats.steps++;
     }
     reap(e);
@@ -1222,6 +1291,73 @@ void kiln_engine_stats(const KilnEngine *e, KilnEngineStats *out, size_t size)
     st.cached_prefixes = e->n_cache;
     st.kv_pages_free = e->kv ? rt_kv_pages_free(e->kv) : 0;
     memcpy(out, &st, size < sizeof st ? size : sizeof st);
+}
+
+KilnStatus kiln_engine_request_stats(const KilnEngine *e, int64_t request, KilnRequestStats *out)
+{
+    if (!out || out->size < (int)sizeof(int) || out->size > 65536) return KILN_ERR_ARG;
+    for (int i = 0; i < e->n_reqs; i++) {
+        const Req *r = &e->reqs[i];
+        if (r->id != request) continue;
+        KilnRequestStats st = {out->size < (int)sizeof st ? out->size : (int)sizeof st,
+                               r->n_prompt,
+                               r->generated,
+                               r->spec.verifies,
+                               r->spec.proposed,
+                               r->spec.accepted};
+        memcpy(out, &st, (size_t)out->size < sizeof st ? (size_t)out->size : sizeof st);
+        return KILN_OK;
+    }
+    return KILN_ERR_ARG;
+}
+
+int rt_engine_check(const KilnEngine *e, char *err, int errlen)
+{
+    int32_t P = e->n_pages, *refs = calloc((size_t)P + 1, sizeof *refs), *owner = NULL;
+    int64_t n_seqs = (int64_t)e->n_reqs + e->n_cache, bad = 0;
+    if (!refs || !(owner = calloc((size_t)n_seqs + 1, sizeof *owner))) {
+        free(refs);
+        rt_file_errf(err, errlen, KILN_ERR_NOMEM, "check: out of memory");
+        return -1;
+    }
+    int n_owned = 0;
+    for (int i = 0; i < e->n_reqs + e->n_cache && !bad; i++) {
+        int is_req = i < e->n_reqs;
+        const Req *r = is_req ? &e->reqs[i] : NULL;
+        int32_t seq = is_req ? r->seq : e->cache[i - e->n_reqs].seq;
+        int32_t want = is_req ? r->n_done : e->cache[i - e->n_reqs].n;
+        if (is_req && r->state == REQ_WAITING && seq >= 0)
+            bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "request %lld waits holding sequence %d",
+                               (long long)r->id, seq);
+        if (seq < 0 || bad) continue;
+        for (int j = 0; j < n_owned && !bad; j++)
+            if (owner[j] == seq)
+                bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "sequence %d has two owners", seq);
+        owner[n_owned++] = seq;
+        int32_t len = rt_kv_seq_len(e->kv, seq);
+        if (!bad && len != want)
+            bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                               "sequence %d holds %d tokens, its owner computed %d", seq, len, want);
+        const int32_t *pages = NULL;
+        int32_t np = rt_kv_seq_pages(e->kv, seq, &pages);
+        for (int32_t j = 0; j < np && !bad; j++)
+            if (pages[j] < 0 || pages[j] >= P)
+                bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "page %d out of range", pages[j]);
+            else
+                refs[pages[j]]++;
+    }
+    int32_t free_pages = 0;
+    for (int32_t p = 0; p < P && !bad; p++) {
+        free_pages += refs[p] == 0;
+        if (rt_kv_page_refs(e->kv, p) != refs[p])
+            bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "page %d: %d references, %d holders", p,
+                               rt_kv_page_refs(e->kv, p), refs[p]);
+    }
+    if (!bad && free_pages != rt_kv_pages_free(e->kv))
+        bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%d pages free, %d held by nobody",
+                           rt_kv_pages_free(e->kv), free_pages);
+    free(refs), free(owner);
+    return bad ? -1 : 0;
 }
 
 int kiln_engine_vocab(const KilnEngine *e)

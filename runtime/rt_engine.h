@@ -60,6 +60,13 @@ typedef struct RtEngineProbe {
  * max_step_tokens and below the context. KILN_ERR_ARG for those; a device failure as it comes (the
  * engine's message). The sequence's KV pages are given back. */
 KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows, RtEngineProbe *out);
+/* Checks the engine's bookkeeping between steps (tests call it after every step): each KV page's
+ * reference count equals the number of live sequences (requests' and cached prefixes') holding it, the
+ * free count is the pages nobody holds, no sequence belongs to two owners, a waiting request holds none,
+ * and each sequence's length is its owner's computed tokens (no rejected draft left behind). Returns 0,
+ * or -1 with the first broken invariant in err. */
+int rt_engine_check(const KilnEngine *e, char *err, int errlen);
+
 /* The most tokens a probe step may have: max_step_tokens, below the context and within the KV pool. */
 int rt_engine_probe_max(const KilnEngine *e);
 

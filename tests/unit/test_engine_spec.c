@@ -1,0 +1,325 @@
+/* test_engine_spec.c — speculative decoding in the engine (docs/RUNTIME.md, "Speculative decoding"), on
+ * the host with the llama recipe's tiny config and random weights from the printed seed. The reference
+ * for every speculating run is the same request without speculation: a draft is kept only where the
+ * target drew the same token, so the tokens must be identical, whatever the proposer guessed.
+ *   - the n-gram proposer and the acceptance rule on their own (longest suffix first, latest occurrence,
+ *     k cap; the adaptive draft length backs off and pauses);
+ *   - greedy and sampled requests (top-p, a seed) alone, draft lengths 1, 4 and 32, prompts random and
+ *     repetitive (the tiny model's greedy text loops, so drafts are accepted and rejected: both counted);
+ *   - a batch mixing speculating and plain requests, some joining mid-way; chunked prefill (4 tokens a
+ *     step, so drafts meet the step's room); a KV pool small enough to preempt;
+ *   - max_tokens 1..3, a stop token inside accepted drafts, a request that fills the context;
+ *   - after every step rt_engine_check: each page's references are its holders, no sequence keeps a
+ *     rejected draft; at the end every page is free (sharing off) or held by a cached prefix;
+ *   - per-request counters add up to the engine's; refused settings (spec_k 0 and 33, an unknown spec).
+ * Needs the kiln CLI (KILN_BIN, to compile the package) and the LLVM host backend.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/llvm/cg_host.h"
+#include "kfile.h"
+#include "kiln.h"
+#include "kref.h"
+#include "krun.h"
+#include "kt.h"
+#include "runtime/rt_engine.h"
+#include "runtime/rt_spec.h"
+
+enum { MAXT = 512, NP = 8, NEW = 40 };
+
+typedef struct Out {
+    int32_t tok[MAXT];
+    int n;
+    KilnFinish finish;
+    KilnEngine *e;
+    KilnRequestStats rs; /* this request's counters, asked for at its last token */
+} Out;
+
+static char pkg_path[512];
+static uint64_t weights_seed;
+static int64_t spec_proposed, spec_accepted; /* over every speculating run: both must move */
+
+static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
+{
+    Out *o = user;
+    if (tok >= 0 && o->n < MAXT) o->tok[o->n++] = tok;
+    if (fin != KILN_FINISH_NONE) {
+        o->finish = fin;
+        o->rs.size = (int)sizeof o->rs;
+        if (tok >= 0) KT_CHECK(kiln_engine_request_stats(o->e, req, &o->rs) == KILN_OK, "request stats");
+    }
+    return 0;
+}
+
+static KilnEngine *open_engine(int step_tokens, int64_t kv_bytes, int no_share)
+{
+    KilnEngineOptions o;
+    kiln_engine_options_init(&o);
+    o.device = -2;
+    o.max_step_tokens = step_tokens;
+    o.kv_cache_bytes = kv_bytes;
+    o.no_prefix_sharing = no_share;
+    KilnEngine *e = NULL;
+    char err[512];
+    KT_CHECK(rt_engine_open(pkg_path, NULL, weights_seed, &o, &e, err, sizeof err) == KILN_OK, "open: %s",
+             err);
+    return e;
+}
+
+/* Steps until idle, checking the engine's bookkeeping after every step. */
+static void drain(KilnEngine *e)
+{
+    int pending = 1, steps = 0;
+    char err[256];
+    while (pending && steps++ < 20000) {
+        if (kiln_engine_step(e, &pending) != KILN_OK) {
+            KT_CHECK(0, "step: %s", kiln_engine_errmsg(e));
+            return;
+        }
+        if (rt_engine_check(e, err, sizeof err)) {
+            KT_CHECK(0, "after step %d: %s", steps, err);
+            return;
+        }
+    }
+}
+
+static void submit(KilnEngine *e, const int32_t *p, int n, const KilnSampling *s, Out *o)
+{
+    memset(o, 0, sizeof *o);
+    o->e = e;
+    KT_CHECK(kiln_engine_submit(e, p, n, s, on_token, o, NULL) == KILN_OK, "submit: %s",
+             kiln_engine_errmsg(e));
+}
+
+static void run_alone(const int32_t *p, int n, const KilnSampling *s, Out *o)
+{
+    KilnEngine *e = open_engine(0, 0, 1);
+    if (!e) return;
+    submit(e, p, n, s, o);
+    drain(e);
+    kiln_engine_close(e);
+}
+
+static int same(const Out *a, const Out *b)
+{
+    return a->n == b->n && !memcmp(a->tok, b->tok, (size_t)a->n * sizeof a->tok[0]) && a->finish == b->finish;
+}
+
+static void count(const Out *o)
+{
+    spec_proposed += o->rs.spec_proposed, spec_accepted += o->rs.spec_accepted;
+}
+
+static void test_proposer(void)
+{
+    int32_t out[8];
+    const int32_t t[] = {5, 6, 7, 8, 1, 6, 7, 9, 2, 6, 7};
+    /* suffix 6 7 recurs at 5 (latest, before the end) and 1: what followed the latest, 9 2 6 7 */
+    int n = rt_spec_ngram(t, 11, 8, out);
+    KT_CHECK(n == 4 && out[0] == 9 && out[1] == 2 && out[2] == 6 && out[3] == 7, "ngram: %d, %d", n, out[0]);
+    KT_CHECK(rt_spec_ngram(t, 11, 2, out) == 2 && out[1] == 2, "ngram k cap");
+    const int32_t u[] = {1, 2, 3, 4, 9, 3, 4, 5, 1, 2, 3, 4};
+    /* the 4-gram 1 2 3 4 beats the later 2-gram 3 4: 9 follows it */
+    KT_CHECK(rt_spec_ngram(u, 12, 1, out) == 1 && out[0] == 9, "ngram: longest first, got %d", out[0]);
+    const int32_t v[] = {1, 2, 3};
+    KT_CHECK(rt_spec_ngram(v, 3, 4, out) == 0 && rt_spec_ngram(v, 1, 4, out) == 0, "ngram: no recurrence");
+    const int32_t w[] = {4, 4, 4};
+    KT_CHECK(rt_spec_ngram(w, 3, 4, out) == 1 && out[0] == 4, "ngram: overlapping");
+    const int32_t d[] = {1, 2, 3}, g[] = {1, 2, 5, 7};
+    KT_CHECK(rt_spec_accept(d, g, 3) == 2 && rt_spec_accept(d, g + 1, 3) == 0 && rt_spec_accept(d, d, 3) == 3,
+             "accept");
+    RtSpecState s;
+    rt_spec_init(&s, 4);
+    rt_spec_record(&s, 4, 1);
+    KT_CHECK(s.k_cur == 2, "k after 1 of 4: %d", s.k_cur);
+    rt_spec_record(&s, 2, 2);
+    KT_CHECK(s.k_cur == 3, "k after all: %d", s.k_cur);
+    for (int i = 0; i < 4; i++)
+        rt_spec_record(&s, 1, 0);
+    KT_CHECK(s.k_cur == 1 && s.pause == 1 && rt_spec_budget(&s) == 0 && rt_spec_budget(&s) == 1,
+             "a bad draft pauses: k %d pause %d", s.k_cur, s.pause);
+    for (int i = 0; i < 3; i++)
+        rt_spec_record(&s, 1, 0);
+    KT_CHECK(s.pause == 2, "pauses double: %d", s.pause);
+    KT_CHECK(s.verifies == 9 && s.proposed == 13 && s.accepted == 3, "counters");
+}
+
+int main(void)
+{
+    const char *kiln = getenv("KILN_BIN"), *src = getenv("KILN_SOURCE_DIR");
+    test_proposer();
+    if (!cg_host_jit_available())
+        return kt_skip_toolkit("test_engine_spec", "this build has no LLVM host backend");
+    if (!kiln || !src) {
+        printf("SKIP: needs KILN_BIN and KILN_SOURCE_DIR (run through ctest)\n");
+        return 77;
+    }
+    if (!kf_scratch_open("engine-spec")) return 1;
+    snprintf(pkg_path, sizeof pkg_path, "%s", kf_at("tiny.kiln"));
+    char cmd[2048], cache[1200];
+    snprintf(cmd, sizeof cmd, "'%s' compile '%s/recipes/llama.lua' --model tiny --target host %s -o '%s'",
+             kiln, src, krun_compile_cache_flag(cache, sizeof cache), pkg_path);
+    KT_CHECK(system(cmd) == 0, "%s", cmd);
+    KrefRng g = kref_rng(kref_seed()); /* printed; KILN_TEST_SEED replays it */
+    weights_seed = kref_next(&g);
+    KilnEngine *e = open_engine(0, 0, 0);
+    if (!e) return kt_done("test_engine_spec");
+    KilnEngineStats st;
+    kiln_engine_stats(e, &st, sizeof st);
+    int V = kiln_engine_vocab(e), S = st.page_size;
+    kiln_engine_close(e);
+
+    /* prompts: random ones across page boundaries, and repetitive ones (a phrase said three times) */
+    static const int lens[NP] = {1, 7, 9, 23, 40, 24, 30, 33};
+    int32_t prompts[NP][64];
+    for (int i = 0; i < NP; i++)
+        for (int j = 0; j < lens[i]; j++)
+            prompts[i][j] = i < 5 || j < lens[i] / 3 ? (int32_t)(kref_next(&g) % (uint64_t)V)
+                                                     : prompts[i][j % (lens[i] / 3)];
+    KilnSampling plain, spec;
+    kiln_sampling_init(&plain);
+    plain.max_tokens = NEW, plain.ignore_eos = 1;
+    spec = plain, spec.spec = KILN_SPEC_NGRAM;
+    Out ref[NP], got[NP];
+    for (int i = 0; i < NP; i++)
+        run_alone(prompts[i], lens[i], &plain, &ref[i]);
+
+    /* alone, draft lengths 1, 4 and 32 */
+    static const int ks[] = {1, 4, 32};
+    for (int ki = 0; ki < 3; ki++)
+        for (int i = 0; i < NP; i++) {
+            spec.spec_k = ks[ki];
+            run_alone(prompts[i], lens[i], &spec, &got[i]);
+            KT_CHECK(same(&got[i], &ref[i]) && got[i].n == NEW,
+                     "k %d, prompt %d: %d tokens differ from plain", ks[ki], i, got[i].n);
+            KT_CHECK(got[i].rs.generated_tokens == NEW && got[i].rs.spec_accepted <= got[i].rs.spec_proposed,
+                     "k %d, prompt %d: counters", ks[ki], i);
+            count(&got[i]);
+        }
+    spec.spec_k = 4;
+
+    /* sampling: the same seed gives the same tokens with and without speculation */
+    KilnSampling hot = plain, hot_spec;
+    hot.temperature = 0.7f, hot.top_p = 0.9f, hot.seed = kref_next(&g);
+    hot_spec = hot, hot_spec.spec = KILN_SPEC_NGRAM, hot_spec.spec_k = 6;
+    for (int i = 3; i < NP; i++) {
+        Out a, b;
+        run_alone(prompts[i], lens[i], &hot, &a);
+        run_alone(prompts[i], lens[i], &hot_spec, &b);
+        KT_CHECK(same(&a, &b), "sampled prompt %d: speculation changed the tokens", i);
+        count(&b);
+    }
+
+    /* a batch: even requests speculate, odd ones do not; the last three join after 5 steps; then the
+     * same with 4 tokens per step (chunked prefill; drafts within the step's room) */
+    for (int step_tokens = 0; step_tokens <= 4; step_tokens += 4) {
+        e = open_engine(step_tokens, 0, 0);
+        if (!e) break;
+        for (int i = 0; i < NP - 3; i++)
+            submit(e, prompts[i], lens[i], i % 2 ? &plain : &spec, &got[i]);
+        for (int s = 0; s < 5; s++)
+            kiln_engine_step(e, NULL);
+        for (int i = NP - 3; i < NP; i++)
+            submit(e, prompts[i], lens[i], i % 2 ? &plain : &spec, &got[i]);
+        drain(e);
+        int64_t prop = 0, acc = 0;
+        for (int i = 0; i < NP; i++) {
+            KT_CHECK(same(&got[i], &ref[i]), "batch (step tokens %d): request %d differs", step_tokens, i);
+            prop += got[i].rs.spec_proposed, acc += got[i].rs.spec_accepted;
+            count(&got[i]);
+        }
+        kiln_engine_stats(e, &st, sizeof st);
+        KT_CHECK(st.spec_proposed == prop && st.spec_accepted == acc,
+                 "engine counters %lld/%lld, requests %lld/%lld", (long long)st.spec_accepted,
+                 (long long)st.spec_proposed, (long long)acc, (long long)prop);
+        KT_CHECK(st.running == 0 && st.waiting == 0, "not idle: %d running, %d waiting", st.running,
+                 st.waiting);
+        kiln_engine_close(e);
+    }
+
+    /* KV pressure: a pool of 12 pages (one long request and a bit) preempts and recomputes; sharing off, so
+     * every page is free at the end */
+    int64_t page_bytes = 2LL * 2 /* layers */ * S * 2 /* kv heads */ * 16 /* head dim */ * 2 /* bf16 */;
+    e = open_engine(0, page_bytes * 12, 1);
+    if (e) {
+        for (int i = 2; i < NP; i++)
+            submit(e, prompts[i], lens[i], i % 3 ? &spec : &plain, &got[i]);
+        drain(e);
+        kiln_engine_stats(e, &st, sizeof st);
+        for (int i = 2; i < NP; i++)
+            KT_CHECK(same(&got[i], &ref[i]), "KV pressure: request %d differs", i);
+        KT_CHECK(st.preemptions > 0, "no preemption with %d pages", st.kv_pages);
+        KT_CHECK(st.kv_pages_free == st.kv_pages, "pages leaked: %d of %d free", st.kv_pages_free,
+                 st.kv_pages);
+        kiln_engine_close(e);
+    }
+
+    /* max_tokens 1..3, and a stop token inside what the drafts would give */
+    for (int m = 1; m <= 3; m++) {
+        KilnSampling a = plain, b = spec;
+        a.max_tokens = b.max_tokens = m;
+        Out oa, ob;
+        run_alone(prompts[6], lens[6], &a, &oa);
+        run_alone(prompts[6], lens[6], &b, &ob);
+        KT_CHECK(same(&oa, &ob) && ob.n == m && ob.finish == KILN_FINISH_LENGTH, "max_tokens %d: %d tokens",
+                 m, ob.n);
+    }
+    for (int at = 1; at < 12; at += 5) {
+        KilnSampling a = plain, b = spec;
+        int32_t stop_tok = ref[6].tok[at];
+        a.stop_tokens = b.stop_tokens = &stop_tok, a.n_stop = b.n_stop = 1;
+        Out oa, ob;
+        run_alone(prompts[6], lens[6], &a, &oa);
+        run_alone(prompts[6], lens[6], &b, &ob);
+        KT_CHECK(same(&oa, &ob) && ob.finish == KILN_FINISH_STOP && ob.n <= at + 1, "stop at %d: %d tokens",
+                 at, ob.n);
+    }
+    /* the context (512 tokens) fills: LENGTH at the same token */
+    {
+        int32_t *p = malloc(500 * sizeof *p);
+        KilnSampling a = plain, b = spec;
+        a.max_tokens = b.max_tokens = 0, b.spec_k = 32;
+        for (int j = 0; p && j < 500; j++)
+            p[j] = prompts[7][j % lens[7]];
+        Out oa, ob;
+        if (p) run_alone(p, 500, &a, &oa), run_alone(p, 500, &b, &ob);
+        KT_CHECK(p && same(&oa, &ob) && ob.n == 12 && ob.finish == KILN_FINISH_LENGTH,
+                 "full context: %d tokens", p ? ob.n : -1);
+        free(p);
+    }
+
+    /* refused settings queue nothing */
+    e = open_engine(0, 0, 0);
+    if (e) {
+        KilnSampling b = spec;
+        b.spec_k = 0;
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &b, NULL, NULL, NULL) == KILN_ERR_ARG &&
+                     strstr(kiln_engine_errmsg(e), "sampling.spec_k 0: want 1..32"),
+                 "spec_k 0: %s", kiln_engine_errmsg(e));
+        b.spec_k = KILN_MAX_SPEC_K + 1;
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &b, NULL, NULL, NULL) == KILN_ERR_ARG,
+                 "spec_k 33");
+        b = spec, b.spec = 7;
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &b, NULL, NULL, NULL) == KILN_ERR_ARG &&
+                     strstr(kiln_engine_errmsg(e), "sampling.spec 7"),
+                 "spec 7: %s", kiln_engine_errmsg(e));
+        b = plain, b.spec_k = 0; /* read only when speculation is on */
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &b, NULL, NULL, NULL) == KILN_OK,
+                 "spec off, k 0");
+        KilnRequestStats rs = {.size = (int)sizeof rs};
+        KT_CHECK(kiln_engine_request_stats(e, 12345, &rs) == KILN_ERR_ARG, "stats of no request");
+        kiln_engine_stats(e, &st, sizeof st);
+        KT_CHECK(st.waiting == 1, "refused requests queued: %d waiting", st.waiting);
+        kiln_engine_close(e);
+    }
+    printf("speculation: %lld of %lld draft tokens accepted over the runs\n", (long long)spec_accepted,
+           (long long)spec_proposed);
+    KT_CHECK(spec_accepted > 0 && spec_accepted < spec_proposed,
+             "the runs never exercised both acceptance and rejection (%lld of %lld)",
+             (long long)spec_accepted, (long long)spec_proposed);
+    kf_scratch_close();
+    return kt_done("test_engine_spec");
+}
