@@ -571,9 +571,11 @@ static KilnStatus check_spec(const RtWeights *w, const RtWeightSpec *spec, int *
     return KILN_OK;
 }
 
-/* Units of unit_elems elements (a multiple of the stored block). */
+/* Units of unit_elems elements (a multiple of the stored block). A tensor of no elements has no units
+ * (its row may still claim any length: [2^61, 0] is empty). */
 static void src_units(Src *src, int64_t unit_elems)
 {
+    if (!src->n_elements) unit_elems = 0;
     src->unit_elems = unit_elems;
     src->n_units = unit_elems ? src->n_elements / unit_elems : 0;
     src->unit_bytes = (size_t)(unit_elems / src->block * src->block_bytes);

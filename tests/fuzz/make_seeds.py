@@ -86,6 +86,8 @@ write("gguf", "llama_v3_every_type.gguf", gguf(3, every))
 write("gguf", "llama_v2_f32.gguf", gguf(2, [("blk.0.attn_norm.weight", "F32", [64])], align=64))
 write("gguf", "tokenizer_only.gguf", gguf(3, []))
 write("gguf", "empty_v3.gguf", gguf(3, [], tokenizer=False))
+# a fuzz finding (UBSan, rt_w_read): an empty tensor whose row claims 2^61 elements
+write("gguf", "zero_dim_huge_row.gguf", gguf(3, [("blk.0.attn_norm.weight", "F32", [2522015791327477759, 0])]))
 
 def safetensors(tensors, meta=None):
     header, blob = {}, b""
