@@ -53,6 +53,7 @@ typedef struct RunState {
     KilnEngine *e;
     int print_ids, stream, n_out;
     int no_text; /* the package cannot detokenize (random weights, no tokenizer): ids are printed instead */
+    KilnFinish finish; /* how the request ended (ERROR and ABORT fail the run) */
     double t_first, t_start;
     int32_t *out;
     int cap;
@@ -63,10 +64,11 @@ typedef struct RunState {
 
 enum { MAX_PROMPTS = 64 };
 
+/* The engine's log: everything with -v, else only its warnings (a weights file that contradicts the
+ * package where the package wins). */
 static void on_log(void *user, const char *line)
 {
-    (void)user;
-    fprintf(stderr, "kiln: %s\n", line);
+    if (*(const int *)user || !strncmp(line, "warning: ", 9)) fprintf(stderr, "kiln: %s\n", line);
 }
 
 /* Streams text: decodes everything so far and writes the new bytes (a token can complete a character
@@ -76,6 +78,7 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
     RunState *r = user;
     (void)req;
     if (!r->n_out) r->t_first = rt_now_s();
+    if (fin != KILN_FINISH_NONE) r->finish = fin;
     if (tok < 0) return 0;
     if (r->n_out == r->cap) {
         int cap = r->cap ? 2 * r->cap : 256;
@@ -333,7 +336,7 @@ int cli_run(int argc, char **argv)
                 free(given_ids[q]);
             return 2;
         }
-    if (verbose) o.log = on_log;
+    o.log = on_log, o.log_user = &verbose;
     /* the store: given (--db, $KILN_TUNE_DB) must open; the default path is used when it exists */
     char db_buf[1024];
     int is_default = 0;
@@ -377,6 +380,13 @@ int cli_run(int argc, char **argv)
             goto done;
         }
     double t_end = rt_now_s();
+    for (int p = 0; p < n_prompts; p++)
+        if (r[p].finish == KILN_FINISH_ERROR || r[p].finish == KILN_FINISH_ABORT) {
+            cli_error("prompt %d: %s%s", p + 1,
+                      r[p].finish == KILN_FINISH_ABORT ? "its text could not be decoded or kept: " : "",
+                      kiln_engine_errmsg(e)[0] ? kiln_engine_errmsg(e) : "out of memory");
+            goto done;
+        }
     int n_out = 0;
     for (int p = 0; p < n_prompts; p++) {
         n_out += r[p].n_out;

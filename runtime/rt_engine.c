@@ -115,6 +115,7 @@ struct KilnEngine {
     void (*log)(void *, const char *);
     void *log_user;
     char err[512];
+    char tok_why[400]; /* why the weights file's tokenizer could not be built ("" when it has none) */
 };
 
 /* ---- small helpers ---- */
@@ -202,11 +203,84 @@ static const char *config_value(KilnPackage *pkg, const char *key, char *buf, si
     return v;
 }
 
-static int64_t config_i(KilnPackage *pkg, const char *key, int64_t dflt)
+/* Config value `key` as a whole decimal integer in [lo, hi] into *out (dflt when the package has no such
+ * row). A value that is not one is a corrupt package: the config drives sizes the engine allocates. */
+static KilnStatus config_int(KilnEngine *e, KilnPackage *pkg, const char *key, int64_t dflt, int64_t lo,
+                             int64_t hi, int64_t *out)
 {
-    char buf[64];
+    char buf[64], *end = NULL;
     const char *v = config_value(pkg, key, buf, sizeof buf);
-    return v ? strtoll(v, NULL, 10) : dflt;
+    *out = dflt;
+    if (!v) return KILN_OK;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || (*v < '0' || *v > '9') || x < lo || x > hi)
+        return efail(e, KILN_ERR_CORRUPT, "package config %s '%s': want an integer in %lld..%lld", key, v,
+                     (long long)lo, (long long)hi);
+    *out = x;
+    return KILN_OK;
+}
+
+/* A config value as a real number, or NAN when the package has none (or it is not a number). */
+static double config_real(KilnPackage *pkg, const char *key)
+{
+    char buf[64], *end = NULL;
+    const char *v = config_value(pkg, key, buf, sizeof buf);
+    double x = v ? strtod(v, &end) : NAN;
+    return v && end != v && !*end ? x : NAN;
+}
+
+/* A GGUF file's metadata against the package it is loaded into. Sizes that decide how tensors are read
+ * (heads: llama.cpp's Q/K row order; layers, widths, vocabulary) must agree: a contradiction fails the
+ * open. Values the kernels were compiled with (context, RoPE base, norm epsilon) are the package's: a
+ * different one in the file is said once, as a warning, and the package wins. */
+static KilnStatus gguf_agrees(KilnEngine *e, KilnPackage *pkg, const char *path, const RtGgufFile *g)
+{
+    const char *a = NULL;
+    uint64_t alen = 0;
+    char arch[64];
+    if (rt_gguf_get_str(g, "general.architecture", &a, &alen, NULL, 0) != KILN_OK || !alen ||
+        alen >= sizeof arch)
+        return KILN_OK; /* the tensors' names and shapes are checked anyway */
+    memcpy(arch, a, alen), arch[alen] = 0;
+    for (size_t i = 0; i < alen; i++)
+        if (!((arch[i] >= 'a' && arch[i] <= 'z') || (arch[i] >= '0' && arch[i] <= '9') || arch[i] == '_'))
+            return KILN_OK;
+    static const struct {
+        const char *gguf, *config;
+        int must; /* 1: a contradiction is an error; 0: a warning, the package wins */
+    } keys[] = {
+        {"attention.head_count", "n_heads", 1},
+        {"attention.head_count_kv", "n_kv_heads", 1},
+        {"block_count", "n_layers", 1},
+        {"embedding_length", "hidden_size", 1},
+        {"feed_forward_length", "intermediate_size", 1},
+        {"context_length", "max_seq_len", 0},
+        {"rope.freq_base", "rope_theta", 0},
+        {"attention.layer_norm_rms_epsilon", "rms_eps", 0},
+    };
+    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", arch, keys[i].gguf);
+        float f = 0;
+        uint64_t u = 0;
+        int is_int = rt_gguf_get_u64(g, key, &u, NULL, 0) == KILN_OK;
+        if (!is_int && rt_gguf_get_f32(g, key, &f, NULL, 0) != KILN_OK) continue;
+        double file = is_int ? (double)u : (double)f, want = config_real(pkg, keys[i].config);
+        if (isnan(want) || fabs(file - want) <= 1e-6 * fabs(want)) continue;
+        if (keys[i].must)
+            return efail(e, KILN_ERR_CORRUPT, "%s: %s is %g, but the package's %s is %g", path, key, file,
+                         keys[i].config, want);
+        elog(e, "warning: %s: %s is %g, the package's %s %g (the package's is used)", path, key, file,
+             keys[i].config, want);
+    }
+    const RtGgufKv *tok = rt_gguf_kv_find(g, "tokenizer.ggml.tokens");
+    double vocab = config_real(pkg, "vocab_size");
+    if (tok && tok->type == RT_GGUF_VAL_ARRAY && !isnan(vocab) && (double)tok->count > vocab)
+        return efail(e, KILN_ERR_CORRUPT,
+                     "%s: the tokenizer has %llu tokens, but the package's vocab_size is %g", path,
+                     (unsigned long long)tok->count, vocab);
+    return KILN_OK;
 }
 
 /* ---- open ---- */
@@ -267,7 +341,8 @@ static KilnStatus load_kernels(KilnEngine *e)
 /* Reads every weight the plan names into device memory, converted to the package's dtypes, each checked
  * for NaN/Inf (a sample, or every value with check_all: rt_w_finite); path NULL: random weights from seed
  * (rt_w_random). */
-static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed, int check_all)
+static KilnStatus load_weights(KilnEngine *e, KilnPackage *pkg, const char *package, const char *path,
+                               uint64_t seed, int check_all)
 {
     RtPlan *p = e->plan;
     RtWeights *w = NULL;
@@ -283,6 +358,17 @@ static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed, i
             s = efail(e, KILN_ERR_CORRUPT, "package weight %s: bad shape %s", pw->name, pw->shape);
     }
     if (s == KILN_OK && w) s = rt_w_check(w, specs, p->n_weights, e->err, sizeof e->err);
+    for (int i = 0; s == KILN_OK && !w && i < p->n_weights; i++) /* random values: the package alone */
+        s = rt_w_spec_check(&specs[i], package, e->err, sizeof e->err);
+    if (s == KILN_OK && w && rt_w_gguf(w)) s = gguf_agrees(e, pkg, path, rt_w_gguf(w));
+    /* all of them must fit before the first is read (a package may ask for more than the device has) */
+    uint64_t want = 0, have = rt_exec_is_host(e->x) ? rt_exec_mem_total(e->x) : rt_exec_mem_free(e->x);
+    for (int i = 0; s == KILN_OK && i < p->n_weights; i++)
+        want += (uint64_t)specs[i].nbytes; /* each < 2^62 (checked above), at most 2^16 of them */
+    if (s == KILN_OK && want > have)
+        s = efail(e, KILN_ERR_NOMEM, "%s: the weights take %.1f GB; the %s has %.1f GB", package,
+                  (double)want / 1e9, rt_exec_is_host(e->x) ? "host's physical memory" : "GPU's free memory",
+                  (double)have / 1e9);
     if (s == KILN_OK && !(e->weights = calloc((size_t)p->n_weights + 1, sizeof *e->weights)))
         s = efail(e, KILN_ERR_NOMEM, "out of memory");
     int64_t total = 0;
@@ -317,10 +403,11 @@ static KilnStatus load_weights(KilnEngine *e, const char *path, uint64_t seed, i
         total += (int64_t)n;
     }
     if (s == KILN_OK && w && rt_w_gguf(w)) {
-        char terr[400];
-        if (rt_tok_create_gguf(rt_w_gguf(w), &e->tok, terr, sizeof terr) != KILN_OK) {
-            elog(e, "no tokenizer: %s", terr);
+        /* a file with no tokenizer is fine (token ids still work); a broken one is said at every use */
+        if (rt_tok_create_gguf(rt_w_gguf(w), &e->tok, e->tok_why, sizeof e->tok_why) != KILN_OK) {
+            elog(e, "no tokenizer: %s", e->tok_why);
             e->tok = NULL;
+            if (!rt_gguf_kv_find(rt_w_gguf(w), "tokenizer.ggml.model")) e->tok_why[0] = 0;
         }
     }
     if (s == KILN_OK)
@@ -369,10 +456,20 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
                          b->shape);
         if (starts_p) page_bytes += n * dtype_bytes(b->dtype);
     }
-    e->page_size = (int32_t)config_i(pkg, "page_size", 16);
-    e->max_ctx = (int32_t)config_i(pkg, "max_seq_len", 4096);
-    if (page_bytes <= 0 || e->page_size < 1)
-        return efail(e, KILN_ERR_CORRUPT, "package has no paged KV cache inputs");
+    int64_t ps, ctx;
+    KilnStatus cs = config_int(e, pkg, "page_size", 16, 1, 1024, &ps);
+    if (cs == KILN_OK) cs = config_int(e, pkg, "max_seq_len", 4096, 1, 1 << 24, &ctx);
+    if (cs != KILN_OK) return cs;
+    e->page_size = (int32_t)ps, e->max_ctx = (int32_t)ctx;
+    if (page_bytes <= 0) return efail(e, KILN_ERR_CORRUPT, "package has no paged KV cache inputs");
+    /* the pages the kernels index are [P, page_size, ...]: the config must say the same size */
+    for (int i = 0; i < p->n_bufs; i++) {
+        const RtPlanBuf *b = &p->bufs[i];
+        if (b->kind == RT_BUF_INPUT && !strncmp(b->shape, "[P,", 3) && strtoll(b->shape + 3, NULL, 10) != ps)
+            return efail(e, KILN_ERR_CORRUPT,
+                         "package input %s %s: pages of another size than config page_size %d", b->name,
+                         b->shape, e->page_size);
+    }
     /* KV pool: pages of page_size tokens; enough for max_seqs full contexts at most */
     int64_t per_seq = (e->max_ctx + e->page_size - 1) / e->page_size;
     int64_t want = per_seq * e->max_seqs + 1;
@@ -504,20 +601,27 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
         /* logit rows per step: one per sequence, k+1 per speculating one (never more than tokens) */
         e->max_rows = (int)(p->max_rows < e->max_step_tokens ? p->max_rows : e->max_step_tokens);
         if (e->max_rows < e->max_seqs) e->max_rows = e->max_seqs;
-        e->vocab = (int32_t)config_i(pkg, "vocab_size", 0);
-        e->heads = (int)config_i(pkg, "n_heads", 1), e->kv_heads = (int)config_i(pkg, "n_kv_heads", 1);
+        int64_t vocab = 0, heads = 1, kv_heads = 1;
+        s = config_int(e, pkg, "vocab_size", 0, 1, 1 << 24, &vocab);
+        if (s == KILN_OK) s = config_int(e, pkg, "n_heads", 1, 1, 1024, &heads);
+        if (s == KILN_OK) s = config_int(e, pkg, "n_kv_heads", 1, 1, 1024, &kv_heads);
+        e->vocab = (int32_t)vocab, e->heads = (int)heads, e->kv_heads = (int)kv_heads;
         e->buf_next_tokens = rt_plan_output(p, "next_tokens");
         int lg = rt_plan_output(p, "logits");
         const RtPlanBuf *nt = e->buf_next_tokens >= 0 ? &p->bufs[e->buf_next_tokens] : NULL;
-        if (!nt || e->vocab < 1)
+        if (s != KILN_OK)
+            ;
+        else if (!nt || e->vocab < 1)
             s = efail(e, KILN_ERR_UNSUPPORTED, "%s: no next_tokens output or vocab_size (not a generator)",
                       package);
         /* the engine reads the outputs from the arena: they must be activations big enough for a step */
         else if (nt->kind != RT_BUF_ACT || strcmp(nt->dtype, "i32") || nt->bytes < (int64_t)e->max_rows * 4)
             s = efail(e, KILN_ERR_CORRUPT, "%s: output next_tokens is not an i32 activation of %d rows",
                       package, e->max_rows);
-        else if (lg >= 0 && (p->bufs[lg].kind != RT_BUF_ACT || strcmp(p->bufs[lg].dtype, "f32") ||
-                             p->bufs[lg].bytes / 4 / e->vocab < e->max_rows))
+        else if (lg >= 0 &&
+                 (p->bufs[lg].kind != RT_BUF_ACT || strcmp(p->bufs[lg].dtype, "f32") ||
+                  p->bufs[lg].bytes / 4 / e->vocab < e->max_rows || strncmp(p->bufs[lg].shape, "[R,", 3) ||
+                  strtoll(p->bufs[lg].shape + 3, NULL, 10) != e->vocab))
             s = efail(e, KILN_ERR_CORRUPT, "%s: output logits is not an f32 activation of %d x %d", package,
                       e->max_rows, e->vocab);
         elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
@@ -526,7 +630,7 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     e->tuning = opt->tune_db && *opt->tune_db;
     if (s == KILN_OK && e->tuning) s = apply_tuning(e, opt->tune_db);
     if (s == KILN_OK) s = load_kernels(e);
-    if (s == KILN_OK) s = load_weights(e, weights, seed, opt->check_weights);
+    if (s == KILN_OK) s = load_weights(e, pkg, package, weights, seed, opt->check_weights);
     if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
     int sem = s == KILN_OK ? rt_plan_buf(e->plan, "%splitk_sem") : -1;
     if (sem >= 0) /* split-K tile counters (ir/sched.c): zero once; every launch leaves them zero */
@@ -1530,6 +1634,14 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
 
 /* ---- tokenizer ---- */
 
+/* A weights file without a tokenizer is unsupported text; one whose tokenizer is broken is corrupt. */
+static KilnStatus no_tokenizer(KilnEngine *e)
+{
+    if (e->tok_why[0])
+        return efail(e, KILN_ERR_CORRUPT, "the weights file's tokenizer is broken: %s", e->tok_why);
+    return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none (give token ids)");
+}
+
 KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n)
 {
     return kiln_engine_tokenize_v2(e, text, text ? strlen(text) : 0, 0, ids, cap, n);
@@ -1538,8 +1650,7 @@ KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, i
 KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, size_t len, int flags, int32_t *ids,
                                    int cap, int *n)
 {
-    if (!e->tok)
-        return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none (give token ids)");
+    if (!e->tok) return no_tokenizer(e);
     if (flags & ~(KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS))
         return efail(e, KILN_ERR_ARG,
                      "tokenize: flags 0x%x: want KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS",
@@ -1552,6 +1663,6 @@ KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, size_t len, 
 KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
                                   size_t *len)
 {
-    if (!e->tok) return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none");
+    if (!e->tok) return no_tokenizer(e);
     return rt_tok_decode(e->tok, ids, n, 0, out, cap, len, e->err, sizeof e->err);
 }

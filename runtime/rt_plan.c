@@ -68,11 +68,15 @@ static int count_rows(Loader *L, const char *sql)
     return n;
 }
 
-static int64_t meta_i(Loader *L, const char *key)
+static int64_t meta_i(Loader *L, const char *key, int64_t hi)
 {
     const char *v = kiln_package_meta(L->pkg, key);
     char *end;
     long long x = v ? strtoll(v, &end, 10) : -1;
+    if (v && end != v && !*end && x > hi) {
+        fail(L, KILN_ERR_CORRUPT, "meta %s %lld: above %lld", key, x, (long long)hi);
+        return 1;
+    }
     if (!v || end == v || *end || x < 1) {
         fail(L, KILN_ERR_FORMAT,
              "meta %s missing or not a positive integer (a package from an older kiln: "
@@ -181,9 +185,10 @@ static void parse_ir_params(Loader *L, RtPlanKernel *k, const char *text)
         q += 10;
         const char *qe = strchr(q, '"');
         size_t len = qe ? (size_t)(qe - q) : 0;
-        if (!qe || n == k->n_params || strlen(k->param_names[n]) != len || strncmp(q, k->param_names[n], len) ||
-            strncmp(qe, "\" : ", 4)) {
-            fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name, k->params);
+        if (!qe || n == k->n_params || strlen(k->param_names[n]) != len ||
+            strncmp(q, k->param_names[n], len) || strncmp(qe, "\" : ", 4)) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name,
+                 k->params);
             return;
         }
         const char *ty = qe + 4, *te = eol ? eol : ty + strlen(ty), *ro = ty + strcspn(ty, " \n");
@@ -195,7 +200,8 @@ static void parse_ir_params(Loader *L, RtPlanKernel *k, const char *text)
         if (ptr != k->param_is_ptr[n] ||
             (ptr ? (size_t)(ro - ty) != dl + 5 || strncmp(ty + 4, k->param_dtype[n], dl)
                  : (ro - ty != 3 || strncmp(ty, "i32", 3)))) {
-            fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name, k->params);
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: params '%s' disagree with its kernel IR", k->name,
+                 k->params);
             return;
         }
         k->param_rdonly[n] = (unsigned char)rdonly;
@@ -465,9 +471,13 @@ KilnStatus rt_plan_load(KilnPackage *pkg, const char *target, RtPlan **out, char
         fail(&L, KILN_ERR_NOMEM, "out of memory");
     RtPlan *p = L.p;
     if (!L.s) {
-        p->max_tokens = meta_i(&L, "plan_max_tokens"), p->max_seqs = meta_i(&L, "plan_max_seqs");
-        p->max_rows = meta_i(&L, "plan_max_rows"), p->max_split_rows = meta_i(&L, "plan_max_split_rows");
-        p->act_bytes = meta_i(&L, "plan_act_bytes");
+        /* the compiler's own bounds (ir/base.h): step sizes are i32 kernel arguments, a tensor and the
+         * arena at most 2^48 bytes */
+        p->max_tokens = meta_i(&L, "plan_max_tokens", INT32_MAX);
+        p->max_seqs = meta_i(&L, "plan_max_seqs", INT32_MAX);
+        p->max_rows = meta_i(&L, "plan_max_rows", INT32_MAX);
+        p->max_split_rows = meta_i(&L, "plan_max_split_rows", INT32_MAX);
+        p->act_bytes = meta_i(&L, "plan_act_bytes", INT64_C(1) << 48);
     }
     if (!L.s) load_weights(&L);
     if (!L.s) load_buffers(&L);

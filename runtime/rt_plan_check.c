@@ -37,12 +37,12 @@ typedef struct Shape {
 /* What a family's rule says of one kernel at one config. */
 typedef struct Rule {
     Shape shape[RT_PLAN_MAX_ARGS];
-    int64_t plane[RT_PLAN_MAX_ARGS]; /* > 0: the bytes a quantized weight's param reads */
+    int64_t plane[RT_PLAN_MAX_ARGS];          /* > 0: the bytes a quantized weight's param reads */
     unsigned char is_plane[RT_PLAN_MAX_ARGS]; /* scales, zeros: at an offset into w's tensor, or a tensor
                                                  of their own (then only the dtype is checked) */
     int has_grid;
     RtGridAxis grid[3];
-    int threads; /* > 0: CUDA threads per block (WARPS * 32) */
+    int threads;      /* > 0: CUDA threads per block (WARPS * 32) */
     char missing[32]; /* a spec or config key the rule needed and did not find */
 } Rule;
 
@@ -73,8 +73,14 @@ static const char *spec_s(const RtPlanKernel *k, const char *key, char *buf, siz
     return "";
 }
 
-static Dim dc(int64_t n) { return (Dim){.n = n, .param = -1, .sym = -1}; }
-static Dim dp(int param) { return (Dim){.n = 1, .param = param, .sym = -1}; }
+static Dim dc(int64_t n)
+{
+    return (Dim){.n = n, .param = -1, .sym = -1};
+}
+static Dim dp(int param)
+{
+    return (Dim){.n = 1, .param = param, .sym = -1};
+}
 
 /* Sets the expected shape of param `name` (when the kernel has it). */
 static void want(const RtPlanKernel *k, Rule *r, const char *name, int rank, ...)
@@ -99,9 +105,18 @@ static int pidx(const RtPlanKernel *k, const char *name)
 }
 
 /* cdiv(param * mul, div), or the constant c (param -1). */
-static RtGridAxis ax(int param, int64_t mul, int64_t div) { return (RtGridAxis){param, 0, mul, div}; }
-static RtGridAxis axc(int64_t c) { return (RtGridAxis){-1, c, 1, 1}; }
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static RtGridAxis ax(int param, int64_t mul, int64_t div)
+{
+    return (RtGridAxis){param, 0, mul, div};
+}
+static RtGridAxis axc(int64_t c)
+{
+    return (RtGridAxis){-1, c, 1, 1};
+}
+static int64_t cdiv(int64_t a, int64_t b)
+{
+    return (a + b - 1) / b;
+}
 
 static void grid(Rule *r, RtGridAxis x, RtGridAxis y, RtGridAxis z)
 {
@@ -141,7 +156,8 @@ static void rule_matmul(const RtPlanKernel *k, const char *cfg, Rule *r)
     want(k, r, "xs", 1, dp(m)), want(k, r, "rows", 1, dp(m));
     want(k, r, "w", 2, dc(N), dc(K)), want(k, r, "w2", 2, dc(N2), dc(K)), want(k, r, "w3", 2, dc(N3), dc(K));
     want(k, r, "bias", 1, dc(N)), want(k, r, "r", 2, dp(m), dc(N));
-    want(k, r, "out", 2, dp(m), dc(N)), want(k, r, "out2", 2, dp(m), dc(N2)), want(k, r, "out3", 2, dp(m), dc(N3));
+    want(k, r, "out", 2, dp(m), dc(N)), want(k, r, "out2", 2, dp(m), dc(N2)),
+        want(k, r, "out3", 2, dp(m), dc(N3));
     /* quantized formats: the scales (and zeros) may be planes of w's tensor ("weight:NAME@OFFSET") */
     const char *f = spec_s(k, "wfmt", fmt, sizeof fmt), *s = spec_s(k, "sdtype", sd, sizeof sd);
     int64_t G = spec_i(k, r, "group", 128), groups = N * (K / (G > 0 ? G : 1));
@@ -150,7 +166,9 @@ static void rule_matmul(const RtPlanKernel *k, const char *cfg, Rule *r)
     if (!strcmp(f, "w8a16")) wb = N * K, sb = N * ssz;
     if (!strcmp(f, "fp8")) {
         char sc[16];
-        wb = N * K, sb = strstr(k->spec, " group=") ? groups * 4 : !strcmp(spec_s(k, "scale", sc, sizeof sc), "tensor") ? 4 : N * 4;
+        wb = N * K, sb = strstr(k->spec, " group=")                             ? groups * 4
+                         : !strcmp(spec_s(k, "scale", sc, sizeof sc), "tensor") ? 4
+                                                                                : N * 4;
     }
     const char *planes[][3] = {{"w", "scales", "zeros"}, {"w2", "scales2", "zeros2"}};
     for (int p = 0; wb && p < 2; p++) {
@@ -297,8 +315,8 @@ static void grid_text(const RtGridAxis g[3], const RtPlanKernel *k, char *out, s
         if (g[a].param < 0)
             at += (size_t)snprintf(out + at, n - at, "%s%lld", a ? " " : "", (long long)g[a].c);
         else
-            at += (size_t)snprintf(out + at, n - at, "%scdiv(%s*%lld,%lld)", a ? " " : "", k->param_names[g[a].param],
-                                   (long long)g[a].mul, (long long)g[a].div);
+            at += (size_t)snprintf(out + at, n - at, "%scdiv(%s*%lld,%lld)", a ? " " : "",
+                                   k->param_names[g[a].param], (long long)g[a].mul, (long long)g[a].div);
     }
 }
 
@@ -337,8 +355,8 @@ int rt_plan_binary_check(const RtPlanKernel *k, const RtPlanBinary *b, char *why
         return -1;
     }
     if (llvm && (b->block != 1 || b->smem != 0)) {
-        snprintf(why, (size_t)whylen, "block %d, smem %d: a %s binary launches with 1 and 0", b->block, b->smem,
-                 b->format);
+        snprintf(why, (size_t)whylen, "block %d, smem %d: a %s binary launches with 1 and 0", b->block,
+                 b->smem, b->format);
         return -1;
     }
     return 0;
@@ -455,8 +473,8 @@ static KilnStatus bad(Check *c, int step, const RtPlanKernel *k, const char *fmt
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return c->s = rt_file_errf(c->err, c->errlen, KILN_ERR_CORRUPT, "%s: step %d (kernel %s): %s", c->path, step,
-                               k->name, msg);
+    return c->s = rt_file_errf(c->err, c->errlen, KILN_ERR_CORRUPT, "%s: step %d (kernel %s): %s", c->path,
+                               step, k->name, msg);
 }
 
 static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLaunch *l, const Rule *r, int i)
@@ -483,7 +501,8 @@ static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLau
             }
             snprintf(need + at, sizeof need - at, "]");
             if (strcmp(need, w->shape)) {
-                bad(c, step, k, "param %s needs a weight of shape %s, weight %s is %s", pn, need, w->name, w->shape);
+                bad(c, step, k, "param %s needs a weight of shape %s, weight %s is %s", pn, need, w->name,
+                    w->shape);
                 return;
             }
         }
@@ -491,8 +510,8 @@ static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLau
             bad(c, step, k, "param %s reads %lld bytes at offset %lld of weight %s, which has %lld", pn,
                 (long long)r->plane[i], (long long)a->offset, w->name, (long long)w->nbytes);
         else if (r->plane[i] <= 0 && a->offset)
-            bad(c, step, k, "param %s takes a whole weight, not bytes at offset %lld of %s", pn, (long long)a->offset,
-                w->name);
+            bad(c, step, k, "param %s takes a whole weight, not bytes at offset %lld of %s", pn,
+                (long long)a->offset, w->name);
         return;
     }
     if (a->kind != RT_ARG_INPUT && a->kind != RT_ARG_ACT) return;
@@ -506,8 +525,8 @@ static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLau
     int rank, w = canon_want(&r->shape[i], l, &need);
     if (w > 0) return;
     if (w < 0 || canon_text(b->shape, &have, &rank)) {
-        bad(c, step, k, "param %s: buffer %s has shape %s, which the kernel cannot be checked against", pn, b->name,
-            b->shape);
+        bad(c, step, k, "param %s: buffer %s has shape %s, which the kernel cannot be checked against", pn,
+            b->name, b->shape);
         return;
     }
     int same = need.n == have.n && need.n_syms == have.n_syms;
@@ -520,8 +539,104 @@ static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLau
     }
 }
 
+static int dtype_size(const char *dt)
+{
+    static const struct {
+        const char *name;
+        int size;
+    } sizes[] = {{"f32", 4}, {"i32", 4}, {"f16", 2}, {"bf16", 2},
+                 {"i64", 8}, {"i8", 1},  {"u8", 1},  {"f8e4m3", 1}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (!strcmp(dt, sizes[i].name)) return sizes[i].size;
+    return 0;
+}
+
+/* The activation table itself: each buffer holds its shape at the plan's maxima (the launches' shapes
+ * are symbolic, so this is what makes them fit), and two buffers share bytes only when no launch range
+ * that uses one meets the range that uses the other (the planner's rule, docs/PACKAGE.md: its ranges
+ * contain these, so a package it made always passes). */
+static KilnStatus check_arena(const RtPlan *p, const char *path, char *err, int errlen)
+{
+    int64_t *first = calloc((size_t)p->n_bufs + 1, sizeof *first),
+            *last = calloc((size_t)p->n_bufs + 1, sizeof *last);
+    KilnStatus s =
+        first && last ? KILN_OK : rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    for (int b = 0; !s && b < p->n_bufs; b++) {
+        const RtPlanBuf *x = &p->bufs[b];
+        first[b] = INT64_MAX, last[b] = x->output ? p->n_launches : -1;
+        if (x->kind != RT_BUF_ACT) continue;
+        Canon c;
+        int rank, size = dtype_size(x->dtype);
+        if (!size || canon_text(x->shape, &c, &rank)) {
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: buffer %s: %s %s is no activation type",
+                             path, x->name, x->dtype, x->shape);
+            break;
+        }
+        for (int i = 0; !s && i < c.n_syms; i++) {
+            const char *y = c.syms[i];
+            int64_t v = !strcmp(y, "T")     ? p->max_tokens
+                        : !strcmp(y, "B")   ? p->max_seqs
+                        : !strcmp(y, "B+1") ? p->max_seqs + 1
+                        : !strcmp(y, "R")   ? p->max_rows
+                                            : -1;
+            if (v < 0 || canon_mul(&c, v))
+                s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%s: buffer %s: shape %s cannot be sized",
+                                 path, x->name, x->shape);
+        }
+        if (!s && (canon_mul(&c, size) || c.n > x->bytes))
+            s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                             "%s: buffer %s: %lld bytes hold less than %s %s at the plan's maxima", path,
+                             x->name, (long long)x->bytes, x->dtype, x->shape);
+    }
+    for (int i = 0; !s && i < p->n_launches; i++)
+        for (int a = 0; a < p->launches[i].n_args; a++) {
+            const RtPlanArg *g = &p->launches[i].args[a];
+            if (g->kind != RT_ARG_ACT) continue;
+            if (first[g->index] > i) first[g->index] = i;
+            if (last[g->index] < i) last[g->index] = i;
+        }
+    /* split-KV attention writes up to max_split_rows rows of its workspaces (the runtime's split count
+     * keeps n_tokens * heads * splits within it) */
+    for (int i = 0; !s && i < p->n_launches; i++) {
+        const RtPlanLaunch *l = &p->launches[i];
+        const RtPlanKernel *k = &p->kernels[l->kernel];
+        Rule r;
+        memset(&r, 0, sizeof r);
+        int64_t D = spec_i(k, &r, "D", 0);
+        for (int w = 0; w < 2 && !s && k->family && !strncmp(k->family, "attention", 9); w++) {
+            int a = pidx(k, w ? "ws_lse" : "ws_o");
+            if (a < 0 || a >= l->n_args || l->args[a].kind != RT_ARG_ACT) continue;
+            const RtPlanBuf *x = &p->bufs[l->args[a].index];
+            if (x->bytes / 4 / (w ? 1 : (D > 0 ? D : 1)) < p->max_split_rows)
+                s = rt_file_errf(
+                    err, errlen, KILN_ERR_CORRUPT,
+                    "%s: step %d: workspace %s holds fewer than meta plan_max_split_rows %lld rows", path, i,
+                    x->name, (long long)p->max_split_rows);
+        }
+    }
+    for (int a = 0; !s && a < p->n_bufs; a++)
+        for (int b = a + 1; !s && b < p->n_bufs; b++) {
+            const RtPlanBuf *x = &p->bufs[a], *y = &p->bufs[b];
+            if (x->kind != RT_BUF_ACT || y->kind != RT_BUF_ACT || !x->bytes || !y->bytes) continue;
+            int share = x->offset < y->offset + y->bytes && y->offset < x->offset + x->bytes;
+            int live =
+                first[a] <= last[a] && first[b] <= last[b] && first[a] <= last[b] && first[b] <= last[a];
+            if (share && live)
+                s = rt_file_errf(
+                    err, errlen, KILN_ERR_CORRUPT,
+                    "%s: buffers %s and %s share arena bytes while both are in use (steps %lld..%lld "
+                    "and %lld..%lld)",
+                    path, x->name, y->name, (long long)first[a], (long long)last[a], (long long)first[b],
+                    (long long)last[b]);
+        }
+    free(first), free(last);
+    return s;
+}
+
 KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errlen)
 {
+    KilnStatus s0 = check_arena(p, path, err, errlen);
+    if (s0 != KILN_OK) return s0;
     Check c = {.p = p, .path = path, .err = err, .errlen = errlen};
     unsigned char *written = calloc((size_t)p->n_bufs + 1, 1);
     if (!written) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
@@ -545,7 +660,8 @@ KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errle
                     k->param_names[a], p->bufs[x->index].name);
         }
         for (int a = 0; a < l->n_args; a++)
-            if (l->args[a].kind == RT_ARG_ACT && (k->param_mem[a] & RT_PLAN_STORES)) written[l->args[a].index] = 1;
+            if (l->args[a].kind == RT_ARG_ACT && (k->param_mem[a] & RT_PLAN_STORES))
+                written[l->args[a].index] = 1;
     }
     for (int b = 0; b < p->n_bufs && !c.s; b++)
         if (p->bufs[b].output && p->bufs[b].kind == RT_BUF_ACT && !written[b])

@@ -537,16 +537,17 @@ typedef struct Src {
     int64_t f8_N, f8_K, f8_rows, f8_cols, f8_bn, f8_bk;
 } Src;
 
-/* The spec's own consistency: dtype known, nbytes = the dtype's size of the shape. *to: the format. */
-static KilnStatus check_spec(const RtWeights *w, const RtWeightSpec *spec, int *to, char *err, int errlen)
+/* The spec's own consistency: dtype known, nbytes = the dtype's size of the shape. *to: the format.
+ * Messages start with `where` (the weights file, or the package when there is none). */
+static KilnStatus check_spec(const char *where, const RtWeightSpec *spec, int *to, char *err, int errlen)
 {
     if (!spec->name || !spec->dtype)
-        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: a weight spec without a name or dtype", w->path);
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: a weight spec without a name or dtype", where);
     *to = fmt_from_name(spec->dtype);
     if (*to == FMT_OTHER)
         return rt_file_errf(err, errlen, KILN_ERR_UNSUPPORTED,
                             "%s: tensor %s: the package wants dtype '%s', which kiln does not load (%s)",
-                            w->path, spec->name, spec->dtype, FMT_LIST);
+                            where, spec->name, spec->dtype, FMT_LIST);
     int block = fmt_block(*to), ok = spec->rank >= 0 && spec->rank <= RT_W_MAX_RANK;
     int64_t elems = 1;
     for (int d = 0; ok && d < spec->rank; d++) {
@@ -555,17 +556,17 @@ static KilnStatus check_spec(const RtWeights *w, const RtWeightSpec *spec, int *
     }
     if (!ok)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: tensor %s: the package's shape is not valid",
-                            w->path, spec->name);
+                            where, spec->name);
     char sh[128];
     if (block > 1 && (spec->rank == 0 || spec->shape[spec->rank - 1] % block))
         return rt_file_errf(
             err, errlen, KILN_ERR_CORRUPT,
-            "%s: tensor %s: the package wants %s %s, whose rows are not whole %d-element blocks", w->path,
+            "%s: tensor %s: the package wants %s %s, whose rows are not whole %d-element blocks", where,
             spec->name, spec->dtype, shape_str(spec->shape, spec->rank, sh, sizeof sh), block);
     int64_t want = elems / block * fmt_bytes(*to);
     if (spec->nbytes != want)
         return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
-                            "%s: tensor %s: the package says %lld bytes, but %s %s is %lld bytes", w->path,
+                            "%s: tensor %s: the package says %lld bytes, but %s %s is %lld bytes", where,
                             spec->name, (long long)spec->nbytes, spec->dtype,
                             shape_str(spec->shape, spec->rank, sh, sizeof sh), (long long)want);
     return KILN_OK;
@@ -950,7 +951,7 @@ static KilnStatus resolve(const RtWeights *w, const RtWeightSpec *spec, Src *src
                           int errlen)
 {
     memset(src, 0, sizeof *src);
-    KilnStatus s = check_spec(w, spec, to, err, errlen);
+    KilnStatus s = check_spec(w->path, spec, to, err, errlen);
     if (s == KILN_OK && fmt_is_w4(*to)) {
         snprintf(src->label, sizeof src->label, "%s", spec->name);
         return w4_resolve(w, spec, *to, &src->quant, err, errlen);
@@ -973,6 +974,13 @@ static KilnStatus resolve(const RtWeights *w, const RtWeightSpec *spec, Src *src
     }
     s = check_conversion(src, *to, err, errlen);
     return s != KILN_OK ? s : gguf_heads(w, src, err, errlen);
+}
+
+KilnStatus rt_w_spec_check(const RtWeightSpec *spec, const char *where, char *err, int errlen)
+{
+    int to;
+    return spec ? check_spec(where, spec, &to, err, errlen)
+                : rt_file_errf(err, errlen, KILN_ERR_ARG, "rt_w_spec_check: NULL spec");
 }
 
 KilnStatus rt_w_check(const RtWeights *w, const RtWeightSpec *specs, int n, char *err, int errlen)
@@ -1086,8 +1094,8 @@ int rt_w_finite(const RtWeightSpec *spec, const void *data, int full, int64_t *a
     static const struct {
         const char *dtype;
         int unit, elems, n_half, half[2];
-    } k[] = {{"f32", 4, 1, 0, {0}},         {"f16", 2, 1, 1, {0}},          {"bf16", 2, 1, 0, {0}},
-             {"q4_0", 18, 32, 1, {0}},      {"q4_1", 20, 32, 2, {0, 2}},    {"q8_0", 34, 32, 1, {0}},
+    } k[] = {{"f32", 4, 1, 0, {0}},         {"f16", 2, 1, 1, {0}},       {"bf16", 2, 1, 0, {0}},
+             {"q4_0", 18, 32, 1, {0}},      {"q4_1", 20, 32, 2, {0, 2}}, {"q8_0", 34, 32, 1, {0}},
              {"q4_k", 144, 256, 2, {0, 2}}, {"q6_k", 210, 256, 1, {208}}};
     const unsigned char *p = data;
     for (size_t t = 0; t < sizeof k / sizeof k[0]; t++) {

@@ -51,6 +51,12 @@ typedef struct RtWeights RtWeights;
 int rt_w_spec_parse(const char *name, const char *dtype, const char *shape_text, int64_t nbytes,
                     RtWeightSpec *out);
 
+/* A spec's own consistency, with no file: a dtype kiln loads, a valid shape (rows whole blocks of a
+ * block format), nbytes equal to what the dtype takes for the shape. KILN_OK, or KILN_ERR_UNSUPPORTED /
+ * KILN_ERR_CORRUPT / KILN_ERR_ARG with one line starting with `where` (the package's path). rt_w_check
+ * does the same with a file; random weights (rt_w_random) need this first. */
+KilnStatus rt_w_spec_check(const RtWeightSpec *spec, const char *where, char *err, int errlen);
+
 /* Opens the weights at path: a GGUF file (magic "GGUF", or a .gguf name), a safetensors file, a sharded
  * checkpoint's index (a file whose name ends in ".json", or that starts with '{'), or a directory holding, in
  * this order of preference, model.safetensors.index.json, exactly one other *.safetensors.index.json, exactly

@@ -49,6 +49,48 @@ else echo "FAIL --special '$inj': $special"; fail=1; fi
 if [ -n "$chat_hi" ] && [ "$chat_hi" = "$templ" ]; then echo "ok   --chat ids = the template's with --special"
 else echo "FAIL --chat hi: '$chat_hi', the template with --special: '$templ'"; fail=1; fi
 
+# speculative decoding (docs/RUNTIME.md): greedy ids with --spec ngram are those without, for a batch of a
+# chat-rendered prompt, a code prompt and one that quotes text the answer repeats; drafts were accepted
+sp=(--special --prompt $'<|im_start|>user\nName three colors.<|im_end|>\n<|im_start|>assistant\n'
+    --prompt 'def fibonacci(n):' --prompt 'Repeat after me: the quick brown fox jumps over the lazy dog. the quick brown')
+spec_run() { "$kiln" run "$d/smol.kiln" --weights "$model" --device host --max-tokens 16 --print-ids "${sp[@]}" "$@"; }
+spec_run > "$d/plain.ids" 2> "$d/err"; rc0=$?
+spec_run --spec ngram --spec-k 5 -v > "$d/spec.ids" 2> "$d/spec.err"; rc1=$?
+acc=$(sed -n 's/.*speculation: [0-9]* verify steps, \([0-9]*\) of .*/\1/p' "$d/spec.err")
+if [ $rc0 = 0 ] && [ $rc1 = 0 ] && [ -s "$d/plain.ids" ] && cmp -s "$d/plain.ids" "$d/spec.ids" && [ "${acc:-0}" -gt 0 ]; then
+  echo "ok   --spec ngram: the same greedy ids, $acc draft tokens accepted"
+else echo "FAIL --spec ngram (rc $rc0 $rc1, accepted '${acc:-}'): $(cat "$d/err" "$d/spec.err")"; diff "$d/plain.ids" "$d/spec.ids"; fail=1; fi
+
+# a GGUF whose metadata contradicts the package: heads (how Q/K rows are read) fail the open, a context
+# length the package overrides is a warning; a broken tokenizer is said as such, not as "no tokenizer"
+patch_u32() { # OUT KEY VALUE: the model with KEY's u32 value replaced
+  python3 - "$model" "$1" "$2" "$3" << 'EOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read()); k = sys.argv[3].encode()
+at = b.index(struct.pack("<Q", len(k)) + k) + 8 + len(k)
+assert struct.unpack("<I", b[at:at + 4])[0] == 4, "not a u32"
+b[at + 4:at + 8] = struct.pack("<I", int(sys.argv[4])); open(sys.argv[2], "wb").write(b)
+EOF
+}
+gguf_case() { # NAME RC WANT KEY VALUE [ARGS]
+  local name=$1 want_rc=$2 want=$3
+  patch_u32 "$d/m.gguf" "$4" "$5"
+  "$kiln" run "$d/smol.kiln" --weights "$d/m.gguf" --device host --max-tokens 1 "${@:6}" > "$d/out" 2> "$d/err"
+  local rc=$?
+  if [ $rc = "$want_rc" ] && [ "$(cat "$d/err")" = "$want" ]; then echo "ok   $name"
+  else echo "FAIL $name (rc $rc): $(cat "$d/err")"; fail=1; fi
+}
+gguf_case "GGUF head_count contradicts the package" 1 \
+  "kiln: $d/m.gguf: llama.attention.head_count is 8, but the package's n_heads is 9" \
+  llama.attention.head_count 8 --prompt-ids "1 2 3"
+gguf_case "GGUF context_length differs: a warning" 0 \
+  "kiln: warning: $d/m.gguf: llama.context_length is 4096, the package's max_seq_len 8192 (the package's is used)" \
+  llama.context_length 4096 --prompt-ids "1 2 3"
+gguf_case "GGUF with a broken tokenizer" 1 \
+  "kiln: the weights file's tokenizer is broken: tokenizer: eos token id 99999999 is out of range (49152 tokens)" \
+  tokenizer.ggml.eos_token_id 99999999 --prompt hi
+rm -f "$d/m.gguf"
+
 # hostile weights: one clear line each, status 1, no crash
 head -c 5000000 "$model" > "$d/trunc.gguf"
 expect_error() { # NAME PATTERN ARGS...

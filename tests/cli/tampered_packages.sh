@@ -2,8 +2,10 @@
 # Packages and stores as untrusted data (docs/PACKAGE.md, "Reading and validation", "Threat model"): a
 # fresh tiny host package edited with sqlite3 — a kernel bound to a smaller weight, a weight plane past
 # its tensor, an input of another dtype bound to a param, a cache of the wrong shape, deleted, swapped
-# and missing steps, a grid that its config does not give, edited config rows — each refused by `kiln
-# run` with exit 1 and one exact line; a tuning store whose binary's grid was edited is imported and its
+# and missing steps, a grid that its config does not give, edited config rows, an activation smaller than
+# its shape or aliased while live, weight rows that contradict their shape, meta maxima past 32 bits,
+# split rows past the workspace, config rows that contradict the plan even with a recomputed hash — each
+# refused by `kiln run` with exit 1 and one exact line; a tuning store whose binary's grid was edited is imported and its
 # kernel falls back to the default (one log line, the same tokens); NaN weights fail the open (an all-NaN
 # checkpoint by the default sample, a single NaN only with --check-weights).
 set -u
@@ -61,6 +63,48 @@ tamper "params edited" tiny.kiln "UPDATE kernels SET params = replace(params, 'x
 ch=$(sqlite3 "$d/tiny.kiln" "SELECT value FROM meta WHERE key = 'config_hash'")
 tamper "config rows edited" tiny.kiln "UPDATE config SET value = '3' WHERE key = 'n_layers'" \
   "corrupt package (config rows hash to a0b1ad06d6db1505, meta config_hash says $ch: edited)"
+
+# the buffer and weight tables, the meta maxima and the config as untrusted data (the plan's shapes are
+# symbolic: the tables are what make them fit)
+tamper "activation smaller than its shape" tiny.kiln "UPDATE buffers SET bytes = 512 WHERE name = '%7'" \
+  "buffer %7: 512 bytes hold less than bf16 [T,64] at the plan's maxima"
+tamper "activations aliased while both live" tiny.kiln \
+  "UPDATE buffers SET offset = (SELECT offset FROM buffers WHERE name = '%7') WHERE name = '%9'" \
+  "buffers %7 and %9 share arena bytes while both are in use (steps 0..7 and 1..2)"
+tamper "weight bytes edited (random weights)" tiny.kiln "UPDATE weights SET nbytes = 10 WHERE name = 'model.norm.weight'" \
+  "tensor model.norm.weight: the package says 10 bytes, but bf16 [64] is 128 bytes"
+tamper "weight dtype edited (random weights)" tiny.kiln "UPDATE weights SET dtype = 'q9_9' WHERE name = 'model.norm.weight'" \
+  "tensor model.norm.weight: the package wants dtype 'q9_9', which kiln does not load (f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k)"
+tamper "plan maximum past i32" tiny.kiln "UPDATE meta SET value = '4294967296' WHERE key = 'plan_max_seqs'" \
+  "meta plan_max_seqs 4294967296: above 2147483647"
+tamper "split rows past the workspace" tiny.kiln "UPDATE meta SET value = '100000' WHERE key = 'plan_max_split_rows'" \
+  "step 4: workspace %ws_o.17 holds fewer than meta plan_max_split_rows 100000 rows"
+# weights beyond the device's memory are refused before any is read (not allocated until killed)
+cp "$d/tiny.kiln" "$d/big.kiln"
+sqlite3 "$d/big.kiln" "INSERT INTO weights VALUES ('model.extra.weight', 'bf16', '[33554432,1048576]', 70368744177664)"
+run "$d/big.kiln" --random-weights 1 > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] &&
+  grep -q "^kiln: $d/big.kiln: the weights take 70368.7 GB; the host's physical memory has [0-9.]* GB$" "$d/err" &&
+  ok "weights beyond memory refused at once" || bad "weights beyond memory (rc $rc): $(cat "$d/err")"
+# config rows edited with a matching config_hash (an integrity hash, not a signature): still contradictions
+rehash() { python3 - "$1" "$2" << 'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1]); db.execute(sys.argv[2])
+h = 0xcbf29ce484222325
+for k, v in db.execute("SELECT key, value FROM config ORDER BY key"):
+    for x in ("%s=%s\n" % (k, v)).encode(): h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+db.execute("UPDATE meta SET value = ? WHERE key = 'config_hash'", ("%016x" % h,)); db.commit()
+EOF
+}
+retamper() { cp "$d/tiny.kiln" "$d/re.kiln"; rehash "$d/re.kiln" "$2"
+  run "$d/re.kiln" --random-weights 1 > /dev/null 2> "$d/err"; local rc=$?
+  if [ $rc = 1 ] && [ "$(cat "$d/err")" = "kiln: $3" ]; then ok "$1"; else bad "$1 (rc $rc): $(cat "$d/err")"; fi; }
+retamper "page_size against the caches' pages" "UPDATE config SET value = '16' WHERE key = 'page_size'" \
+  "package input k_cache.0 [P,8,2,16]: pages of another size than config page_size 16"
+retamper "max_seq_len past 32 bits" "UPDATE config SET value = '4294967300' WHERE key = 'max_seq_len'" \
+  "package config max_seq_len '4294967300': want an integer in 1..16777216"
+retamper "vocab_size against the logits" "UPDATE config SET value = '128' WHERE key = 'vocab_size'" \
+  "$d/re.kiln: output logits is not an f32 activation of 256 x 128"
 
 # NaN weights: the default sample catches an all-NaN checkpoint; one NaN off the sample needs --check-weights
 python3 - "$d/w.safetensors" "$d" << 'EOF'
