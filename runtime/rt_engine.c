@@ -73,10 +73,11 @@ typedef struct Cached {
     uint64_t used; /* e->clock at its last use */
 } Cached;
 
-/* A captured decode step: every launch of the plan for B sequences of one new token each, with n_splits
+/* A captured uniform step: every launch of the plan for B sequences of q new tokens each, every token a
+ * logit row (q = 1: a decode; q = k + 1: a speculative verify of k drafts each), with n_splits
  * splits of the attention (the block table's stride is always max_pages), replayed in one call. */
 typedef struct StepGraph {
-    int B, n_splits;
+    int B, q, n_splits;
     RtExecGraph *g;
 } StepGraph;
 
@@ -1179,12 +1180,13 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
     return e->profile ? profile_step(e) : KILN_OK;
 }
 
-/* Runs a decode step of B sequences as a graph: the one captured for (B, n_splits), or captures it now.
+/* Runs a uniform step of B sequences of q tokens as a graph: the one captured for (B, q, n_splits), or
+ * captures it now.
  * When capturing fails, graphs are turned off and the step runs launch by launch. */
-static KilnStatus run_graph(KilnEngine *e, int B, int n_splits, const int64_t *sym, const int64_t *rtv)
+static KilnStatus run_graph(KilnEngine *e, int B, int q, int n_splits, const int64_t *sym, const int64_t *rtv)
 {
     for (int i = 0; i < e->n_graphs; i++)
-        if (e->graphs[i].B == B && e->graphs[i].n_splits == n_splits)
+        if (e->graphs[i].B == B && e->graphs[i].q == q && e->graphs[i].n_splits == n_splits)
             return rt_exec_graph_launch(e->x, e->graphs[i].g, e->err, sizeof e->err);
     if (e->n_graphs == MAX_GRAPHS) return run_plan(e, sym, rtv);
     RtExecGraph *g = NULL;
@@ -1200,8 +1202,9 @@ static KilnStatus run_graph(KilnEngine *e, int B, int n_splits, const int64_t *s
         e->err[0] = 0;
         return run_plan(e, sym, rtv);
     }
-    e->graphs[e->n_graphs++] = (StepGraph){B, n_splits, g};
-    elog(e, "captured a decode step of %d sequences (%d attention splits) as a CUDA graph", B, n_splits);
+    e->graphs[e->n_graphs++] = (StepGraph){B, q, n_splits, g};
+    elog(e, "captured a step of %d sequences x %d tokens (%d attention splits) as a CUDA graph", B, q,
+         n_splits);
     return rt_exec_graph_launch(e->x, g, e->err, sizeof e->err);
 }
 
@@ -1210,14 +1213,15 @@ static KilnStatus run_graph(KilnEngine *e, int B, int n_splits, const int64_t *s
 static KilnStatus run_batch(KilnEngine *e, int B, int R)
 {
     StepIn *in = &e->in;
-    int32_t mp = 1, decode = R == B;
+    int32_t mp = 1, q = B ? in->items[0].n_new : 0, uniform = R == B * q;
     for (int k = 0; k < B; k++) {
         const int32_t *pg;
         int32_t np = rt_kv_seq_pages(e->kv, in->items[k].seq, &pg);
         if (np > mp) mp = np;
-        decode &= in->items[k].n_new == 1;
+        uniform &= in->items[k].n_new == q;
     }
-    int graph = decode && e->use_graphs && !e->probing;
+    /* uniform steps: decodes, and verifies whose sequences all check as many drafts */
+    int graph = uniform && q <= KILN_MAX_SPEC_K + 1 && e->use_graphs && !e->probing;
     if (graph) mp = e->max_pages; /* a replayed step bakes the block table's stride in */
     RtKvStep st = {.block_table = in->block_table,
                    .max_pages = mp,
@@ -1249,7 +1253,7 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
         (s = put_input(e, e->in_sampling, in->sampling, (size_t)R * 16)))
         return s;
     if (!graph) return run_plan(e, sym, rtv);
-    return run_graph(e, B, (int)rtv[RT_RTV_N_SPLITS], sym, rtv);
+    return run_graph(e, B, q, (int)rtv[RT_RTV_N_SPLITS], sym, rtv);
 }
 
 /* Reports token tok of request r and decides whether it ends it. */
