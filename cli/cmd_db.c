@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cli_num.h"
 #include "rt_exec.h"
+#include "rt_file.h"
 
 static const char db_usage[] =
     "usage: kiln db <command> [--db FILE] [options]\n"
@@ -187,8 +188,8 @@ static int print_device(void *ctx, const char *fp, const RtTdbDevice *d, int64_t
 {
     char mem[32];
     fmt_bytes(mem, sizeof mem, (double)d->mem_bytes);
-    printf("device  %s  %s, %s, %d SMs, %s, driver %s, CUDA %s: %lld result%s\n", fp, d->name, d->arch,
-           d->sm_count, mem, d->driver, d->cuda, (long long)results, results == 1 ? "" : "s");
+    rt_file_line(stdout, "device  %s  %s, %s, %d SMs, %s, driver %s, CUDA %s: %lld result%s", fp, d->name,
+                 d->arch, d->sm_count, mem, d->driver, d->cuda, (long long)results, results == 1 ? "" : "s");
     (*(int *)ctx)++;
     return 0;
 }
@@ -210,9 +211,9 @@ static int print_row(void *ctx, const RtTdbRow *r)
     char sp[32], med[32];
     speedup_text(r, sp, sizeof sp);
     snprintf(med, sizeof med, "%.2f us", r->median_us);
-    printf("%-6lld %-8.8s %-36s %-14s %10s %8s %3s %-10.10s  %s%s\n", (long long)r->id, r->device, r->kernel,
-           r->bucket[0] ? r->bucket : "-", med, sp, r->pinned ? "*" : "", r->tuned_at, r->config,
-           r->damaged ? "  (damaged row)" : "");
+    rt_file_line(stdout, "%-6lld %-8.8s %-36s %-14s %10s %8s %3s %-10.10s  %s%s", (long long)r->id, r->device,
+                 r->kernel, r->bucket[0] ? r->bucket : "-", med, sp, r->pinned ? "*" : "", r->tuned_at,
+                 r->config, r->damaged ? "  (damaged row)" : "");
     return 0;
 }
 
@@ -222,7 +223,7 @@ static int db_list(const DbArgs *a)
     if (!db) return 1;
     char err[1024];
     int devices = 0, rows[1] = {0};
-    printf("tuning DB %s (schema %d)\n", rt_tdb_path(db), RT_TDB_SCHEMA_VERSION);
+    rt_file_line(stdout, "tuning DB %s (schema %d)", rt_tdb_path(db), RT_TDB_SCHEMA_VERSION);
     KilnStatus s = rt_tdb_devices(db, print_device, &devices, err, sizeof err);
     if (!s) s = rt_tdb_rows(db, &a->f, print_row, rows, err, sizeof err);
     rt_tdb_close(db);
@@ -244,21 +245,23 @@ static int show_row(void *ctx, const RtTdbRow *r)
 {
     char sp[32];
     speedup_text(r, sp, sizeof sp);
-    printf("id          %lld\n", (long long)r->id);
-    printf("device      %s\n", r->device);
-    printf("kernel      %s\n", r->kernel);
-    printf("ir_hash     %s\n", r->ir_hash);
-    printf("bucket      %s\n", r->bucket[0] ? r->bucket : "(none)");
-    printf("config      %s\n", r->config);
-    printf("median      %.3f us (p20 %.3f, p80 %.3f, %d samples)\n", r->median_us, r->p20_us, r->p80_us,
-           r->samples);
+    /* every text field is the store's: printed through rt_file_line (control characters as '?') */
+    FILE *o = stdout;
+    rt_file_line(o, "id          %lld", (long long)r->id);
+    rt_file_line(o, "device      %s", r->device);
+    rt_file_line(o, "kernel      %s", r->kernel);
+    rt_file_line(o, "ir_hash     %s", r->ir_hash);
+    rt_file_line(o, "bucket      %s", r->bucket[0] ? r->bucket : "(none)");
+    rt_file_line(o, "config      %s", r->config);
+    rt_file_line(o, "median      %.3f us (p20 %.3f, p80 %.3f, %d samples)", r->median_us, r->p20_us,
+                 r->p80_us, r->samples);
     if (r->default_us > 0)
-        printf("default     %.3f us (speedup %s)\n", r->default_us, sp);
+        rt_file_line(o, "default     %.3f us (speedup %s)", r->default_us, sp);
     else
-        printf("default     unknown\n");
-    printf("candidates  %d tried, %d invalid\n", r->candidates, r->invalid);
-    printf("tuned       %s by kiln %s\n", r->tuned_at, r->kiln_version);
-    printf("pinned      %s\n", r->pinned ? "yes" : "no");
+        rt_file_line(o, "default     unknown");
+    rt_file_line(o, "candidates  %d tried, %d invalid", r->candidates, r->invalid);
+    rt_file_line(o, "tuned       %s by kiln %s", r->tuned_at, r->kiln_version);
+    rt_file_line(o, "pinned      %s", r->pinned ? "yes" : "no");
     if (r->damaged) printf("damaged     yes (a field was not what the schema says)\n");
     (*(int *)ctx)++;
     return 0;
@@ -363,6 +366,8 @@ static int db_import(const DbArgs *a)
         if (st.bad_device || st.bad_row)
             printf(", %lld skipped (device fields do not match its fingerprint), %lld skipped (damaged)",
                    (long long)st.bad_device, (long long)st.bad_row);
+        if (st.bad_text)
+            printf(", %lld skipped (a text field holds a control character)", (long long)st.bad_text);
         if (st.bad_binary) printf(", %lld damaged binaries left behind", (long long)st.bad_binary);
         putchar('\n');
     }

@@ -25,8 +25,11 @@ KilnStatus rt_file_verrf(char *err, int errlen, KilnStatus s, const char *fmt, v
 {
     if (err && errlen > 0) {
         vsnprintf(err, (size_t)errlen, fmt, ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
+        for (unsigned char *p = (unsigned char *)err; *p; p++)
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+            else if (*p < 0x20 || *p == 0x7f)
+                *p = '?';
     }
     return s;
 }
@@ -57,8 +60,10 @@ int rt_file_open_regular(const char *path, const char *kind, struct stat *st_out
     struct stat st;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENOENT) rt_file_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
-        else rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        if (errno == ENOENT)
+            rt_file_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
+        else
+            rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fd, &st) != 0) {
@@ -112,12 +117,14 @@ KilnStatus rt_file_out_check(const char *path, int flags, const char *kind, char
                             strerror(errno));
     }
     if (S_ISLNK(st.st_mode))
-        return rt_file_errf(err, errlen, KILN_ERR_IO,
-                            "%s: is a symbolic link; kiln does not write through links (give the path it names)",
-                            path);
+        return rt_file_errf(
+            err, errlen, KILN_ERR_IO,
+            "%s: is a symbolic link; kiln does not write through links (give the path it names)", path);
     if (!S_ISREG(st.st_mode))
-        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: is %s, not a regular file; kiln writes the %s only "
-                            "to a new or regular file", path, rt_file_type_name(st.st_mode), kind);
+        return rt_file_errf(err, errlen, KILN_ERR_IO,
+                            "%s: is %s, not a regular file; kiln writes the %s only "
+                            "to a new or regular file",
+                            path, rt_file_type_name(st.st_mode), kind);
     if (flags & RT_FILE_OUT_NEW)
         return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: exists (the %s is written to a new file)", path,
                             kind);
@@ -244,6 +251,27 @@ const char *rt_file_quote(RtFileQuoted *q, const char *name)
     q->s[o++] = '\'';
     q->s[o] = 0;
     return q->s;
+}
+
+int rt_file_vclean(char *buf, size_t n, const char *fmt, va_list ap)
+{
+    if (!n) return 0;
+    vsnprintf(buf, n, fmt, ap);
+    int len = 0;
+    for (unsigned char *p = (unsigned char *)buf; *p; p++, len++)
+        if (*p < 0x20 || *p == 0x7f) *p = '?';
+    return len;
+}
+
+void rt_file_line(FILE *f, const char *fmt, ...)
+{
+    char buf[RT_FILE_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    rt_file_vclean(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fputs(buf, f);
+    fputc('\n', f);
 }
 
 void rt_file_unmap(void *map, size_t size)

@@ -9,12 +9,14 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <sys/stat.h>
 
 #include "kiln.h"
 
-/* Formats a message into err (errlen bytes, may be NULL/0) with newlines turned into spaces, so every
- * error is one line, and returns s. */
+/* Formats a message into err (errlen bytes, may be NULL/0) with newlines and tabs turned into spaces and
+ * other control characters into '?', so every error is one line that cannot drive a terminal (a message
+ * may quote a name from a file), and returns s. */
 KilnStatus rt_file_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 4, 5)))
@@ -65,7 +67,8 @@ KilnStatus rt_file_out_check(const char *path, int flags, const char *kind, char
 /* Checks path and creates the temporary. On failure o holds nothing (abort is a no-op). */
 KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *err, int errlen);
 /* fsyncs and closes o->fd (when open), checks path again (it may have changed since begin), renames the
- * temporary into place and syncs the directory. On any failure the temporary is removed. Always releases o. */
+ * temporary into place and syncs the directory. On any failure the temporary is removed. Always releases o.
+ */
 KilnStatus rt_file_out_commit(RtFileOut *o, char *err, int errlen);
 /* Closes and removes the temporary and releases o. NULL or a released o is fine. */
 void rt_file_out_abort(RtFileOut *o);
@@ -77,6 +80,20 @@ typedef struct RtFileQuoted {
     char s[RT_FILE_QUOTE_MAX + 16];
 } RtFileQuoted;
 const char *rt_file_quote(RtFileQuoted *q, const char *name);
+
+/* Text from a file, made safe to print: formats fmt into buf (n bytes, cut at its size) with every
+ * control character of the result (bytes below 0x20 and 0x7f) turned into '?'. A package or a tuning
+ * store may hold any bytes in a name or a config: a newline would forge an output line, an ESC would
+ * drive the terminal. Everything kiln prints from a file goes through this (kiln inspect, kernels,
+ * db list/show, tune --report). Returns the length of buf. */
+int rt_file_vclean(char *buf, size_t n, const char *fmt, va_list ap);
+/* rt_file_vclean into a buffer of RT_FILE_LINE_MAX bytes, printed to f with a newline after it. */
+enum { RT_FILE_LINE_MAX = 2048 };
+void rt_file_line(FILE *f, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
 /* Seconds on the monotonic clock (for durations). */
 double rt_now_s(void);

