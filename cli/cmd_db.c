@@ -348,9 +348,15 @@ static int db_import(const DbArgs *a)
 {
     if (!a->n_args) return db_usage_error("import wants one or more store files", NULL);
     if (has_filter(&a->f)) return db_usage_error("import takes no filters", NULL);
+    char buf[1024], err[1024];
+    const char *path = cli_tune_db_path(a->db, buf, sizeof buf, NULL);
+    for (int i = 0; i < a->n_args; i++) /* before the store is opened: nothing written */
+        if (rt_file_out_distinct(path, a->args[i], "store to import", err, sizeof err)) {
+            cli_error("%s", err);
+            return 1;
+        }
     RtTdb *db = db_open(a, RT_TDB_WRITE);
     if (!db) return 1;
-    char err[1024];
     int rc = 0;
     for (int i = 0; i < a->n_args; i++) {
         AtMergeStats st;

@@ -252,6 +252,21 @@ static int tune_report(const TuneArgs *a)
 static int tune_run(const TuneArgs *a, int journal_fd);
 static int tune_supervise(TuneArgs *a);
 
+/* kiln never writes over a file it reads: the store is not the package or the weights, and the report
+ * is not the store. Returns 0, or 1 after the one-line error, before anything is opened. */
+static int tune_check_files(const TuneArgs *a)
+{
+    char buf[1024], err[1024];
+    const char *db = cli_tune_db_path(a->db, buf, sizeof buf, NULL);
+    KilnStatus s = KILN_OK;
+    if (a->report && a->html) s = rt_file_out_distinct(a->html, db, "tuning store", err, sizeof err);
+    if (!a->report) s = rt_file_out_distinct(db, a->package, "package", err, sizeof err);
+    if (!a->report && !s && a->weights)
+        s = rt_file_out_distinct(db, a->weights, "weights file", err, sizeof err);
+    if (s) cli_error("%s", err);
+    return s ? 1 : 0;
+}
+
 int cli_tune(int argc, char **argv)
 {
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "help") || !strcmp(argv[0], "-h"))) {
@@ -261,6 +276,7 @@ int cli_tune(int argc, char **argv)
     TuneArgs a;
     int rc = tune_parse(argc, argv, &a);
     if (rc) return rc;
+    if (tune_check_files(&a)) return 1;
     if (a.report) return tune_report(&a);
     return a.no_isolate ? tune_run(&a, -1) : tune_supervise(&a);
 }
@@ -317,11 +333,11 @@ static AtCandStatus j_prepare(void *ctx, const AtKernel *k, const KirConfig *cfg
     return j->inner.prepare(j->inner.ctx, k, cfg, msg, msglen);
 }
 
-#define J_FWD(name, ret, params, args)                                                                      \
-    static ret j_##name params                                                                             \
-    {                                                                                                       \
-        Journal *j = ctx;                                                                                   \
-        return j->inner.name args;                                                                          \
+#define J_FWD(name, ret, params, args)                                                                       \
+    static ret j_##name params                                                                               \
+    {                                                                                                        \
+        Journal *j = ctx;                                                                                    \
+        return j->inner.name args;                                                                           \
     }
 J_FWD(time, AtCandStatus,
       (void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b, double *us, int n, char *msg,

@@ -7,7 +7,7 @@
  * so the rename cannot cross file systems) and the path is checked again just before the rename; the
  * window between that check and the rename is the only race left, and a temporary is never left behind.
  */
-#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
+#define _XOPEN_SOURCE 700 /* O_CLOEXEC (POSIX 2008), realpath (XSI) */
 #include "rt_file.h"
 
 #include <errno.h>
@@ -232,6 +232,48 @@ KilnStatus rt_file_out_commit(RtFileOut *o, char *err, int errlen)
 void rt_file_out_abort(RtFileOut *o)
 {
     if (o) rt_file_out_release(o);
+}
+
+/* path as "<realpath of its directory>/<last component>" (malloc'd), or NULL when the directory cannot be
+ * resolved. A last component of "", "." or ".." is resolved with the rest. */
+static char *rt_file_canon(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) return realpath(path, NULL);
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *real = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!real) return NULL;
+    size_t n = strlen(real), b = strlen(base);
+    char *out = malloc(n + b + 2);
+    if (out) {
+        memcpy(out, real, n);
+        out[n] = '/';
+        memcpy(out + n + (n > 1 || real[0] != '/'), base, b + 1); /* no "//" after the root */
+    }
+    free(real);
+    return out;
+}
+
+int rt_file_same(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!a || !b || !*a || !*b) return 0;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ca = rt_file_canon(a), *cb = rt_file_canon(b);
+    int same = ca && cb && !strcmp(ca, cb);
+    free(ca);
+    free(cb);
+    return same;
+}
+
+KilnStatus rt_file_out_distinct(const char *out, const char *in, const char *in_kind, char *err, int errlen)
+{
+    if (!rt_file_same(out, in)) return KILN_OK;
+    return rt_file_errf(err, errlen, KILN_ERR_IO,
+                        "%s: is the same file as the %s %s; kiln does not write over its input", out, in_kind,
+                        in);
 }
 
 const char *rt_file_quote(RtFileQuoted *q, const char *name)

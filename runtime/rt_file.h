@@ -73,6 +73,17 @@ KilnStatus rt_file_out_commit(RtFileOut *o, char *err, int errlen);
 /* Closes and removes the temporary and releases o. NULL or a released o is fine. */
 void rt_file_out_abort(RtFileOut *o);
 
+/* 1 when paths a and b name the same file: both exist with the same st_dev and st_ino (a hard link, a
+ * symbolic link or another spelling of one path), or their parent directories resolve (realpath) to one
+ * directory and their last components are equal (a file that does not exist yet). 0 otherwise, and for
+ * NULL or empty paths. */
+int rt_file_same(const char *a, const char *b);
+/* The rule on outputs and inputs: kiln never writes over a file it reads. KILN_OK when out and in are
+ * different files (rt_file_same), else KILN_ERR_IO with one line naming both ("OUT: is the same file
+ * as the IN_KIND IN; kiln does not write over its input"). Every command checks each input against its
+ * output this way before anything is written. */
+KilnStatus rt_file_out_distinct(const char *out, const char *in, const char *in_kind, char *err, int errlen);
+
 /* A name or key from a file, quoted for a message: control characters shown as '?', cut with "..." (not
  * inside a UTF-8 character) past RT_FILE_QUOTE_MAX bytes. Returns q->s. */
 enum { RT_FILE_QUOTE_MAX = 120 };

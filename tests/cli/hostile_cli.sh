@@ -77,4 +77,26 @@ else
   else bad "kernels: $(cat -v "$d/out" "$d/err" | head -c 400)"; fi
 fi
 
+# ---- F11: an output that is the same file as an input is refused before anything is written ----
+cp "$recipe" "$w/r.lua"
+ln "$w/r.lua" "$w/hard.lua"
+echo "not weights" > "$w/w.gguf"
+sfx="; kiln does not write over its input"
+expect "compile -o the recipe" 1 "kiln: r.lua: is the same file as the recipe r.lua$sfx" \
+  compile r.lua --model tiny -o r.lua
+expect "compile -o a hard link of the recipe" 1 "kiln: ./hard.lua: is the same file as the recipe r.lua$sfx" \
+  compile r.lua --model tiny -o ./hard.lua
+fline=$(grep -n 'g:file_dtype(' "$recipe" | head -1 | cut -d: -f1) # where the recipe reads the file
+expect "compile -o the weights" 1 "kiln: r.lua:$fline: w.gguf: is the same file as the weights file $w/w.gguf$sfx" \
+  compile r.lua --model tiny --set "weight_dtype=gguf:$w/w.gguf" -o w.gguf
+expect "tune --report --html the store" 1 "kiln: src.db: is the same file as the tuning store $w/src.db$sfx" \
+  tune --report --db "$w/src.db" --html src.db
+expect "tune: the store is the package" 1 "kiln: r.lua: is the same file as the package ./r.lua$sfx" \
+  tune ./r.lua --db r.lua
+expect "tune: the store is the weights" 1 "kiln: w.gguf: is the same file as the weights file ./w.gguf$sfx" \
+  tune r.lua --db w.gguf --weights ./w.gguf
+expect "db import of the store itself" 1 "kiln: src.db: is the same file as the store to import ./src.db$sfx" \
+  db import --db src.db ./src.db
+rm -f "$w/r.lua" "$w/hard.lua" "$w/w.gguf"
+
 checks_done hostile_cli
