@@ -150,9 +150,19 @@ KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *er
     o->flags = flags;
     KilnStatus s = rt_file_out_check(path, flags, "output", err, errlen);
     if (s) return s;
+    /* The temporary's last component is the output's, cut (not inside a UTF-8 character) so that it,
+     * its ".tmp.XXXXXX" and a SQLite side file's suffix ("-journal") fit NAME_MAX: any legal output name
+     * gets a temporary. */
     size_t n = strlen(path);
+    const char *slash = strrchr(path, '/');
+    size_t base = slash ? (size_t)(slash + 1 - path) : 0, keep = n;
+    if (n - base > RT_FILE_TMP_BASE_MAX) {
+        keep = base + RT_FILE_TMP_BASE_MAX;
+        while (keep > base && ((unsigned char)path[keep] & 0xc0) == 0x80)
+            keep--;
+    }
     o->path = strdup(path);
-    o->tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    o->tmp = malloc(keep + sizeof ".tmp.XXXXXX");
     if (!o->path || !o->tmp) {
         rt_file_out_release(o);
         return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
@@ -163,13 +173,13 @@ KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *er
                  ((uint64_t)ts.tv_sec << 20);
     int e = 0;
     for (int attempt = 0; attempt < 100 && o->fd < 0; attempt++) {
-        memcpy(o->tmp, path, n);
-        memcpy(o->tmp + n, ".tmp.", 5);
+        memcpy(o->tmp, path, keep);
+        memcpy(o->tmp + keep, ".tmp.", 5);
         for (int i = 0; i < 6; i++) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
-            o->tmp[n + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
+            o->tmp[keep + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
         }
-        o->tmp[n + 11] = 0;
+        o->tmp[keep + 11] = 0;
         o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         e = errno;
         if (o->fd < 0 && e != EEXIST) break;

@@ -40,7 +40,9 @@ void rt_file_unmap(void *map, size_t size); /* NULL is fine */
 int rt_file_open_regular(const char *path, const char *kind, struct stat *st, char *err, int errlen);
 
 /* An output file written atomically: a temporary "<path>.tmp.XXXXXX" beside path (O_CREAT|O_EXCL, mode
- * 0666 less the umask), renamed onto path by rt_file_out_commit.
+ * 0666 less the umask), renamed onto path by rt_file_out_commit. A last component longer than
+ * RT_FILE_TMP_BASE_MAX bytes is cut to that in the temporary's name (NAME_MAX 255 less ".tmp.XXXXXX" and
+ * SQLite's "-journal"), so every legal output name has a temporary.
  *
  * What path may name: nothing yet, or a regular file (replaced whole). Refused, with a one-line error
  * and nothing created: a directory, a FIFO, a device node, a socket, and a symbolic link (the rename
@@ -54,7 +56,7 @@ int rt_file_open_regular(const char *path, const char *kind, struct stat *st, ch
  *     if (rt_file_out_commit(&o, err, n)) return ...;             // removed the temporary on failure
  *
  * Errors are KILN_ERR_IO (KILN_ERR_NOMEM for memory), their message starting with path. */
-enum { RT_FILE_OUT_NEW = 1 };
+enum { RT_FILE_OUT_NEW = 1, RT_FILE_TMP_BASE_MAX = 255 - 11 - 8 };
 typedef struct RtFileOut {
     char *path; /* malloc'd copy of the final path */
     char *tmp;  /* malloc'd temporary's path; NULL once committed or aborted */
