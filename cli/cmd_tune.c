@@ -77,6 +77,7 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 
 static int tune_parse(int argc, char **argv, TuneArgs *a)
 {
+    CliSeen seen = {0};
     memset(a, 0, sizeof *a);
     a->device = -1, a->budget = 600, a->seed = 1, a->compile_threads = -1;
     for (int i = 0; i < argc; i++) {
@@ -95,6 +96,10 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
                    !strcmp(s, "--samples") || !strcmp(s, "--seed") || !strcmp(s, "--threads") ||
                    !strcmp(s, "--compile-threads")) {
             if (!v) return usage_error("missing value for", s);
+            int text = !strcmp(s, "--db") || !strcmp(s, "--kernels") || !strcmp(s, "--weights") ||
+                       !strcmp(s, "--html");
+            if (text && !*v) return cli_empty_error("tune", s);
+            if (cli_seen(&seen, "tune", s)) return 2;
             i++;
             if (!strcmp(s, "--db")) a->db = v;
             if (!strcmp(s, "--kernels")) a->kernels = v;
@@ -257,6 +262,7 @@ static int tune_supervise(TuneArgs *a);
 static int tune_check_files(const TuneArgs *a)
 {
     char buf[1024], err[1024];
+    if (cli_tune_db_env_empty(a->db)) return 1;
     const char *db = cli_tune_db_path(a->db, buf, sizeof buf, NULL);
     KilnStatus s = KILN_OK;
     if (a->report && a->html) s = rt_file_out_distinct(a->html, db, "tuning store", err, sizeof err);

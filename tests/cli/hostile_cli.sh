@@ -99,4 +99,66 @@ expect "db import of the store itself" 1 "kiln: src.db: is the same file as the 
   db import --db src.db ./src.db
 rm -f "$w/r.lua" "$w/hard.lua" "$w/w.gguf"
 
+# ---- F12: an empty value is refused, never read as "every row" or "the default store" ----
+cp "$w/src.db" "$w/pr.db"
+for c in "prune --device" "prune --ir-hash" "prune --kernels" "prune --bucket" "prune --kiln-version" \
+         "pin --device" "unpin --ir-hash" "list --device"; do
+  expect "db $c ''" 2 "kiln db: ${c#* } wants a non-empty value" db ${c% *} ${c#* } '' --db pr.db
+done
+expect "db list --db ''" 2 "kiln db: --db wants a non-empty value" db list --db ''
+for o in --db --kernels --html; do
+  expect "tune --report $o ''" 2 "kiln tune: $o wants a non-empty value" tune --report $o ''
+done
+expect "tune --weights ''" 2 "kiln tune: --weights wants a non-empty value" tune p.kiln --weights ''
+for o in -o --model --cache-dir --dump-after; do
+  expect "compile $o ''" 2 "kiln compile: $o wants a non-empty value" compile "$recipe" $o ''
+done
+expect "compile --model=" 2 "kiln compile: --model wants a non-empty value" compile "$recipe" --model= -o o.kiln
+for o in --weights --db --prompt; do
+  expect "run $o ''" 2 "kiln run: $o wants a non-empty value" run p.kiln $o ''
+done
+empty_env="kiln: KILN_TUNE_DB is set but empty: name a store, give --db FILE, or unset it for the default"
+KILN_TUNE_DB= expect "KILN_TUNE_DB= db list" 1 "$empty_env" db list
+KILN_TUNE_DB= expect "KILN_TUNE_DB= db prune" 1 "$empty_env" db prune --kernels x
+KILN_TUNE_DB= expect "KILN_TUNE_DB= tune --report" 1 "$empty_env" tune --report
+KILN_TUNE_DB= expect "KILN_TUNE_DB= run" 1 "$empty_env" run p.kiln --random-weights 1 --prompt-ids 1
+rm -f "$w/pr.db"
+
+# ---- F13: --set numbers are strict, target lists not empty, options not repeated ----
+for v in +2 ' 2' '2 ' 0x2 2e0; do
+  expect "compile --set n_layers='$v'" 1 \
+    "kiln: $recipe: --set: config key 'n_layers' is an integer in -2147483648..2147483647, got '$v'" \
+    compile "$recipe" --model tiny --set "n_layers=$v" -o o.kiln
+done
+for v in ' 1e-5' 0x1p-3 inf nan '1e-5 ' 1e-5x; do
+  expect "compile --set rms_eps='$v'" 1 "kiln: $recipe: --set: config key 'rms_eps' is a number, got '$v'" \
+    compile "$recipe" --model tiny --set "rms_eps=$v" -o o.kiln
+done
+for t in ,,, host, ,host host,,host; do
+  expect "compile --target '$t'" 2 \
+    "kiln compile: --target wants a comma-separated list of targets, none empty, got '$t'" \
+    compile "$recipe" --model tiny --target "$t" -o o.kiln
+done
+expect "compile --target ''" 2 "kiln compile: --target wants a non-empty value" \
+  compile "$recipe" --model tiny --target '' -o o.kiln
+expect "compile -o twice" 2 "kiln compile: -o given more than once" compile "$recipe" -o a.kiln -o b.kiln
+expect "compile --model twice" 2 "kiln compile: --model given more than once" \
+  compile "$recipe" --model tiny --model=tiny -o a.kiln
+expect "db --device twice" 2 "kiln db: --device given more than once" db prune --device a --device b --db x.db
+expect "db --pinned --unpinned" 2 "kiln db: --pinned and --unpinned exclude each other" db list --pinned --unpinned
+expect "tune --db twice" 2 "kiln tune: --db given more than once" tune --report --db a.db --db b.db
+expect "run --weights twice" 2 "kiln run: --weights given more than once" run p.kiln --weights a --weights b
+expect "run --seed twice" 2 "kiln run: --seed given more than once" run p.kiln --seed 1 --seed 2
+echo "not a store" > "$w/junk.db"
+expect "db import of a non-store into a new store" 1 "kiln: junk.db: not an SQLite file, so not a kiln tuning DB" \
+  db import --db new.db junk.db
+expect "db import: one bad file of two" 1 "kiln: junk.db: not an SQLite file, so not a kiln tuning DB" \
+  db import --db new.db src.db junk.db
+rm -f "$w/junk.db"
+long=$(printf 'a%.0s' $(seq 245)).kiln # 250 bytes: legal, but "<name>.tmp.XXXXXX" would not be
+if (cd "$w" && "$kiln" compile "$recipe" --model tiny -o "$long" 2> "$d/err") && [ -f "$w/$long" ] &&
+   ! ls -A "$w" | grep -q '\.tmp\.'
+then ok "compile -o a 250-byte name"; else bad "compile -o a 250-byte name: $(cat "$d/err")"; fi
+rm -f "$w/$long"
+
 checks_done hostile_cli
