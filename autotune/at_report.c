@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "rt_file.h" /* rt_file_errf */
+#include "rt_file.h" /* rt_file_errf, rt_file_line */
 
 struct AtReport {
     RtTdbRow *rows;
@@ -98,8 +98,10 @@ void at_report_text(const AtReport *r, FILE *out)
         const RtTdbRow *w = &r->rows[i];
         if (strcmp(device, w->device)) {
             device = w->device;
-            fprintf(out, "%sdevice %s\n%-40s %-10s %12s %12s %8s %3s  %s\n", i ? "\n" : "", device, "kernel",
-                    "bucket", "default", "tuned", "speedup", "pin", "config");
+            if (i) fputc('\n', out);
+            rt_file_line(out, "device %s", device); /* the store's text: control characters as '?' */
+            fprintf(out, "%-40s %-10s %12s %12s %8s %3s  %s\n", "kernel", "bucket", "default", "tuned",
+                    "speedup", "pin", "config");
         }
         char dflt[32] = "-", sp[32] = "-";
         double x = speedup(w);
@@ -110,8 +112,8 @@ void at_report_text(const AtReport *r, FILE *out)
         }
         char med[32];
         snprintf(med, sizeof med, "%.2f us", w->median_us);
-        fprintf(out, "%-40s %-10s %12s %12s %8s %3s  %s\n", w->kernel, w->bucket[0] ? w->bucket : "-", dflt,
-                med, sp, w->pinned ? "*" : "", w->config);
+        rt_file_line(out, "%-40s %-10s %12s %12s %8s %3s  %s", w->kernel, w->bucket[0] ? w->bucket : "-",
+                     dflt, med, sp, w->pinned ? "*" : "", w->config);
     }
     if (!r->n) fprintf(out, "no tuning results\n");
     if (n_sp)

@@ -12,7 +12,7 @@
 #include "ir/base.h" /* KILN_VERSION_STRING */
 #include "cg_target.h"
 #include "rt_file.h" /* rt_file_errf */
-#include "rt_plan.h"   /* rt_plan_config_i */
+#include "rt_plan.h" /* rt_plan_config_i */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +80,26 @@ static int at_text_ok(const char *s, int max)
     return s && *s && strlen(s) < (size_t)max;
 }
 
+/* 1 when s holds a control character (a byte below 0x20, or 0x7f). The store keeps none: printed, a
+ * newline would forge a line of `kiln db list` and an ESC would drive the terminal. */
+static int at_has_ctrl(const char *s)
+{
+    for (; s && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) return 1;
+    return 0;
+}
+
+static int at_result_has_ctrl(const AtResult *r)
+{
+    return at_has_ctrl(r->kernel) || at_has_ctrl(r->ir_hash) || at_has_ctrl(r->config) ||
+           at_has_ctrl(r->bucket) || at_has_ctrl(r->kiln_version) || at_has_ctrl(r->tuned_at);
+}
+
+static int at_device_has_ctrl(const RtTdbDevice *d)
+{
+    return at_has_ctrl(d->name) || at_has_ctrl(d->arch) || at_has_ctrl(d->driver) || at_has_ctrl(d->cuda);
+}
+
 static int at_is_fp(const char *s)
 {
     if (!s || strlen(s) != RT_TDB_FP_LEN - 1) return 0;
@@ -103,6 +123,9 @@ KilnStatus at_result_check(const AtResult *r, char *err, int errlen)
     if (!at_text_ok(r->config, RT_TDB_MAX_CONFIG))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: config must be 1..%d bytes", name,
                             RT_TDB_MAX_CONFIG - 1);
+    if (at_result_has_ctrl(r))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: a text field holds a control character",
+                            name);
     if (rt_tdb_bucket_parse(r->bucket, &b, why, sizeof why))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: %s", name, why);
     if (!(isfinite(r->median_us) && isfinite(r->p20_us) && isfinite(r->p80_us) && r->p20_us > 0 &&
@@ -288,12 +311,16 @@ static int at_binary_limits(const AtBinary *b, char *why, size_t n)
     int64_t warps = rt_plan_config_i(b->config, "WARPS", 0);
     if (!t) return snprintf(why, n, "unknown target %.40s", b->target), -1;
     if (t->backend == CG_BACKEND_CUDA && warps > 0 && b->block != warps * 32)
-        return snprintf(why, n, "%d threads per block, its config's WARPS=%lld gives %lld", b->block, (long long)warps,
-                        (long long)warps * 32), -1;
+        return snprintf(why, n, "%d threads per block, its config's WARPS=%lld gives %lld", b->block,
+                        (long long)warps, (long long)warps * 32),
+               -1;
     if (t->backend == CG_BACKEND_CUDA && b->smem > t->facts.smem_block)
-        return snprintf(why, n, "%d bytes of shared memory, %s has %d", b->smem, t->name, t->facts.smem_block), -1;
+        return snprintf(why, n, "%d bytes of shared memory, %s has %d", b->smem, t->name,
+                        t->facts.smem_block),
+               -1;
     if (t->backend == CG_BACKEND_HOST && (b->block != 1 || b->smem != 0))
-        return snprintf(why, n, "block %d, smem %d: a host binary launches with 1 and 0", b->block, b->smem), -1;
+        return snprintf(why, n, "block %d, smem %d: a host binary launches with 1 and 0", b->block, b->smem),
+               -1;
     return 0;
 }
 
@@ -438,6 +465,7 @@ typedef struct AtDev {
     char fp[RT_TDB_FP_LEN];
     RtTdbDevice d;
     int ok;     /* its fields hash to its fingerprint */
+    int ctrl;   /* a field holds a control character (its rows are skipped) */
     int copied; /* written to the destination (export) */
 } AtDev;
 
@@ -472,6 +500,7 @@ static int at_copy_dev(void *ctx, const char *fp, const RtTdbDevice *d, int64_t 
     char want[RT_TDB_FP_LEN];
     rt_tdb_fingerprint(d, want);
     x->ok = !strcmp(want, fp);
+    x->ctrl = at_device_has_ctrl(d);
     return 0;
 }
 
@@ -567,6 +596,10 @@ static int at_copy_row(void *ctx, const RtTdbRow *row)
                   .kiln_version = row->kiln_version,
                   .tuned_at = row->tuned_at,
                   .pinned = row->pinned};
+    if (dev->ctrl || at_result_has_ctrl(&r)) {
+        if (c->st) c->st->bad_text++;
+        return 0;
+    }
     if (row->damaged || at_result_check(&r, NULL, 0)) {
         if (c->st) c->st->bad_row++;
         return 0;

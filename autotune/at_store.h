@@ -107,6 +107,8 @@ typedef struct AtMergeStats {
     int64_t inserted, replaced, kept_pinned, kept_better;
     int64_t bad_device; /* rows of a device whose fields do not hash to its fingerprint, or missing */
     int64_t bad_row;    /* rows that fail at_result_check or have damaged fields */
+    int64_t bad_text;   /* rows whose text fields, or their device's, hold control characters (a newline
+                           or an ESC that `kiln db list` would print) */
     int64_t binaries;   /* binaries copied with the rows that were written */
     int64_t bad_binary; /* binaries left behind: damaged (rt_tdb_binary_get), failing at_binary_check or
                            launch limits that are not its target's and config's (import) */

@@ -20,7 +20,7 @@ typedef struct CliArgs {
     int n_targets;
     const char *dump_after; /* --dump-after=PASS */
     int verbose, locs, raw;
-    int jobs; /* -j: compile threads (0: all CPUs) */
+    int jobs;        /* -j: compile threads (0: all CPUs) */
     int emit_source; /* --emit source: binaries are the backends' generated source (CgDriverOptions.source) */
     const char
         *cache_dir; /* kernel cache: --cache-dir, else $KILN_CACHE_DIR, else ~/.cache/kiln; NULL: off */
@@ -35,6 +35,19 @@ void cli_error(const char *fmt, ...)
 #endif
     ;
 
+/* Prints "kiln CMD: FLAG wants a non-empty value" and returns 2. Every option that takes a text refuses
+ * "": an empty --device filter would select every row, an empty --db would fall back to the default store. */
+int cli_empty_error(const char *cmd, const char *flag);
+
+/* The single-valued options a parser has seen: given twice, one would silently win, so the second is
+ * refused. cli_seen returns 0 the first time flag (its canonical spelling: "--model" for "--model=X")
+ * is seen, else 2 after printing "kiln CMD: FLAG given more than once". */
+typedef struct CliSeen {
+    const char *flags[32];
+    int n;
+} CliSeen;
+int cli_seen(CliSeen *s, const char *cmd, const char *flag);
+
 int cli_compile(const CliArgs *a);
 int cli_ir(const CliArgs *a);
 int cli_models(const CliArgs *a);
@@ -46,9 +59,13 @@ int cli_run(int argc, char **argv);
 int cli_db(int argc, char **argv);
 int cli_tune(int argc, char **argv);
 /* The tuning store's path: given (--db), else $KILN_TUNE_DB, else $XDG_CACHE_HOME/kiln/tune.db, else
- * ~/.cache/kiln/tune.db (built in buf, n bytes); NULL when there is none. *is_default (may be NULL) is 1
- * for the last two, whose directory the CLI may create. */
+ * ~/.cache/kiln/tune.db (built in buf, n bytes); NULL when there is none, and when KILN_TUNE_DB is set
+ * but empty (cli_tune_db_env_empty). *is_default (may be NULL) is 1 for the last two, whose directory
+ * the CLI may create. */
 const char *cli_tune_db_path(const char *given, char *buf, size_t n, int *is_default);
+/* 1, after printing the one-line error, when no store is given and KILN_TUNE_DB is set to the empty
+ * string: refused rather than read as unset, since a store was asked for and the default is not it. */
+int cli_tune_db_env_empty(const char *given);
 /* Opens the store at cli_tune_db_path(given) (for writing, the default path's directory is created with
  * mode 0700). Returns NULL after printing the one-line error. */
 RtTdb *cli_db_open(const char *given, RtTdbMode mode);

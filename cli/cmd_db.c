@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "at_store.h"
 #include "cli.h"
 #include "cli_num.h"
 #include "rt_exec.h"
+#include "rt_file.h"
 
 static const char db_usage[] =
     "usage: kiln db <command> [--db FILE] [options]\n"
@@ -26,13 +28,14 @@ static const char db_usage[] =
     "  unpin ID... | FILTERS\n"
     "  export OUT.db        write the selected results to a new file (filters below)\n"
     "  import IN.db...      merge stores from other machines: pinned rows stay, else the faster wins\n"
+    "                       (every file is checked first: a refused one changes nothing)\n"
     "  prune CRITERIA       delete results: --older-than DAYS, --kiln-version V, --device FP, ...\n"
     "  upgrade              bring an older store to this build's schema\n"
     "  device [host|N]      this machine's device as the store names it (default: GPU 0, else the host)\n"
     "\n"
     "options:\n"
     "  --db FILE            the store (default $KILN_TUNE_DB, else $XDG_CACHE_HOME/kiln/tune.db,\n"
-    "                       else ~/.cache/kiln/tune.db)\n"
+    "                       else ~/.cache/kiln/tune.db; KILN_TUNE_DB set but empty is an error)\n"
     "  --kernels PATTERN    kernel names matching a glob (\"matmul*\")\n"
     "  --device FP          device fingerprint (a prefix is enough)\n"
     "  --bucket B           shape bucket, e.g. T=128 or B=32,ctx=4096\n"
@@ -56,9 +59,9 @@ typedef struct DbArgs {
 const char *cli_tune_db_path(const char *given, char *buf, size_t n, int *is_default)
 {
     if (is_default) *is_default = 0;
-    if (given && *given) return given;
+    if (given) return *given ? given : NULL;
     const char *env = getenv("KILN_TUNE_DB"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (env && *env) return env;
+    if (env) return *env ? env : NULL; /* set but empty: no store (cli_tune_db_env_empty says why) */
     if (is_default) *is_default = 1;
     if (xdg && *xdg)
         snprintf(buf, n, "%s/kiln/tune.db", xdg);
@@ -67,6 +70,14 @@ const char *cli_tune_db_path(const char *given, char *buf, size_t n, int *is_def
     else
         return NULL;
     return buf;
+}
+
+int cli_tune_db_env_empty(const char *given)
+{
+    const char *env = getenv("KILN_TUNE_DB");
+    if (given || !env || *env) return 0;
+    cli_error("KILN_TUNE_DB is set but empty: name a store, give --db FILE, or unset it for the default");
+    return 1;
 }
 
 /* Creates the default store's directory (and its parents) with mode 0700. */
@@ -95,20 +106,26 @@ static int db_usage_error(const char *what, const char *arg)
 
 static int db_parse(int argc, char **argv, DbArgs *a)
 {
+    CliSeen seen = {0};
     memset(a, 0, sizeof *a);
     a->older_than_days = -1;
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(s, "--pinned")) {
-            a->f.pinned = 1;
-        } else if (!strcmp(s, "--unpinned")) {
-            a->f.pinned = -1;
+        if (!strcmp(s, "--pinned") || !strcmp(s, "--unpinned")) {
+            int want = !strcmp(s, "--pinned") ? 1 : -1;
+            if (a->f.pinned == -want) {
+                fprintf(stderr, "kiln db: --pinned and --unpinned exclude each other\n");
+                return 2;
+            }
+            a->f.pinned = want;
         } else if (!strcmp(s, "--include-pinned")) {
             a->include_pinned = 1;
         } else if (!strcmp(s, "--db") || !strcmp(s, "--kernels") || !strcmp(s, "--device") ||
                    !strcmp(s, "--bucket") || !strcmp(s, "--ir-hash") || !strcmp(s, "--older-than") ||
                    !strcmp(s, "--kiln-version")) {
             if (!next) return db_usage_error("missing value for", s);
+            if (!*next && strcmp(s, "--older-than")) return cli_empty_error("db", s);
+            if (cli_seen(&seen, "db", s)) return 2;
             i++;
             if (!strcmp(s, "--db"))
                 a->db = next;
@@ -148,6 +165,7 @@ RtTdb *cli_db_open(const char *given, RtTdbMode mode)
 {
     char buf[1024], err[1024];
     int dflt = 0;
+    if (cli_tune_db_env_empty(given)) return NULL;
     const char *path = cli_tune_db_path(given, buf, sizeof buf, &dflt);
     if (!path) {
         cli_error("no tuning DB path: give --db FILE, or set KILN_TUNE_DB or HOME");
@@ -187,8 +205,8 @@ static int print_device(void *ctx, const char *fp, const RtTdbDevice *d, int64_t
 {
     char mem[32];
     fmt_bytes(mem, sizeof mem, (double)d->mem_bytes);
-    printf("device  %s  %s, %s, %d SMs, %s, driver %s, CUDA %s: %lld result%s\n", fp, d->name, d->arch,
-           d->sm_count, mem, d->driver, d->cuda, (long long)results, results == 1 ? "" : "s");
+    rt_file_line(stdout, "device  %s  %s, %s, %d SMs, %s, driver %s, CUDA %s: %lld result%s", fp, d->name,
+                 d->arch, d->sm_count, mem, d->driver, d->cuda, (long long)results, results == 1 ? "" : "s");
     (*(int *)ctx)++;
     return 0;
 }
@@ -210,9 +228,9 @@ static int print_row(void *ctx, const RtTdbRow *r)
     char sp[32], med[32];
     speedup_text(r, sp, sizeof sp);
     snprintf(med, sizeof med, "%.2f us", r->median_us);
-    printf("%-6lld %-8.8s %-36s %-14s %10s %8s %3s %-10.10s  %s%s\n", (long long)r->id, r->device, r->kernel,
-           r->bucket[0] ? r->bucket : "-", med, sp, r->pinned ? "*" : "", r->tuned_at, r->config,
-           r->damaged ? "  (damaged row)" : "");
+    rt_file_line(stdout, "%-6lld %-8.8s %-36s %-14s %10s %8s %3s %-10.10s  %s%s", (long long)r->id, r->device,
+                 r->kernel, r->bucket[0] ? r->bucket : "-", med, sp, r->pinned ? "*" : "", r->tuned_at,
+                 r->config, r->damaged ? "  (damaged row)" : "");
     return 0;
 }
 
@@ -222,7 +240,7 @@ static int db_list(const DbArgs *a)
     if (!db) return 1;
     char err[1024];
     int devices = 0, rows[1] = {0};
-    printf("tuning DB %s (schema %d)\n", rt_tdb_path(db), RT_TDB_SCHEMA_VERSION);
+    rt_file_line(stdout, "tuning DB %s (schema %d)", rt_tdb_path(db), RT_TDB_SCHEMA_VERSION);
     KilnStatus s = rt_tdb_devices(db, print_device, &devices, err, sizeof err);
     if (!s) s = rt_tdb_rows(db, &a->f, print_row, rows, err, sizeof err);
     rt_tdb_close(db);
@@ -244,21 +262,23 @@ static int show_row(void *ctx, const RtTdbRow *r)
 {
     char sp[32];
     speedup_text(r, sp, sizeof sp);
-    printf("id          %lld\n", (long long)r->id);
-    printf("device      %s\n", r->device);
-    printf("kernel      %s\n", r->kernel);
-    printf("ir_hash     %s\n", r->ir_hash);
-    printf("bucket      %s\n", r->bucket[0] ? r->bucket : "(none)");
-    printf("config      %s\n", r->config);
-    printf("median      %.3f us (p20 %.3f, p80 %.3f, %d samples)\n", r->median_us, r->p20_us, r->p80_us,
-           r->samples);
+    /* every text field is the store's: printed through rt_file_line (control characters as '?') */
+    FILE *o = stdout;
+    rt_file_line(o, "id          %lld", (long long)r->id);
+    rt_file_line(o, "device      %s", r->device);
+    rt_file_line(o, "kernel      %s", r->kernel);
+    rt_file_line(o, "ir_hash     %s", r->ir_hash);
+    rt_file_line(o, "bucket      %s", r->bucket[0] ? r->bucket : "(none)");
+    rt_file_line(o, "config      %s", r->config);
+    rt_file_line(o, "median      %.3f us (p20 %.3f, p80 %.3f, %d samples)", r->median_us, r->p20_us,
+                 r->p80_us, r->samples);
     if (r->default_us > 0)
-        printf("default     %.3f us (speedup %s)\n", r->default_us, sp);
+        rt_file_line(o, "default     %.3f us (speedup %s)", r->default_us, sp);
     else
-        printf("default     unknown\n");
-    printf("candidates  %d tried, %d invalid\n", r->candidates, r->invalid);
-    printf("tuned       %s by kiln %s\n", r->tuned_at, r->kiln_version);
-    printf("pinned      %s\n", r->pinned ? "yes" : "no");
+        rt_file_line(o, "default     unknown");
+    rt_file_line(o, "candidates  %d tried, %d invalid", r->candidates, r->invalid);
+    rt_file_line(o, "tuned       %s by kiln %s", r->tuned_at, r->kiln_version);
+    rt_file_line(o, "pinned      %s", r->pinned ? "yes" : "no");
     if (r->damaged) printf("damaged     yes (a field was not what the schema says)\n");
     (*(int *)ctx)++;
     return 0;
@@ -341,13 +361,39 @@ static int db_export(const DbArgs *a)
     return 0;
 }
 
+/* Removes a store this command created, with SQLite's side files. */
+static void remove_store(const char *path)
+{
+    static const char *const side[] = {"", "-wal", "-shm", "-journal"};
+    char f[1100];
+    for (int i = 0; i < 4; i++) {
+        snprintf(f, sizeof f, "%s%s", path, side[i]);
+        unlink(f);
+    }
+}
+
 static int db_import(const DbArgs *a)
 {
     if (!a->n_args) return db_usage_error("import wants one or more store files", NULL);
     if (has_filter(&a->f)) return db_usage_error("import takes no filters", NULL);
+    char buf[1024], err[1024];
+    const char *path = cli_tune_db_path(a->db, buf, sizeof buf, NULL);
+    /* Every input is checked (not the store itself, opens as a store) before the store is opened, so a
+     * refused input changes nothing and creates no store; a store this command created is removed again
+     * if an import into it fails. */
+    for (int i = 0; i < a->n_args; i++) {
+        RtTdb *in = NULL;
+        if (rt_file_out_distinct(path, a->args[i], "store to import", err, sizeof err) ||
+            rt_tdb_open(a->args[i], RT_TDB_READ, &in, err, sizeof err)) {
+            cli_error("%s", err);
+            return 1;
+        }
+        rt_tdb_close(in);
+    }
+    struct stat st_db;
+    int created = path && lstat(path, &st_db) != 0 && errno == ENOENT;
     RtTdb *db = db_open(a, RT_TDB_WRITE);
     if (!db) return 1;
-    char err[1024];
     int rc = 0;
     for (int i = 0; i < a->n_args; i++) {
         AtMergeStats st;
@@ -363,10 +409,13 @@ static int db_import(const DbArgs *a)
         if (st.bad_device || st.bad_row)
             printf(", %lld skipped (device fields do not match its fingerprint), %lld skipped (damaged)",
                    (long long)st.bad_device, (long long)st.bad_row);
+        if (st.bad_text)
+            printf(", %lld skipped (a text field holds a control character)", (long long)st.bad_text);
         if (st.bad_binary) printf(", %lld damaged binaries left behind", (long long)st.bad_binary);
         putchar('\n');
     }
     rt_tdb_close(db);
+    if (rc && created) remove_store(path);
     return rc;
 }
 

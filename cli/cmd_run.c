@@ -263,6 +263,7 @@ int cli_run(int argc, char **argv)
     s.max_tokens = 128;
     KilnEngineOptions o;
     kiln_engine_options_init(&o);
+    CliSeen seen = {0};
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
@@ -275,6 +276,8 @@ int cli_run(int argc, char **argv)
             fprintf(stderr, "kiln run: %s wants a value\n", a);
             return 2;
         }
+        if (takes && !*v && strcmp(a, "--prompt-ids")) return cli_empty_error("run", a);
+        if (((takes && strncmp(a, "--prompt", 8)) || number) && cli_seen(&seen, "run", a)) return 2;
         if (takes || number) i++;
         if (number) {
             if (run_number(a, v, &s, &o, &random_seed)) return 2;
@@ -341,6 +344,11 @@ int cli_run(int argc, char **argv)
     char db_buf[1024];
     int is_default = 0;
     struct stat st_db;
+    if (!no_db && cli_tune_db_env_empty(db)) {
+        for (int p = 0; p < n_prompts; p++)
+            free(given_ids[p]);
+        return 1;
+    }
     o.tune_db = no_db ? NULL : cli_tune_db_path(db, db_buf, sizeof db_buf, &is_default);
     if (o.tune_db && is_default && stat(o.tune_db, &st_db) != 0) o.tune_db = NULL;
 

@@ -77,6 +77,7 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 
 static int tune_parse(int argc, char **argv, TuneArgs *a)
 {
+    CliSeen seen = {0};
     memset(a, 0, sizeof *a);
     a->device = -1, a->budget = 600, a->seed = 1, a->compile_threads = -1;
     for (int i = 0; i < argc; i++) {
@@ -95,6 +96,10 @@ static int tune_parse(int argc, char **argv, TuneArgs *a)
                    !strcmp(s, "--samples") || !strcmp(s, "--seed") || !strcmp(s, "--threads") ||
                    !strcmp(s, "--compile-threads")) {
             if (!v) return usage_error("missing value for", s);
+            int text = !strcmp(s, "--db") || !strcmp(s, "--kernels") || !strcmp(s, "--weights") ||
+                       !strcmp(s, "--html");
+            if (text && !*v) return cli_empty_error("tune", s);
+            if (cli_seen(&seen, "tune", s)) return 2;
             i++;
             if (!strcmp(s, "--db")) a->db = v;
             if (!strcmp(s, "--kernels")) a->kernels = v;
@@ -252,6 +257,22 @@ static int tune_report(const TuneArgs *a)
 static int tune_run(const TuneArgs *a, int journal_fd);
 static int tune_supervise(TuneArgs *a);
 
+/* kiln never writes over a file it reads: the store is not the package or the weights, and the report
+ * is not the store. Returns 0, or 1 after the one-line error, before anything is opened. */
+static int tune_check_files(const TuneArgs *a)
+{
+    char buf[1024], err[1024];
+    if (cli_tune_db_env_empty(a->db)) return 1;
+    const char *db = cli_tune_db_path(a->db, buf, sizeof buf, NULL);
+    KilnStatus s = KILN_OK;
+    if (a->report && a->html) s = rt_file_out_distinct(a->html, db, "tuning store", err, sizeof err);
+    if (!a->report) s = rt_file_out_distinct(db, a->package, "package", err, sizeof err);
+    if (!a->report && !s && a->weights)
+        s = rt_file_out_distinct(db, a->weights, "weights file", err, sizeof err);
+    if (s) cli_error("%s", err);
+    return s ? 1 : 0;
+}
+
 int cli_tune(int argc, char **argv)
 {
     if (argc >= 1 && (!strcmp(argv[0], "--help") || !strcmp(argv[0], "help") || !strcmp(argv[0], "-h"))) {
@@ -261,6 +282,7 @@ int cli_tune(int argc, char **argv)
     TuneArgs a;
     int rc = tune_parse(argc, argv, &a);
     if (rc) return rc;
+    if (tune_check_files(&a)) return 1;
     if (a.report) return tune_report(&a);
     return a.no_isolate ? tune_run(&a, -1) : tune_supervise(&a);
 }
@@ -317,11 +339,11 @@ static AtCandStatus j_prepare(void *ctx, const AtKernel *k, const KirConfig *cfg
     return j->inner.prepare(j->inner.ctx, k, cfg, msg, msglen);
 }
 
-#define J_FWD(name, ret, params, args)                                                                      \
-    static ret j_##name params                                                                             \
-    {                                                                                                       \
-        Journal *j = ctx;                                                                                   \
-        return j->inner.name args;                                                                          \
+#define J_FWD(name, ret, params, args)                                                                       \
+    static ret j_##name params                                                                               \
+    {                                                                                                        \
+        Journal *j = ctx;                                                                                    \
+        return j->inner.name args;                                                                           \
     }
 J_FWD(time, AtCandStatus,
       (void *ctx, const AtKernel *k, const KirConfig *cfg, const RtTdbBucket *b, double *us, int n, char *msg,

@@ -29,6 +29,7 @@ static const char usage[] =
     "  --model NAME        named config of the recipe (default: the recipe's default)\n"
     "  --set KEY=VALUE     override a config value (repeatable; checked against the recipe's limits)\n"
     "  --target T[,T...]   compile targets: host, sm_80, sm_90a, sm_100a, gfx942, gfx950\n"
+    "                      (repeatable; no empty item)\n"
     "  -o PATH             output package\n"
     "  --dump-after=PASS   (ir) print the graph after PASS, or after every pass with 'all'\n"
     "  --raw               (ir) print the graph as the recipe built it, before passes\n"
@@ -40,7 +41,9 @@ static const char usage[] =
     "                      its binary: the golden kernel corpus, or reading what kiln generates\n"
     "  -v                  print timings\n"
     "  --db FILE           (tune, db) the tuning DB (default $KILN_TUNE_DB, else\n"
-    "                      $XDG_CACHE_HOME/kiln/tune.db, else ~/.cache/kiln/tune.db)\n";
+    "                      $XDG_CACHE_HOME/kiln/tune.db, else ~/.cache/kiln/tune.db)\n"
+    "\n"
+    "An option's value may not be empty, and a single-valued option is given at most once.\n";
 
 void cli_error(const char *fmt, ...)
 {
@@ -52,6 +55,23 @@ void cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+int cli_empty_error(const char *cmd, const char *flag)
+{
+    fprintf(stderr, "kiln %s: %s wants a non-empty value\n", cmd, flag);
+    return 2;
+}
+
+int cli_seen(CliSeen *s, const char *cmd, const char *flag)
+{
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->flags[i], flag)) {
+            fprintf(stderr, "kiln %s: %s given more than once\n", cmd, flag);
+            return 2;
+        }
+    if (s->n < (int)(sizeof s->flags / sizeof s->flags[0])) s->flags[s->n++] = flag;
+    return 0;
+}
+
 static int usage_error(const char *cmd, const char *what, const char *arg)
 {
     fprintf(stderr, "kiln %s: %s%s%s\n(run 'kiln help' for usage)\n", cmd, what, arg ? ": " : "",
@@ -59,8 +79,13 @@ static int usage_error(const char *cmd, const char *what, const char *arg)
     return 2;
 }
 
+/* Adds the comma-separated targets in list (split in place). An empty list or item (--target '',
+ * --target ,,,) is refused: it would compile for no target and still succeed. */
 static int add_targets(CliArgs *a, char *list, const char *cmd)
 {
+    size_t n = strlen(list);
+    if (!n || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,"))
+        return cli_num_error(cmd, "--target", "a comma-separated list of targets, none empty", list);
     for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
         if (a->n_targets == CLI_MAX_TARGETS) return usage_error(cmd, "too many targets", NULL);
         a->targets[a->n_targets++] = t;
@@ -72,10 +97,20 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
 {
     const char *cache = NULL;
     int no_cache = 0;
+    CliSeen seen = {0};
     memset(a, 0, sizeof *a);
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        /* NAME=VALUE spellings of the valued options: the value, and the option's canonical name */
+        const char *eqv = !strncmp(s, "--model=", 8)         ? s + 8
+                          : !strncmp(s, "--target=", 9)      ? s + 9
+                          : !strncmp(s, "--set=", 6)         ? s + 6
+                          : !strncmp(s, "--dump-after=", 13) ? s + 13
+                                                             : NULL;
+        char flag[16] = "";
+        if (eqv) snprintf(flag, sizeof flag, "%.*s", (int)(eqv - 1 - s), s);
+        if (eqv && !*eqv) return cli_empty_error(cmd, flag);
         if (!strcmp(s, "-v") || !strcmp(s, "--verbose") || !strcmp(s, "-vv")) {
             if (s[2] == 'v') a->verbose++;
             a->verbose++;
@@ -89,12 +124,16 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
             if (s[6] != '=' && !(next && !strcmp(next, "source")))
                 return usage_error(cmd, "--emit wants 'source', got", next ? next : "nothing");
             i += s[6] != '=';
+            if (cli_seen(&seen, cmd, "--emit")) return 2;
             a->emit_source = 1;
         } else if (!strncmp(s, "--dump-after=", 13)) {
+            if (cli_seen(&seen, cmd, "--dump-after")) return 2;
             a->dump_after = s + 13;
         } else if (!strcmp(s, "-o") || !strcmp(s, "--model") || !strcmp(s, "--set") || !strcmp(s, "-j") ||
                    !strcmp(s, "--target") || !strcmp(s, "--dump-after") || !strcmp(s, "--cache-dir")) {
             if (!next) return usage_error(cmd, "missing value for", s);
+            if (!*next && strcmp(s, "-j")) return cli_empty_error(cmd, s);
+            if (strcmp(s, "--set") && strcmp(s, "--target") && cli_seen(&seen, cmd, s)) return 2;
             i++;
             if (!strcmp(s, "-o"))
                 a->output = next;
@@ -116,6 +155,7 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
                 a->sets[a->n_sets++] = next;
             }
         } else if (!strncmp(s, "--model=", 8)) {
+            if (cli_seen(&seen, cmd, "--model")) return 2;
             a->model = s + 8;
         } else if (!strncmp(s, "--target=", 9)) {
             if (add_targets(a, argv[i] + 9, cmd)) return 2;

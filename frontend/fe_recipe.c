@@ -9,6 +9,7 @@
  * in sorted key order (so the graph text never depends on Lua's hash order).
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 
 #include <lauxlib.h>
 
+#include "cli/cli_num.h"
 #include "fe_impl.h"
 
 #define FE_RECIPE_KEY "kiln.recipe"
@@ -148,22 +150,20 @@ static int recipe_fn(lua_State *L)
 
 /* ---- config selection and overrides ------------------------------------------------------------- */
 
+/* --set numbers follow the CLI's rules for option numbers (cli/cli_num.h): the whole text, strictly (no
+ * space, '+', hex, nan or inf), so "n_layers=+2" and "rms_eps= 1e-5" are refused as "-j +2" is. */
 static int parse_int(const char *s, lua_Integer *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno) return 0;
+    int64_t v;
+    if (!cli_num_int_ok(s, INT64_MIN, INT64_MAX, &v)) return 0;
     *out = (lua_Integer)v;
     return 1;
 }
 
 static int parse_num(const char *s, lua_Number *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (!*s || *end || errno || !isfinite(v)) return 0;
+    double v;
+    if (!cli_num_real_ok(s, -DBL_MAX, DBL_MAX, 0, &v)) return 0;
     *out = (lua_Number)v;
     return 1;
 }
@@ -318,7 +318,8 @@ static void record_config(lua_State *L, FeCtx *c, int cfg)
     lua_pushnil(L); /* every key and string value by the graph's text rules, with its true length */
     while (lua_next(L, cfg)) {
         int vt = lua_type(L, -1);
-        if (lua_type(L, -2) == LUA_TSTRING && (vt == LUA_TNUMBER || vt == LUA_TBOOLEAN || vt == LUA_TSTRING)) {
+        if (lua_type(L, -2) == LUA_TSTRING &&
+            (vt == LUA_TNUMBER || vt == LUA_TBOOLEAN || vt == LUA_TSTRING)) {
             const char *k = fe_text(L, -2, FE_TEXT_KEY, "config key", line);
             char what[GIR_NAME_MAX + 16];
             snprintf(what, sizeof what, "config %s", k);

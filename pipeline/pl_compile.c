@@ -58,11 +58,11 @@ static IrStatus prefix(IrDiag *d, IrStatus s, const char *where)
     return ir_diag_set(d, s, "%s: %s", where, msg);
 }
 
-
 /* g:file_dtype for the recipe: the weights file it names, opened once per path while the recipe runs. */
 typedef struct FileDtypes {
     char path[4096];
     RtWeights *w;
+    const char *output; /* the package being compiled (NULL: none): a weights file must not be it */
 } FileDtypes;
 
 static int file_dtype(void *ctx, const char *path, const char *name, const char *fallback, char *out,
@@ -72,6 +72,7 @@ static int file_dtype(void *ctx, const char *path, const char *name, const char 
     if (!f->w || strcmp(f->path, path)) {
         rt_w_close(f->w);
         f->w = NULL;
+        if (f->output && rt_file_out_distinct(f->output, path, "weights file", err, errlen)) return -1;
         if (rt_w_open(path, &f->w, err, errlen) != KILN_OK) return -1;
         snprintf(f->path, sizeof f->path, "%s", path);
     }
@@ -80,7 +81,7 @@ static int file_dtype(void *ctx, const char *path, const char *name, const char 
 
 static IrStatus graph(const PlOptions *o, int raw, GirGraph **out, PlStats *st, IrDiag *d)
 {
-    FileDtypes files = {.w = NULL};
+    FileDtypes files = {.w = NULL, .output = o->output};
     FeOptions fo = fe_options_default();
     fo.model = o->model, fo.sets = o->sets, fo.n_sets = o->n_sets;
     if (o->recipe_instr_limit > 0) fo.instr_limit = o->recipe_instr_limit;
@@ -275,9 +276,9 @@ typedef struct Pl {
     IrArena *arena;
     GirGraph *g;
     Schedule *sched;
-    KirKernel **kk;     /* [n_kernels] each kernel at its default config; NULL: no family yet */
-    CgKernelJob *jobs;  /* [n_jobs] (kernel, target) pairs, defaults first, then the variants */
-    char *optional;     /* [n_jobs] 1: a small-M variant, left out where it does not fit its target */
+    KirKernel **kk;    /* [n_kernels] each kernel at its default config; NULL: no family yet */
+    CgKernelJob *jobs; /* [n_jobs] (kernel, target) pairs, defaults first, then the variants */
+    char *optional;    /* [n_jobs] 1: a small-M variant, left out where it does not fit its target */
     int n_jobs;
     RtPkgWriter *w;
 } Pl;
@@ -303,7 +304,8 @@ static IrStatus write_kernel_row(Pl *p, int i)
     RtPkgKernel row = {i, sk->name, sk->spec.family, spec.s, conf.s, params.s, grid.s, hash, text.s};
     int no_mem = spec.oom || conf.oom || params.oom || grid.oom || text.oom;
     if (!no_mem) rt_pkgw_kernel(p->w, &row);
-    if (!no_mem && dumps(p->o, "kernels")) ir_buf_printf(p->o->dump, "; kernel %d %s\n%s", i, sk->name, text.s);
+    if (!no_mem && dumps(p->o, "kernels"))
+        ir_buf_printf(p->o->dump, "; kernel %d %s\n%s", i, sk->name, text.s);
     ir_buf_free(&spec), ir_buf_free(&conf), ir_buf_free(&params), ir_buf_free(&grid), ir_buf_free(&text);
     return no_mem ? oom(p) : IR_OK;
 }
@@ -344,8 +346,13 @@ static IrStatus stage_kernels(Pl *p)
         KirKernel *var[MAX_VARIANTS];
         int nv = small_m_variants(sk, facts, p->kk[i], p->arena, var);
         for (int t = 0; t < o->n_targets; t++) {
-            CgKernelJob job = {.fam = sk->fam, .spec = &sk->spec, .facts = facts, .k = p->kk[i],
-                               .target = o->targets[t], .retry = 1, .row = i};
+            CgKernelJob job = {.fam = sk->fam,
+                               .spec = &sk->spec,
+                               .facts = facts,
+                               .k = p->kk[i],
+                               .target = o->targets[t],
+                               .retry = 1,
+                               .row = i};
             if (o->targets[t]->backend == CG_BACKEND_HOST) {
                 for (int v = nv - 1; v >= 0; v--) /* the first variant that does not split K: any M */
                     if (kir_config_get(&var[v]->cfg, "SPLIT_K", 1) == 1) job.k = var[v];
@@ -371,7 +378,10 @@ static IrStatus stage_binaries(Pl *p)
     char salt[64];
     build_salt(salt, sizeof salt);
     IrDiag cache_warn = {0};
-    CgDriverOptions co = {.threads = o->threads, .cache_dir = o->cache_dir, .salt = salt, .warn = &cache_warn,
+    CgDriverOptions co = {.threads = o->threads,
+                          .cache_dir = o->cache_dir,
+                          .salt = salt,
+                          .warn = &cache_warn,
                           .source = o->emit_source};
     double t0 = ir_now_ms();
     cg_kernel_jobs(p->jobs, p->n_jobs, p->arena, &co);
@@ -383,8 +393,8 @@ static IrStatus stage_binaries(Pl *p)
         if (p->optional[j] && job->status != IR_OK) continue;
         int dup = 0; /* a variant whose config the default's retry already took */
         for (int i = 0; i < j && p->optional[j] && !dup; i++)
-            dup = p->jobs[i].status == IR_OK && p->jobs[i].row == job->row && p->jobs[i].target == job->target &&
-                  cg_config_same(&p->jobs[i].k->cfg, &job->k->cfg);
+            dup = p->jobs[i].status == IR_OK && p->jobs[i].row == job->row &&
+                  p->jobs[i].target == job->target && cg_config_same(&p->jobs[i].k->cfg, &job->k->cfg);
         if (dup) continue;
         if (job->status != IR_OK)
             return ir_diag_set(p->d, job->status, "%s for %s: %s", job->k->name, job->target->name, job->msg);
@@ -459,7 +469,8 @@ IrStatus pl_compile(const PlOptions *o, PlStats *st, IrDiag *d)
     memset(st, 0, sizeof *st);
     if (!o->output) return ir_diag_set(d, IR_ERR_INPUT, "compile: no output package");
     char err[512]; /* before any work: an output that is a directory, FIFO, device or link is refused */
-    if (rt_file_out_check(o->output, 0, "package", err, sizeof err) != KILN_OK)
+    if (rt_file_out_check(o->output, 0, "package", err, sizeof err) != KILN_OK ||
+        rt_file_out_distinct(o->output, o->recipe, "recipe", err, sizeof err) != KILN_OK)
         return ir_diag_set(d, IR_ERR_IO, "%s", err);
     double t0 = ir_now_ms();
     Pl p = {.o = o, .st = st, .d = d, .arena = ir_arena_create()};

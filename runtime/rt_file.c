@@ -7,7 +7,7 @@
  * so the rename cannot cross file systems) and the path is checked again just before the rename; the
  * window between that check and the rename is the only race left, and a temporary is never left behind.
  */
-#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC */
+#define _XOPEN_SOURCE 700 /* O_CLOEXEC (POSIX 2008), realpath (XSI) */
 #include "rt_file.h"
 
 #include <errno.h>
@@ -25,8 +25,11 @@ KilnStatus rt_file_verrf(char *err, int errlen, KilnStatus s, const char *fmt, v
 {
     if (err && errlen > 0) {
         vsnprintf(err, (size_t)errlen, fmt, ap);
-        for (char *p = err; *p; p++)
-            if (*p == '\n' || *p == '\r') *p = ' ';
+        for (unsigned char *p = (unsigned char *)err; *p; p++)
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+            else if (*p < 0x20 || *p == 0x7f)
+                *p = '?';
     }
     return s;
 }
@@ -57,8 +60,10 @@ int rt_file_open_regular(const char *path, const char *kind, struct stat *st_out
     struct stat st;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENOENT) rt_file_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
-        else rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        if (errno == ENOENT)
+            rt_file_errf(err, errlen, KILN_ERR_IO, "%s: does not exist", path);
+        else
+            rt_file_errf(err, errlen, KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fd, &st) != 0) {
@@ -112,12 +117,14 @@ KilnStatus rt_file_out_check(const char *path, int flags, const char *kind, char
                             strerror(errno));
     }
     if (S_ISLNK(st.st_mode))
-        return rt_file_errf(err, errlen, KILN_ERR_IO,
-                            "%s: is a symbolic link; kiln does not write through links (give the path it names)",
-                            path);
+        return rt_file_errf(
+            err, errlen, KILN_ERR_IO,
+            "%s: is a symbolic link; kiln does not write through links (give the path it names)", path);
     if (!S_ISREG(st.st_mode))
-        return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: is %s, not a regular file; kiln writes the %s only "
-                            "to a new or regular file", path, rt_file_type_name(st.st_mode), kind);
+        return rt_file_errf(err, errlen, KILN_ERR_IO,
+                            "%s: is %s, not a regular file; kiln writes the %s only "
+                            "to a new or regular file",
+                            path, rt_file_type_name(st.st_mode), kind);
     if (flags & RT_FILE_OUT_NEW)
         return rt_file_errf(err, errlen, KILN_ERR_IO, "%s: exists (the %s is written to a new file)", path,
                             kind);
@@ -143,9 +150,19 @@ KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *er
     o->flags = flags;
     KilnStatus s = rt_file_out_check(path, flags, "output", err, errlen);
     if (s) return s;
+    /* The temporary's last component is the output's, cut (not inside a UTF-8 character) so that it,
+     * its ".tmp.XXXXXX" and a SQLite side file's suffix ("-journal") fit NAME_MAX: any legal output name
+     * gets a temporary. */
     size_t n = strlen(path);
+    const char *slash = strrchr(path, '/');
+    size_t base = slash ? (size_t)(slash + 1 - path) : 0, keep = n;
+    if (n - base > RT_FILE_TMP_BASE_MAX) {
+        keep = base + RT_FILE_TMP_BASE_MAX;
+        while (keep > base && ((unsigned char)path[keep] & 0xc0) == 0x80)
+            keep--;
+    }
     o->path = strdup(path);
-    o->tmp = malloc(n + sizeof ".tmp.XXXXXX");
+    o->tmp = malloc(keep + sizeof ".tmp.XXXXXX");
     if (!o->path || !o->tmp) {
         rt_file_out_release(o);
         return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
@@ -156,13 +173,13 @@ KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *er
                  ((uint64_t)ts.tv_sec << 20);
     int e = 0;
     for (int attempt = 0; attempt < 100 && o->fd < 0; attempt++) {
-        memcpy(o->tmp, path, n);
-        memcpy(o->tmp + n, ".tmp.", 5);
+        memcpy(o->tmp, path, keep);
+        memcpy(o->tmp + keep, ".tmp.", 5);
         for (int i = 0; i < 6; i++) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
-            o->tmp[n + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
+            o->tmp[keep + 5 + i] = alnum[(x >> 33) % (sizeof alnum - 1)];
         }
-        o->tmp[n + 11] = 0;
+        o->tmp[keep + 11] = 0;
         o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         e = errno;
         if (o->fd < 0 && e != EEXIST) break;
@@ -227,6 +244,48 @@ void rt_file_out_abort(RtFileOut *o)
     if (o) rt_file_out_release(o);
 }
 
+/* path as "<realpath of its directory>/<last component>" (malloc'd), or NULL when the directory cannot be
+ * resolved. A last component of "", "." or ".." is resolved with the rest. */
+static char *rt_file_canon(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, "..")) return realpath(path, NULL);
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *real = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!real) return NULL;
+    size_t n = strlen(real), b = strlen(base);
+    char *out = malloc(n + b + 2);
+    if (out) {
+        memcpy(out, real, n);
+        out[n] = '/';
+        memcpy(out + n + (n > 1 || real[0] != '/'), base, b + 1); /* no "//" after the root */
+    }
+    free(real);
+    return out;
+}
+
+int rt_file_same(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!a || !b || !*a || !*b) return 0;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *ca = rt_file_canon(a), *cb = rt_file_canon(b);
+    int same = ca && cb && !strcmp(ca, cb);
+    free(ca);
+    free(cb);
+    return same;
+}
+
+KilnStatus rt_file_out_distinct(const char *out, const char *in, const char *in_kind, char *err, int errlen)
+{
+    if (!rt_file_same(out, in)) return KILN_OK;
+    return rt_file_errf(err, errlen, KILN_ERR_IO,
+                        "%s: is the same file as the %s %s; kiln does not write over its input", out, in_kind,
+                        in);
+}
+
 const char *rt_file_quote(RtFileQuoted *q, const char *name)
 {
     size_t o = 0;
@@ -244,6 +303,27 @@ const char *rt_file_quote(RtFileQuoted *q, const char *name)
     q->s[o++] = '\'';
     q->s[o] = 0;
     return q->s;
+}
+
+int rt_file_vclean(char *buf, size_t n, const char *fmt, va_list ap)
+{
+    if (!n) return 0;
+    vsnprintf(buf, n, fmt, ap);
+    int len = 0;
+    for (unsigned char *p = (unsigned char *)buf; *p; p++, len++)
+        if (*p < 0x20 || *p == 0x7f) *p = '?';
+    return len;
+}
+
+void rt_file_line(FILE *f, const char *fmt, ...)
+{
+    char buf[RT_FILE_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    rt_file_vclean(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fputs(buf, f);
+    fputc('\n', f);
 }
 
 void rt_file_unmap(void *map, size_t size)

@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "rt_package.h"
+#include "rt_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -324,8 +325,8 @@ KilnStatus kiln_package_open(const char *path, KilnPackage **out, char *err, int
     char have[17];
     if (want && (rt_pkg_config_hash(p->db, have) || strcmp(want, have))) {
         s = rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT,
-                        "%s: corrupt package (config rows hash to %s, meta config_hash says %.20s: edited)", path,
-                        have, want);
+                        "%s: corrupt package (config rows hash to %s, meta config_hash says %.20s: edited)",
+                        path, have, want);
         goto fail;
     }
     free(uri);
@@ -378,18 +379,9 @@ const char *rt_pkg_graph_text(KilnPackage *pkg)
 
 enum { RT_SUMMARY_WIDTH = 100, RT_LABEL = 10 };
 
-/* Formats one piece of a summary line into buf (cut at its size: a summary, not a dump), turning control
- * characters (which a file may hold) into '?' so that the layout holds. Returns its length. */
-static int rt_fmt_clean(char *buf, size_t n, const char *fmt, va_list ap)
-{
-    vsnprintf(buf, n, fmt, ap);
-    int len = 0;
-    for (unsigned char *p = (unsigned char *)buf; *p; p++, len++)
-        if (*p < 0x20 || *p == 0x7f) *p = '?';
-    return len;
-}
-
-/* Prints one cleaned piece and returns its width; rt_line adds the newline. */
+/* Prints one piece of a summary line through rt_file_vclean (control characters from the file as '?', so
+ * the layout holds; cut at 512 bytes: a summary, not a dump) and returns its width; rt_line adds the
+ * newline. */
 static int rt_put(FILE *f, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -400,7 +392,7 @@ static int rt_put(FILE *f, const char *fmt, ...)
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    int len = rt_fmt_clean(buf, sizeof buf, fmt, ap);
+    int len = rt_file_vclean(buf, sizeof buf, fmt, ap);
     va_end(ap);
     fputs(buf, f);
     return len;
@@ -416,7 +408,7 @@ static void rt_line(FILE *f, const char *fmt, ...)
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    rt_fmt_clean(buf, sizeof buf, fmt, ap);
+    rt_file_vclean(buf, sizeof buf, fmt, ap);
     va_end(ap);
     fputs(buf, f);
     fputc('\n', f);
@@ -440,7 +432,7 @@ static void rt_wrap(RtWrap *w, const char *fmt, ...)
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
-    int len = rt_fmt_clean(buf, sizeof buf, fmt, ap);
+    int len = rt_file_vclean(buf, sizeof buf, fmt, ap);
     va_end(ap);
     int seplen = (int)strlen(w->sep), kept = seplen;
     while (kept > 0 && w->sep[kept - 1] == ' ')
@@ -609,9 +601,9 @@ KilnStatus rt_pkg_print_kernels(KilnPackage *pkg, FILE *f)
             " k.spec FROM kernels k ORDER BY k.id") != SQLITE_OK)
         goto fail;
     fprintf(f, "%-4s %-44s %-6s %s\n", "id", "kernel", "uses", "default config");
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        fprintf(f, "%-4lld %-44s %-6lld %s\n", sqlite3_column_int64(st, 0), rt_col(st, 1),
-                sqlite3_column_int64(st, 3), rt_col(st, 2));
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) /* names and configs from the file: rt_file_line */
+        rt_file_line(f, "%-4lld %-44s %-6lld %s", sqlite3_column_int64(st, 0), rt_col(st, 1),
+                     sqlite3_column_int64(st, 3), rt_col(st, 2));
     if (rc != SQLITE_DONE) goto fail;
     if (rt_query(pkg, &st,
                  "SELECT b.kernel_id, k.name, b.target, b.format, length(b.data), b.compile_ms, b.config,"
@@ -627,9 +619,10 @@ KilnStatus rt_pkg_print_kernels(KilnPackage *pkg, FILE *f)
                     "size", "compile", "block", "smem", "config");
         double ms = sqlite3_column_double(st, 5);
         total_ms += ms;
-        fprintf(f, "%-4lld %-44s %-8s %-8s %10s %8.1fms %5lld %8lld  %s\n", sqlite3_column_int64(st, 0),
-                rt_col(st, 1), rt_col(st, 2), rt_col(st, 3), rt_fmt_bytes(b1, sqlite3_column_double(st, 4)),
-                ms, sqlite3_column_int64(st, 7), sqlite3_column_int64(st, 8), rt_col(st, 6));
+        rt_file_line(f, "%-4lld %-44s %-8s %-8s %10s %8.1fms %5lld %8lld  %s", sqlite3_column_int64(st, 0),
+                     rt_col(st, 1), rt_col(st, 2), rt_col(st, 3),
+                     rt_fmt_bytes(b1, sqlite3_column_double(st, 4)), ms, sqlite3_column_int64(st, 7),
+                     sqlite3_column_int64(st, 8), rt_col(st, 6));
     }
     if (rc != SQLITE_DONE) goto fail;
     if (header)

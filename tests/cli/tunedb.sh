@@ -75,9 +75,9 @@ cmp -s "$d/text.db" "$d/text.orig" && ok "text file unchanged" || bad "text file
 
 # the default path
 home="$d/home"; mkdir -p "$home"
-HOME="$home" XDG_CACHE_HOME= KILN_TUNE_DB= "$kiln" db upgrade > /dev/null && [ -f "$home/.cache/kiln/tune.db" ] &&
+env -u KILN_TUNE_DB HOME="$home" XDG_CACHE_HOME= "$kiln" db upgrade > /dev/null && [ -f "$home/.cache/kiln/tune.db" ] &&
   [ "$(stat -c %a "$home/.cache/kiln")" = 700 ] && ok "default: ~/.cache/kiln/tune.db" || bad "default HOME path"
-HOME="$home" XDG_CACHE_HOME="$d/xdg" KILN_TUNE_DB= "$kiln" db upgrade > /dev/null && [ -f "$d/xdg/kiln/tune.db" ] &&
+env -u KILN_TUNE_DB HOME="$home" XDG_CACHE_HOME="$d/xdg" "$kiln" db upgrade > /dev/null && [ -f "$d/xdg/kiln/tune.db" ] &&
   ok "default: \$XDG_CACHE_HOME/kiln/tune.db" || bad "default XDG path"
 HOME="$home" KILN_TUNE_DB="$db" "$kiln" db list | grep -q "^tuning DB $db" && ok "\$KILN_TUNE_DB" || bad "KILN_TUNE_DB"
 
@@ -124,10 +124,10 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host -o "$d/ho
   "${run[@]}" --db "$d/none.db" > /dev/null 2> "$d/err"; [ $? = 1 ] && grep -q "does not exist" "$d/err" &&
     ok "run --db with a missing store: exit 1" || bad "run missing store"
   empty="$d/emptyhome"; mkdir -p "$empty"
-  HOME="$empty" XDG_CACHE_HOME= KILN_TUNE_DB= "${run[@]}" -v > /dev/null 2> "$d/log" &&
+  env -u KILN_TUNE_DB HOME="$empty" XDG_CACHE_HOME= "${run[@]}" -v > /dev/null 2> "$d/log" &&
     grep -q "tuning: no store" "$d/log" && ok "run without a default store: defaults, silently" || { bad "run no default"; cat "$d/log"; }
   mkdir -p "$empty/.cache/kiln"; cp "$store" "$empty/.cache/kiln/tune.db"
-  HOME="$empty" XDG_CACHE_HOME= KILN_TUNE_DB= "${run[@]}" -v > /dev/null 2> "$d/log" &&
+  env -u KILN_TUNE_DB HOME="$empty" XDG_CACHE_HOME= "${run[@]}" -v > /dev/null 2> "$d/log" &&
     grep -q "tuning: rmsnorm_64_1e_05_bf16_0: tuned$" "$d/log" && ok "run uses the default store" || { bad "run default store"; cat "$d/log"; }
 else
   bad "compile for the host"
