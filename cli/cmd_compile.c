@@ -40,9 +40,12 @@ int cli_ir(const CliArgs *a)
     o.dump = &out;
     GirGraph *g = NULL;
     IrDiag d = {0};
-    if (pl_graph(&o, a->raw, &g, &d) != IR_OK) {
+    /* not raw: the schedule and every kernel's spec checked as kiln compile checks them, so that ir
+     * refuses what compile would (at the recipe line of the op) */
+    if (pl_graph(&o, a->raw, &g, &d) != IR_OK || (!a->raw && pl_check(&o, g, &d) != IR_OK)) {
         cli_error("%s", d.msg);
         ir_buf_free(&out);
+        gir_graph_destroy(g);
         return 1;
     }
     if (!a->dump_after) gir_print(g, a->locs, &out);

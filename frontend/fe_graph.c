@@ -220,11 +220,8 @@ static int graph_output(lua_State *L)
     const char *name = fe_text(L, 2, FE_TEXT_NAME, "output", -1);
     GirValue *v = to_tensor(L, 3);
     if (!v) fe_error(L, IR_ERR_INPUT, "output '%s': %s is not a tensor", name, luaL_typename(L, 3));
-    for (int i = 0; i < c->graph->n_nodes; i++) {
-        const GirNode *o = c->graph->nodes[i];
-        if (o->op == GIR_OP_OUTPUT && strcmp(gir_attr_s(o, "name", ""), name) == 0)
-            fe_error(L, IR_ERR_INPUT, "output '%s' is declared twice (first at line %d)", name, o->loc.line);
-    }
+    const GirNode *o = gir_find_named(c->graph, GIR_OP_OUTPUT, name);
+    if (o) fe_error(L, IR_ERR_INPUT, "output '%s' is declared twice (first at line %d)", name, o->loc.line);
     GirAttr a = gir_attr_str("name", name);
     IrDiag d = {0};
     if (!gir_node_add(c->graph, GIR_OP_OUTPUT, &v, 1, &a, 1, here(L), &d)) fe_raise_diag(L, &d);

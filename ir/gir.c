@@ -121,7 +121,9 @@ GirGraph *gir_graph_create(const char *name)
 
 void gir_graph_destroy(GirGraph *g)
 {
-    if (g) ir_arena_destroy(g->arena); /* g itself lives in its arena */
+    if (!g) return;
+    free(g->named);
+    ir_arena_destroy(g->arena); /* g itself lives in its arena */
 }
 
 void gir_graph_set_model(GirGraph *g, const char *model)
@@ -370,6 +372,61 @@ static int node_commit(GirGraph *g, GirNode *n, const GirType *types, int n_out)
     return 1;
 }
 
+/* ---- the name index -------------------------------------------------------------------------------
+ * Open addressing over (op, name) with linear probing; cap_named a power of two, at most half full. It
+ * holds the first node of each key: the builder refuses a second leaf, and the frontend asks about
+ * outputs (g:output). A node a pass dropped stays in it but counts as absent (its id no longer points at
+ * it); no pass adds named nodes, so the index never needs more than that. The table is malloc'd, not in
+ * the arena (the recipe's memory cap counts the arena: the index would lower the cap on nodes), and
+ * freed by gir_graph_destroy; it is at most 32 bytes a name. */
+static size_t name_slot(GirOp op, const char *name, int cap)
+{
+    return (size_t)(ir_hash64(name, strlen(name), IR_HASH_SEED + (uint64_t)op) & (uint64_t)(cap - 1));
+}
+
+static int node_in_graph(const GirGraph *g, const GirNode *n)
+{
+    return n->id >= 0 && n->id < g->n_nodes && g->nodes[n->id] == n;
+}
+
+/* The slot of (op, name): the node there, or the empty slot where it would go. */
+static GirNode **name_find(const GirGraph *g, GirOp op, const char *name)
+{
+    size_t mask = (size_t)g->cap_named - 1;
+    for (size_t i = name_slot(op, name, g->cap_named);; i = (i + 1) & mask) {
+        GirNode *o = g->named[i];
+        if (!o || (o->op == op && strcmp(gir_attr_s(o, "name", ""), name) == 0)) return &g->named[i];
+    }
+}
+
+const GirNode *gir_find_named(const GirGraph *g, GirOp op, const char *name)
+{
+    if (!g->cap_named) return NULL;
+    const GirNode *o = *name_find(g, op, name);
+    return o && node_in_graph(g, o) ? o : NULL;
+}
+
+/* Adds n (a leaf or output, already in the graph) unless a node of its key that is still in the graph is
+ * there. 0 when out of memory. */
+static int name_index(GirGraph *g, GirNode *n)
+{
+    if (2 * (g->n_named + 1) > g->cap_named) {
+        int cap = g->cap_named ? 2 * g->cap_named : 64;
+        GirNode **old = g->named, **t = calloc((size_t)cap, sizeof *t);
+        if (!t) return 0;
+        g->named = t;
+        int old_cap = g->cap_named;
+        g->cap_named = cap;
+        for (int i = 0; i < old_cap; i++) /* keys are distinct: each goes to an empty slot */
+            if (old[i]) *name_find(g, old[i]->op, gir_attr_s(old[i], "name", "")) = old[i];
+        free(old);
+    }
+    GirNode **slot = name_find(g, n->op, gir_attr_s(n, "name", ""));
+    if (!*slot) g->n_named++;
+    if (!*slot || !node_in_graph(g, *slot)) *slot = n;
+    return 1;
+}
+
 static const char *loc_prefix(GirLoc loc, char *buf, size_t n)
 {
     if (loc.file)
@@ -437,20 +494,18 @@ GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc lo
         ir_buf_free(&tb);
         return NULL;
     }
-    for (int i = 0; i < g->n_nodes; i++) {
-        const GirNode *o = g->nodes[i];
-        if (o->op == op && strcmp(gir_attr_s(o, "name", ""), name) == 0) {
-            ir_diag_set(d, IR_ERR_INPUT, "%s%s '%s' is declared twice (first at line %d)", where, what, name,
-                        o->loc.line);
-            return NULL;
-        }
+    const GirNode *o = gir_find_named(g, op, name);
+    if (o) {
+        ir_diag_set(d, IR_ERR_INPUT, "%s%s '%s' is declared twice (first at line %d)", where, what, name,
+                    o->loc.line);
+        return NULL;
     }
     GirNode *n = node_new(g, op, loc);
     const char *nm = ir_arena_strdup(g->arena, name);
     if (!n || !nm) goto oom;
     n->attr[0] = gir_attr_str("name", nm);
     n->n_attr = 1;
-    if (!node_commit(g, n, &t, 1)) goto oom;
+    if (!node_commit(g, n, &t, 1) || !name_index(g, n)) goto oom;
     return n->out[0];
 oom:
     ir_diag_set(d, IR_ERR_NOMEM, "%sout of memory", where);
@@ -592,7 +647,7 @@ GirNode *gir_node_add(GirGraph *g, GirOp op, GirValue *const *in, int n_in, cons
         n->attr[i] = norm[i];
         if (norm[i].kind == GIR_ATTR_STR && !(n->attr[i].s = ir_arena_strdup(g->arena, norm[i].s))) goto oom;
     }
-    if (!node_commit(g, n, types, n_out)) goto oom;
+    if (!node_commit(g, n, types, n_out) || (op == GIR_OP_OUTPUT && !name_index(g, n))) goto oom;
     return n;
 oom:
     ir_diag_set(d, IR_ERR_NOMEM, "%sout of memory", where);
@@ -616,7 +671,42 @@ static int type_valid(const GirGraph *g, const GirType *t)
     return 1;
 }
 
-IrStatus gir_verify(const GirGraph *g, IrDiag *d)
+/* A leaf and its position, sorted by (op, name, position) for the duplicate check: a sort, not a scan
+ * per leaf (O(n log n) where the scan was O(n^2)). */
+typedef struct LeafAt {
+    const GirNode *n;
+    int pos;
+} LeafAt;
+
+static int leaf_cmp(const void *pa, const void *pb)
+{
+    const LeafAt *a = pa, *b = pb;
+    if (a->n->op != b->n->op) return a->n->op < b->n->op ? -1 : 1;
+    int c = strcmp(gir_attr_s(a->n, "name", ""), gir_attr_s(b->n, "name", ""));
+    return c ? c : (a->pos > b->pos) - (a->pos < b->pos);
+}
+
+/* dup[i] = 1 for each leaf at position i whose op and name an earlier leaf has. 0 when out of memory. */
+static int mark_dup_leaves(const GirGraph *g, unsigned char *dup)
+{
+    LeafAt *leaf = malloc(sizeof *leaf * ((size_t)g->n_nodes + 1));
+    if (!leaf) return 0;
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const GirNode *o = g->nodes[i];
+        if ((unsigned)o->op < GIR_OP_COUNT && (gir_op_flags(o->op) & GIR_F_LEAF)) leaf[n++] = (LeafAt){o, i};
+    }
+    qsort(leaf, (size_t)n, sizeof *leaf, leaf_cmp);
+    for (int i = 1; i < n; i++)
+        if (leaf[i].n->op == leaf[i - 1].n->op &&
+            !strcmp(gir_attr_s(leaf[i].n, "name", ""), gir_attr_s(leaf[i - 1].n, "name", "")))
+            dup[leaf[i].pos] = 1;
+    free(leaf);
+    return 1;
+}
+
+/* gir_verify's checks, dup marking the leaves whose name an earlier leaf of their op has. */
+static IrStatus verify_nodes(const GirGraph *g, const unsigned char *dup, IrDiag *d)
 {
     IrDiag nd = {0};
     if (gir_check_name("graph", g->name, strlen(g->name), &nd) ||
@@ -656,9 +746,7 @@ IrStatus gir_verify(const GirGraph *g, IrDiag *d)
             if (n->n_out != 1) return bad(d, n, "wrong number of outputs");
             const char *name = gir_attr_s(n, "name", "");
             if (gir_check_name(gir_op_name(n->op), name, strlen(name), &local)) return bad(d, n, local.msg);
-            for (int j = 0; j < i; j++)
-                if (g->nodes[j]->op == n->op && strcmp(gir_attr_s(g->nodes[j], "name", ""), name) == 0)
-                    return bad(d, n, "duplicate leaf name");
+            if (dup[i]) return bad(d, n, "duplicate leaf name");
             continue;
         }
         if (gir_infer(g, n->op, n->in, n->n_in, n->attr, n->n_attr, types, &n_out, &local) != IR_OK)
@@ -669,4 +757,16 @@ IrStatus gir_verify(const GirGraph *g, IrDiag *d)
                 return bad(d, n, "output type differs from inference");
     }
     return IR_OK;
+}
+
+IrStatus gir_verify(const GirGraph *g, IrDiag *d)
+{
+    unsigned char *dup = calloc((size_t)g->n_nodes + 1, 1);
+    if (!dup || !mark_dup_leaves(g, dup)) {
+        free(dup);
+        return ir_diag_set(d, IR_ERR_NOMEM, "verify: out of memory");
+    }
+    IrStatus s = verify_nodes(g, dup, d);
+    free(dup);
+    return s;
 }

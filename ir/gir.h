@@ -104,7 +104,9 @@ typedef struct GirGraph {
     GirNode **nodes; /* topological order */
     int n_values;
     int n_cfg, cap_cfg;
-    GirAttr *cfg; /* resolved model config, in the order set */
+    GirAttr *cfg;    /* resolved model config, in the order set */
+    GirNode **named; /* [cap_named] index of leaves and outputs by (op, name): gir_find_named */
+    int n_named, cap_named;
 } GirGraph;
 
 /* Text that enters the graph (docs/IR.md, "Names"), so that no name can forge a line or a field of the
@@ -172,6 +174,11 @@ const char *gir_attr_s(const GirNode *n, const char *key, const char *dflt);
 /* Adds a leaf (GIR_OP_INPUT or GIR_OP_WEIGHT) named `name` with type `t`. Weight names must be
  * non-empty and unique; input names unique. Returns its value, or NULL with `d` set. */
 GirValue *gir_leaf(GirGraph *g, GirOp op, const char *name, GirType t, GirLoc loc, IrDiag *d);
+
+/* The first leaf (GIR_OP_INPUT, GIR_OP_WEIGHT) or output of op `op` named `name` that the builder
+ * added and that is still in the graph, or NULL: one hash lookup (the builder keeps the index), so that
+ * declaring n names costs O(n), not O(n^2). */
+const GirNode *gir_find_named(const GirGraph *g, GirOp op, const char *name);
 
 /* Adds a node: checks arity, attributes against the op's schema (unknown, missing, wrong kind), and
  * infers output types (gir_infer.c). Strings in attrs are copied. Returns the node, or NULL with `d`

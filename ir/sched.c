@@ -15,6 +15,7 @@
  */
 #include "sched.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,13 +31,14 @@ typedef struct Lower {
     const GirGraph *g;
     Schedule *s;
     IrArena *a;
-    int *buf_of;         /* value id -> buffer index */
-    int *num;            /* value id -> printed value number */
-    const char *bad_sym; /* first symbol an activation used that the plan cannot size */
+    int *buf_of;            /* value id -> buffer index */
+    int *num;               /* value id -> printed value number */
+    const char *bad_sym;    /* first symbol an activation used that the plan cannot size */
     const GirNode *node;    /* the node being lowered (for messages) */
     const GirNode *too_big; /* first node with a buffer past IR_MAX_BYTES at the maxima (or overflowing) */
     const char *too_big_buf;
     int cap_bufs, cap_launches, cap_kernels;
+    int splitk[2]; /* 1 + the buffer index of %splitk_ws, %splitk_sem; 0 before the first */
     IrDiag *d;
 } Lower;
 
@@ -114,12 +116,11 @@ static int splitk_bufs(Lower *L, int64_t N, int *ws, int *sem)
     int *idx[2] = {ws, sem};
     for (int i = 0; i < 2; i++) {
         Schedule *s = L->s;
-        int b = -1;
-        for (int j = 0; j < s->n_bufs && b < 0; j++)
-            if (s->bufs[j].name && !strcmp(s->bufs[j].name, names[i])) b = j;
+        int b = L->splitk[i] - 1;
         GirType t = gir_type(i ? GIR_I32 : GIR_F32, 1, (GirDim[]){{.n = elems[i], .sym = -1}});
         if (b < 0) {
             if ((b = add_buf(L, names[i], SCHED_BUF_ACT, &t)) < 0) return -1;
+            L->splitk[i] = b + 1;
             s->bufs[b].first = 0, s->bufs[b].last = 1 << 30;
         } else if (s->bufs[b].type.dim[0].n < elems[i]) {
             s->bufs[b].type = t;
@@ -404,50 +405,132 @@ static IrStatus oom(Lower *L)
     return ir_diag_set(L->d, IR_ERR_NOMEM, "schedule: out of memory");
 }
 
-/* Greedy placement (largest first) of activations whose live ranges intersect. */
+/* Placement order: bytes descending, then index (a total order: deterministic). */
+typedef struct ActAt {
+    int64_t key; /* bytes (placement order) or first (the live-range index) */
+    int buf;
+} ActAt;
+
+static int by_bytes_desc(const void *pa, const void *pb)
+{
+    const ActAt *a = pa, *b = pb;
+    if (a->key != b->key) return a->key > b->key ? -1 : 1;
+    return (a->buf > b->buf) - (a->buf < b->buf);
+}
+
+static int by_key_asc(const void *pa, const void *pb)
+{
+    const ActAt *a = pa, *b = pb;
+    if (a->key != b->key) return a->key < b->key ? -1 : 1;
+    return (a->buf > b->buf) - (a->buf < b->buf);
+}
+
+/* The live-range index: activations sorted by first launch, and over them a max-tree (leaves at
+ * [size, 2 size)) of the last launch of those already placed (INT_MIN: not placed). Placed buffers whose
+ * range meets [first, last] are those among the prefix with first <= last whose last >= first: found
+ * by descending only into subtrees whose maximum reaches `first`, so a query costs O((k + 1) log n) for
+ * k answers where a scan of every placed buffer cost O(n) (O(n^2) for a graph). */
+typedef struct LiveIndex {
+    ActAt *byfirst; /* [n] */
+    int *pos;       /* buffer index -> position in byfirst */
+    int *max_last;  /* [2 size] */
+    int n, size;
+} LiveIndex;
+
+static void live_place(LiveIndex *x, int buf, int last)
+{
+    int i = x->size + x->pos[buf];
+    x->max_last[i] = last;
+    for (i /= 2; i >= 1; i /= 2)
+        x->max_last[i] =
+            x->max_last[2 * i] > x->max_last[2 * i + 1] ? x->max_last[2 * i] : x->max_last[2 * i + 1];
+}
+
+/* Appends to out the placed buffers among positions [lo, hi) of node `node` that are below `prefix`
+ * and live at or after `first`. */
+static void live_query(const LiveIndex *x, int node, int lo, int hi, int prefix, int first, int *out, int *n)
+{
+    if (lo >= prefix || x->max_last[node] < first) return;
+    if (hi - lo == 1) {
+        out[(*n)++] = x->byfirst[lo].buf;
+        return;
+    }
+    int mid = (lo + hi) / 2;
+    live_query(x, 2 * node, lo, mid, prefix, first, out, n);
+    live_query(x, 2 * node + 1, mid, hi, prefix, first, out, n);
+}
+
+/* Greedy placement (largest first) of activations whose live ranges intersect: each at the lowest
+ * SCHED_ALIGN-aligned offset where it overlaps no placed buffer whose live range meets its own. */
 static IrStatus plan_arena(Lower *L)
 {
     Schedule *s = L->s;
-    int *order = malloc(sizeof(int) * (size_t)(s->n_bufs + 1));
-    if (!order) return oom(L);
+    size_t nb = (size_t)s->n_bufs + 1;
+    ActAt *order = malloc(sizeof *order * nb);
+    LiveIndex x = {.byfirst = malloc(sizeof *x.byfirst * nb), .pos = malloc(sizeof(int) * nb)};
+    int *hit = malloc(sizeof(int) * nb);
+    ActAt *near = malloc(sizeof *near * nb);
     int n = 0;
     for (int i = 0; i < s->n_bufs; i++)
-        if (s->bufs[i].kind == SCHED_BUF_ACT) order[n++] = i;
-    for (int i = 1; i < n; i++) /* insertion sort: by bytes desc, then index (deterministic) */
-        for (int j = i; j > 0; j--) {
-            const SchedBuf *a = &s->bufs[order[j - 1]], *b = &s->bufs[order[j]];
-            if (a->bytes > b->bytes || (a->bytes == b->bytes && order[j - 1] < order[j])) break;
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
+        if (s->bufs[i].kind == SCHED_BUF_ACT) n++;
+    x.size = 1;
+    while (x.size < n)
+        x.size *= 2;
+    x.max_last = malloc(sizeof(int) * 2 * (size_t)x.size);
+    IrStatus st = IR_OK;
+    if (!order || !x.byfirst || !x.pos || !hit || !near || !x.max_last) {
+        st = oom(L);
+        goto done;
+    }
+    n = 0;
+    for (int i = 0; i < s->n_bufs; i++)
+        if (s->bufs[i].kind == SCHED_BUF_ACT) {
+            order[n] = (ActAt){s->bufs[i].bytes, i};
+            x.byfirst[n++] = (ActAt){s->bufs[i].first, i};
         }
+    x.n = n;
+    qsort(order, (size_t)n, sizeof *order, by_bytes_desc);
+    qsort(x.byfirst, (size_t)n, sizeof *x.byfirst, by_key_asc);
+    for (int i = 0; i < n; i++)
+        x.pos[x.byfirst[i].buf] = i;
+    for (int i = 0; i < 2 * x.size; i++)
+        x.max_last[i] = INT_MIN;
     s->act_bytes = 0;
     for (int i = 0; i < n; i++) {
-        SchedBuf *b = &s->bufs[order[i]];
-        int64_t off = 0;
-        for (int moved = 1; moved;) { /* bump past every placed, overlapping, live-intersecting buffer */
-            moved = 0;
-            for (int j = 0; j < i; j++) {
-                const SchedBuf *o = &s->bufs[order[j]];
-                int live = !(o->last < b->first || b->last < o->first);
-                if (live && off < o->offset + o->bytes && o->offset < off + b->bytes) {
-                    off = (o->offset + o->bytes + SCHED_ALIGN - 1) / SCHED_ALIGN * SCHED_ALIGN;
-                    moved = 1;
-                }
-            }
+        SchedBuf *b = &s->bufs[order[i].buf];
+        int lo = 0, hi = n; /* prefix: the buffers whose first launch is <= b's last */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (x.byfirst[mid].key <= b->last)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        int k = 0;
+        live_query(&x, 1, 0, x.size, lo, b->first, hit, &k);
+        for (int j = 0; j < k; j++)
+            near[j] = (ActAt){s->bufs[hit[j]].offset, hit[j]};
+        qsort(near, (size_t)k, sizeof *near, by_key_asc);
+        int64_t off = 0; /* bump past every overlapping one, in offset order: the lowest gap that fits */
+        for (int j = 0; j < k && near[j].key < off + b->bytes; j++) {
+            const SchedBuf *o = &s->bufs[near[j].buf];
+            if (off < o->offset + o->bytes)
+                off = (o->offset + o->bytes + SCHED_ALIGN - 1) / SCHED_ALIGN * SCHED_ALIGN;
         }
         b->offset = off; /* off and bytes are each at most 2^48 + 255 here: the sum cannot overflow */
+        live_place(&x, order[i].buf, b->last);
         if (off + b->bytes > s->act_bytes) s->act_bytes = off + b->bytes;
         if (s->act_bytes > IR_MAX_BYTES) {
-            free(order);
-            return ir_diag_set(L->d, IR_ERR_LIMIT,
-                               "schedule: the activation arena needs more than 2^48 bytes (T=%lld B=%lld R=%lld)",
-                               (long long)s->opt.max_tokens, (long long)s->opt.max_seqs,
-                               (long long)s->opt.max_rows);
+            st = ir_diag_set(
+                L->d, IR_ERR_LIMIT,
+                "schedule: the activation arena needs more than 2^48 bytes (T=%lld B=%lld R=%lld)",
+                (long long)s->opt.max_tokens, (long long)s->opt.max_seqs, (long long)s->opt.max_rows);
+            break;
         }
     }
-    free(order);
-    return IR_OK;
+done:
+    free(order), free(x.byfirst), free(x.pos), free(x.max_last), free(hit), free(near);
+    return st;
 }
 
 IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Schedule **out, IrDiag *d)
@@ -463,8 +546,10 @@ IrStatus sched_build(const GirGraph *g, const SchedOptions *o, IrArena *a, Sched
     const int64_t maxima[] = {s->opt.max_tokens, s->opt.max_seqs, s->opt.max_rows, s->opt.max_split_rows};
     for (int i = 0; i < 4; i++)
         if (maxima[i] < 1 || maxima[i] > IR_MAX_DIM)
-            return ir_diag_set(d, IR_ERR_INPUT, "schedule: plan maxima (T=%lld B=%lld R=%lld split rows=%lld) "
-                               "must be 1..%lld", (long long)s->opt.max_tokens, (long long)s->opt.max_seqs,
+            return ir_diag_set(d, IR_ERR_INPUT,
+                               "schedule: plan maxima (T=%lld B=%lld R=%lld split rows=%lld) "
+                               "must be 1..%lld",
+                               (long long)s->opt.max_tokens, (long long)s->opt.max_seqs,
                                (long long)s->opt.max_rows, (long long)s->opt.max_split_rows,
                                (long long)IR_MAX_DIM);
     Lower L = {.g = g, .s = s, .a = a, .buf_of = buf_of, .num = num, .d = d};

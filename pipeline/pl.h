@@ -63,8 +63,15 @@ int pl_dump_known(const char *name);
  * caller's (gir_graph_destroy). Errors: the frontend's and the passes' status with their one line. */
 IrStatus pl_graph(const PlOptions *o, int raw, GirGraph **out, IrDiag *d);
 
+/* The checks pl_compile makes of g (a pl_graph result, not raw) short of compiling: its schedule, and
+ * every kernel whose family kiln has built at its default config and verified, then discarded (what
+ * `kiln ir` runs, so that it refuses what `kiln compile` would). Errors as pl_compile's. */
+IrStatus pl_check(const PlOptions *o, const GirGraph *g, IrDiag *d);
+
 /* The whole pipeline into the package at o->output. st may be NULL. On any error returns its status
- * with one line in d ("<recipe>: <why>", "<kernel> for <target>: <why>") and leaves no file at output. */
+ * with one line in d ("<recipe>: <why>"; a kernel's "<recipe>:<line>: <kernel>: <why>" and
+ * "<recipe>:<line>: <kernel> for <target>: <why>", at the line of the op the kernel serves) and leaves
+ * no file at output. */
 IrStatus pl_compile(const PlOptions *o, PlStats *st, IrDiag *d);
 
 #endif

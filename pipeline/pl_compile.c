@@ -12,6 +12,7 @@
  */
 #include "pl.h"
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,6 +269,61 @@ static int small_m_variants(const SchedKernel *sk, const KfamFacts *facts, const
     return n;
 }
 
+/* Sets d to "<file>:<line>: " and the printf-style rest, for kernel i of s: the recipe location of the
+ * graph op behind its first launch (a kernel is that op's spec, so its errors are the op's), or the
+ * recipe's path when no launch has one. Every kernel error goes through here. Returns st. */
+static IrStatus kernel_error(const Schedule *s, const char *recipe, int i, IrDiag *d, IrStatus st,
+                             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static IrStatus kernel_error(const Schedule *s, const char *recipe, int i, IrDiag *d, IrStatus st,
+                             const char *fmt, ...)
+{
+    char where[4200], what[1100];
+    snprintf(where, sizeof where, "%s", recipe);
+    for (int l = 0; l < s->n_launches; l++)
+        if (s->launches[l].kernel == i) {
+            const GirNode *n = s->g->nodes[s->launches[l].node];
+            snprintf(where, sizeof where, "%s:%d", n->loc.file ? n->loc.file : recipe, n->loc.line);
+            break;
+        }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return ir_diag_set(d, st, "%s: %s", where, what);
+}
+
+/* Kernel sk at its family's default config for facts, built into arena and verified. */
+static IrStatus build_default(const SchedKernel *sk, const KfamFacts *facts, IrArena *arena, KirKernel **k,
+                              IrDiag *d)
+{
+    KirConfig cfg = {0};
+    sk->fam->defaults(&sk->spec, facts, &cfg);
+    IrStatus st = sk->fam->build(arena, &sk->spec, facts, &cfg, k, d);
+    return st == IR_OK ? kir_verify(*k, NULL, d) : st;
+}
+
+static const KfamFacts *defaults_facts(const PlOptions *o)
+{
+    return cg_target_facts(o->defaults_target ? o->defaults_target : cg_target_defaults());
+}
+
+IrStatus pl_check(const PlOptions *o, const GirGraph *g, IrDiag *d)
+{
+    IrArena *arena = ir_arena_create();
+    Schedule *s = NULL;
+    if (!arena) return ir_diag_set(d, IR_ERR_NOMEM, "out of memory");
+    IrStatus st = sched_build(g, NULL, arena, &s, d);
+    for (int i = 0; st == IR_OK && i < s->n_kernels; i++) {
+        KirKernel *k = NULL;
+        IrDiag e = {0};
+        if (s->kernels[i].fam &&
+            (st = build_default(&s->kernels[i], defaults_facts(o), arena, &k, &e)) != IR_OK)
+            kernel_error(s, o->recipe, i, d, st, "%s: %s", s->kernels[i].name, e.msg);
+    }
+    ir_arena_destroy(arena);
+    return st;
+}
+
 /* The pipeline's state: what each stage leaves for the next. */
 typedef struct Pl {
     const PlOptions *o;
@@ -320,7 +376,7 @@ static IrStatus stage_kernels(Pl *p)
     p->jobs = calloc((size_t)max_jobs + 1, sizeof *p->jobs);
     p->optional = calloc((size_t)max_jobs + 1, 1);
     if (!p->kk || !p->jobs || !p->optional) return oom(p);
-    const KfamFacts *facts = cg_target_facts(o->defaults_target ? o->defaults_target : cg_target_defaults());
+    const KfamFacts *facts = defaults_facts(o);
     double t0 = ir_now_ms();
     for (int i = 0; i < nk; i++) {
         const SchedKernel *sk = &s->kernels[i];
@@ -328,20 +384,17 @@ static IrStatus stage_kernels(Pl *p)
             /* a graph-only package may describe ops kiln cannot run yet; a compiled one may not */
             p->st->missing++;
             if (o->n_targets)
-                return ir_diag_set(p->d, IR_ERR_UNSUPPORTED,
-                                   "%s: kernel family '%s' is not implemented yet: cannot compile for %s",
-                                   sk->name, sk->spec.family, o->targets[0]->name);
+                return kernel_error(s, o->recipe, i, p->d, IR_ERR_UNSUPPORTED,
+                                    "%s: kernel family '%s' is not implemented yet: cannot compile for %s",
+                                    sk->name, sk->spec.family, o->targets[0]->name);
             if (o->log)
                 fprintf(o->log, "kiln: %s: family '%s' not implemented yet: no kernel\n", sk->name,
                         sk->spec.family);
             continue;
         }
-        KirConfig cfg = {0};
         IrDiag d = {0};
-        sk->fam->defaults(&sk->spec, facts, &cfg);
-        IrStatus st = sk->fam->build(p->arena, &sk->spec, facts, &cfg, &p->kk[i], &d);
-        if (st == IR_OK) st = kir_verify(p->kk[i], NULL, &d);
-        if (st != IR_OK) return ir_diag_set(p->d, st, "%s: %s", sk->name, d.msg);
+        IrStatus st = build_default(sk, facts, p->arena, &p->kk[i], &d);
+        if (st != IR_OK) return kernel_error(s, o->recipe, i, p->d, st, "%s: %s", sk->name, d.msg);
         if ((st = write_kernel_row(p, i)) != IR_OK) return st;
         KirKernel *var[MAX_VARIANTS];
         int nv = small_m_variants(sk, facts, p->kk[i], p->arena, var);
@@ -397,7 +450,8 @@ static IrStatus stage_binaries(Pl *p)
                   p->jobs[i].target == job->target && cg_config_same(&p->jobs[i].k->cfg, &job->k->cfg);
         if (dup) continue;
         if (job->status != IR_OK)
-            return ir_diag_set(p->d, job->status, "%s for %s: %s", job->k->name, job->target->name, job->msg);
+            return kernel_error(p->sched, o->recipe, job->row, p->d, job->status, "%s for %s: %s",
+                                job->k->name, job->target->name, job->msg);
         IrBuf conf = {0}, grid = {0};
         kir_config_print(&job->k->cfg, &conf);
         kir_grid_print(job->k, &grid);

@@ -4,8 +4,10 @@
 # an integer, NaN/inf, overflow past 64 bits) and values just outside its declared range with exit 2 and
 # exactly one line naming the option, the text and the range (cli/cli_num.h), and leaves no file behind;
 # the edges of each range are accepted. Then `--set` values outside the recipe's limits (exit 1, one
-# line, no package) and, on the tiny model with random weights, the runtime's own checks through kiln
-# run: a KV cache beyond physical memory and a token outside the vocabulary (exit 1, one line).
+# line, no package), values inside them that a kernel family refuses (one line at the op's recipe line,
+# from compile and ir alike) and, on the tiny model with random weights, the runtime's own checks
+# through kiln run: a KV cache beyond physical memory and a token outside the vocabulary (exit 1, one
+# line).
 set -u
 . "$(dirname "$0")/checks.bash" "$@"
 recipe=$src/recipes/llama.lua
@@ -122,6 +124,35 @@ expect "compile --set rms_eps=nan" 1 "kiln: $recipe: --set: config key 'rms_eps'
 if "$kiln" ir "$recipe" --model tiny --set n_layers=1 --set max_seq_len=16777216 --set page_size=1024 \
      --set rms_eps=1 > /dev/null 2> "$d/err"
 then ok "ir: the limits' edges are accepted"; else bad "ir at the limits' edges: $(cat "$d/err")"; fi
+
+# ---- kernel specs the recipe's limits let through: the family's check, one line at the recipe line of
+# the op the kernel serves (finding F13), from kiln compile and, the same check, from kiln ir ----
+line_of() { grep -n "$1" "$recipe" | head -1 | cut -d: -f1; }
+kv_line=$(line_of 'g:kv_write(') emb_line=$(line_of 'g:embedding(') mm_line=$(line_of 'return g:matmul(x, w)$')
+kspec() { # NAME LINE MESSAGE SETS...
+  local name=$1 want="kiln: $recipe:$2: $3" c
+  shift 3
+  for c in compile ir; do
+    local out=()
+    [ $c = compile ] && out=(-o "$w/o.kiln")
+    expect "$c: $name" 1 "$want" $c "$recipe" --model tiny "$@" "${out[@]}"
+  done
+}
+kspec "rope theta 1" "$kv_line" \
+  "kv_write_2_16_8_bf16_1_1_none_4: kv_write: rope needs an even D, theta > 1 and factor > 0" \
+  --set rope_theta=1
+kspec "llama3 rope with equal factors" "$kv_line" \
+  "kv_write_2_16_8_bf16_1_10000_llama3_1_4_4_8192_4: kv_write: llama3 needs high_freq_factor > low_freq_factor > 0" \
+  --set rope_scaling=llama3 --set rope_low_freq_factor=4.0
+kspec "embedding past 32-bit offsets" "$emb_line" \
+  "embedding_8192_16777216_bf16: embedding: V*C = 137438953472 needs 64-bit offsets" \
+  --set hidden_size=8192 --set vocab_size=16777216 --set n_heads=64 --set n_kv_heads=8
+kspec "grouped matmul past 2^24 columns" "$mm_line" \
+  "matmul_65536_65536_bf16_group_65536_65536: matmul: epilogue group needs N2 (and optionally N3) in [1, 2^24]" \
+  --set intermediate_size=1048576 --set hidden_size=65536 --set n_heads=1024 --set n_kv_heads=1024
+if "$kiln" ir "$recipe" --model tiny --raw --set rope_theta=1 > /dev/null 2> "$d/err"; then
+  ok "ir --raw: the graph as built, no kernel checks"
+else bad "ir --raw --set rope_theta=1: $(cat "$d/err")"; fi
 
 # ---- kiln tune: checked before the package or the store is opened ----
 tune=(tune p.kiln --db "$w/t.db")

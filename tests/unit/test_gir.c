@@ -1,6 +1,7 @@
 /* test_gir.c — the graph IR from C: builder checks, shape inference rules, verifier, printer,
  * passes, and allocation-failure handling (every k-th allocation fails in turn). */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,6 +243,47 @@ static void test_verifier_catches_corruption(void)
     m.g->nodes[m.g->n_nodes - 1] = first;
     KT_CHECK(gir_verify(m.g, &d) == IR_ERR_INTERNAL, "order broken: %s", d.msg);
     gir_graph_destroy(m.g);
+}
+
+/* The name index (gir_find_named) over many names and its growth; the verifier's sorted duplicate check
+ * (a duplicate made behind the builder's back, reported at the later leaf); a name that dce dropped is
+ * absent and may be declared again. */
+static void test_name_index(void)
+{
+    GirGraph *g = gir_graph_create("names");
+    IrDiag d = {0};
+    enum { N = 5000 };
+    GirValue *x = leaf(g, GIR_OP_INPUT, "x", GIR_BF16, 2, (GirDim[]){S(g, "T"), C(8)});
+    for (int i = 0; i < N && x; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "w%d", i);
+        GirValue *in[2] = {x, W(g, name, 8, 0)};
+        GirAttr eps = gir_attr_float("eps", 1e-5);
+        x = op1(g, GIR_OP_RMS_NORM, in, 2, &eps, 1, &d);
+    }
+    KT_CHECK(x != NULL, "%s %s", d.msg, leaf_diag.msg);
+    GirNode *out = gir_node_add(g, GIR_OP_OUTPUT, &x, 1, (GirAttr[]){gir_attr_str("name", "y")}, 1, here, &d);
+    KT_CHECK(out && gir_find_named(g, GIR_OP_OUTPUT, "y") == out, "output indexed: %s", d.msg);
+    KT_CHECK(gir_find_named(g, GIR_OP_WEIGHT, "w4321") && !gir_find_named(g, GIR_OP_INPUT, "w4321") &&
+                 !gir_find_named(g, GIR_OP_WEIGHT, "w5000"),
+             "lookups by op and name");
+    KT_CHECK(!W(g, "w17", 8, 0) && strstr(leaf_diag.msg, "'w17' is declared twice"), "%s", leaf_diag.msg);
+    ir_diag_clear(&leaf_diag);
+    KT_CHECK(gir_verify(g, &d) == IR_OK, "%s", d.msg);
+    GirNode *w9 = g->nodes[2 * 9 + 1], *w3 = g->nodes[2 * 3 + 1];
+    KT_CHECK(w9->op == GIR_OP_WEIGHT && w3->op == GIR_OP_WEIGHT, "layout");
+    const char *keep = w9->attr[0].s;
+    w9->attr[0].s = w3->attr[0].s; /* w9 renamed w3 behind the builder */
+    KT_CHECK(gir_verify(g, &d) == IR_ERR_INTERNAL && strstr(d.msg, "node 19 ") && strstr(d.msg, "duplicate"),
+             "%s", d.msg);
+    w9->attr[0].s = keep;
+    ir_diag_clear(&d);
+    GirValue *u = W(g, "unused", 8, 0);
+    KT_CHECK(u && gir_run_passes(g, NULL, &d) == IR_OK, "%s", d.msg);
+    KT_CHECK(!gir_find_named(g, GIR_OP_WEIGHT, "unused") && gir_find_named(g, GIR_OP_WEIGHT, "w0"),
+             "dce'd weight absent, used one present");
+    KT_CHECK(W(g, "unused", 8, 0) != NULL, "a dropped name may be declared again: %s", leaf_diag.msg);
+    gir_graph_destroy(g);
 }
 
 /* The text rules (gir.h, docs/IR.md): real checkpoint names pass; anything that could forge a line or a
@@ -659,5 +701,6 @@ int main(void)
     test_verifier_catches_corruption();
     test_alloc_failures();
     test_names_and_sizes();
+    test_name_index();
     return kt_done("test_gir");
 }
