@@ -1,13 +1,11 @@
-/* rt_engine.c — the engine of kiln.h: a package's launch plan run over batches of sequences with a paged
- * KV cache. Design and data flow: docs/RUNTIME.md.
+/* rt_engine.c — the engine of kiln.h, running: a package's launch plan over batches of sequences with a
+ * paged KV cache. Design and data flow: docs/RUNTIME.md; the state is rt_engine_impl.h's, opened by
+ * rt_engine_open.c.
  *
- * Open: plan (rt_plan) for the executor's target -> kernels loaded (rt_exec) -> weights checked and read
- * into device memory (rt_weights) -> activation arena and per-step input buffers at the plan's maxima ->
- * the KV pool (every input whose shape starts with P) from the budget -> page manager (rt_kvcache).
- * Step: schedule (running sequences first, each decoding one token or prefilling a chunk of its prompt;
- * then waiting requests while tokens, sequences and pages last) -> step arrays (rt_kv_step_build) ->
- * inputs uploaded -> every launch of the plan -> next_tokens read back -> callbacks, finished requests
- * release their pages.
+ * Step: schedule (running sequences first, each decoding one token, or verifying its drafts, or
+ * prefilling a chunk of its prompt; then waiting requests while tokens, sequences and pages last) -> step
+ * arrays (rt_kv_step_build) -> inputs uploaded -> every launch of the plan (or a captured graph) ->
+ * next_tokens read back -> drafts kept or rolled back -> callbacks, finished requests release their pages.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -21,6 +19,7 @@
 
 #include "kiln.h"
 #include "rt_engine.h"
+#include "rt_engine_impl.h"
 #include "rt_exec.h"
 #include "rt_file.h"
 #include "rt_gguf.h"
@@ -32,102 +31,9 @@
 #include "rt_tune.h"
 #include "rt_weights.h"
 
-enum { REQ_WAITING, REQ_RUNNING, REQ_DONE };
-
-typedef struct Req {
-    int64_t id;
-    int32_t *tokens; /* prompt, then generated */
-    int n_tokens, cap, n_prompt;
-    int n_done; /* tokens whose K/V is in the cache */
-    int n_high; /* the most tokens ever computed (a preempted request computes [n_done, n_high) again) */
-    int n_prompt_counted; /* prompt tokens counted in stats.prompt_tokens */
-    int32_t seq;          /* KV sequence, -1 while waiting */
-    int state, generated;
-    KilnFinish finish; /* set when it ends; reported at the end of the step */
-    KilnSampling s;
-    int32_t *stop;
-    KilnTokenCallback cb;
-    void *user;
-    RtSpecState spec; /* speculative decoding (r->s.spec on) */
-    int n_draft;      /* draft tokens in this step's chunk, after the request's last token */
-    int32_t draft[KILN_MAX_SPEC_K];
-} Req;
-
-/* What one step feeds the plan (host copies of the input buffers). */
-typedef struct StepIn {
-    int32_t *tokens, *positions, *slots, *block_table, *seq_lens, *cu_q, *logit_rows;
-    float *sampling;
-    int *row_req; /* request index of each logit row */
-    RtKvStepSeq *items;
-    int *item_req;
-} StepIn;
-
-enum { MAX_GRAPHS = 64, MAX_CACHED = 64 };
-
-/* A finished request's KV pages kept for later prompts that start the same way (prefix caching); given
- * back least recently used first when the pool runs short. */
-typedef struct Cached {
-    int32_t seq;
-    int32_t *tokens; /* the n tokens whose K/V the sequence holds */
-    int n;
-    uint64_t used; /* e->clock at its last use */
-} Cached;
-
-/* A captured uniform step: every launch of the plan for B sequences of q new tokens each, every token a
- * logit row (q = 1: a decode; q = k + 1: a speculative verify of k drafts each), with n_splits
- * splits of the attention (the block table's stride is always max_pages), replayed in one call. */
-typedef struct StepGraph {
-    int B, q, n_splits;
-    RtExecGraph *g;
-} StepGraph;
-
-struct KilnEngine {
-    RtExec *x;
-    RtPlan *plan;
-    RtExecKernel **kernels;
-    uint64_t *weights; /* device address per plan weight */
-    uint64_t arena;
-    uint64_t *inputs;   /* device address per plan buffer (inputs only) */
-    int64_t *input_cap; /* bytes allocated per input */
-    RtKvCache *kv;
-    RtTokenizer *tok;
-    int32_t n_pages, page_size, max_pages, vocab, eos, max_ctx;
-    int max_seqs, max_step_tokens, max_rows, heads, kv_heads, attn_block_m;
-    int buf_next_tokens;
-    /* input buffer indices the engine fills, -1 when the plan has none */
-    int in_tokens, in_positions, in_slots, in_block_table, in_seq_lens, in_cu_q, in_logit_rows, in_sampling;
-    Req *reqs;
-    int n_reqs, cap_reqs;
-    int64_t next_id;
-    StepIn in;
-    StepGraph graphs[MAX_GRAPHS];
-    Cached cache[MAX_CACHED];
-    int n_cache;
-    uint64_t clock;
-    int n_graphs, use_graphs, profile, share_prefixes;
-    int tuning;           /* a tuning store was given */
-    int probing;          /* rt_engine_probe: every launch of the step is marked */
-    int *probe_bucket;    /* while probing, per kernel: the bucket its launches met (-1, -2: none, mixed) */
-    const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
-    int in_callback;      /* > 0 while a request callback runs: step and score are refused */
-    double *prof_s;       /* per kernel: seconds (profile) */
-    int64_t *prof_n;      /* per kernel: launches */
-    KilnEngineStats stats;
-    void (*log)(void *, const char *);
-    void *log_user;
-    char err[512];
-    char tok_why[400]; /* why the weights file's tokenizer could not be built ("" when it has none) */
-};
-
 /* ---- small helpers ---- */
 
-static KilnStatus efail(KilnEngine *e, KilnStatus s, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-
-static KilnStatus efail(KilnEngine *e, KilnStatus s, const char *fmt, ...)
+KilnStatus rt_engine_fail(KilnEngine *e, KilnStatus s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -136,13 +42,7 @@ static KilnStatus efail(KilnEngine *e, KilnStatus s, const char *fmt, ...)
     return s;
 }
 
-static void elog(KilnEngine *e, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-
-static void elog(KilnEngine *e, const char *fmt, ...)
+void rt_engine_log(KilnEngine *e, const char *fmt, ...)
 {
     if (!e->log) return;
     char line[512];
@@ -153,7 +53,7 @@ static void elog(KilnEngine *e, const char *fmt, ...)
     e->log(e->log_user, line);
 }
 
-static int dtype_bytes(const char *dt)
+int rt_engine_dtype_bytes(const char *dt)
 {
     if (!strcmp(dt, "f32") || !strcmp(dt, "i32")) return 4;
     if (!strcmp(dt, "bf16") || !strcmp(dt, "f16")) return 2;
@@ -162,9 +62,7 @@ static int dtype_bytes(const char *dt)
     return 0;
 }
 
-/* The elements of a plan shape "[P,16,3,64]" with symbols at the values sym[] (B+1 from B). Returns
- * -1 for a shape it cannot read. *starts_p: the first dimension is P. */
-static int64_t shape_elems(const char *shape, const int64_t sym[RT_SYM_COUNT], int *starts_p)
+int64_t rt_engine_shape_elems(const char *shape, const int64_t sym[RT_SYM_COUNT], int *starts_p)
 {
     static const char *const names[] = {"T", "B", "MP", "R", "P"};
     int64_t n = 1;
@@ -188,545 +86,6 @@ static int64_t shape_elems(const char *shape, const int64_t sym[RT_SYM_COUNT], i
     return *s == ']' ? n : -1;
 }
 
-static const char *config_value(KilnPackage *pkg, const char *key, char *buf, size_t n)
-{
-    sqlite3_stmt *st = NULL;
-    const char *v = NULL;
-    if (sqlite3_prepare_v2(rt_pkg_db(pkg), "SELECT value FROM config WHERE key = ?1", -1, &st, NULL) ==
-        SQLITE_OK) {
-        sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0)) {
-            snprintf(buf, n, "%s", (const char *)sqlite3_column_text(st, 0));
-            v = buf;
-        }
-    }
-    sqlite3_finalize(st);
-    return v;
-}
-
-/* Config value `key` as a whole decimal integer in [lo, hi] into *out (dflt when the package has no such
- * row). A value that is not one is a corrupt package: the config drives sizes the engine allocates. */
-static KilnStatus config_int(KilnEngine *e, KilnPackage *pkg, const char *key, int64_t dflt, int64_t lo,
-                             int64_t hi, int64_t *out)
-{
-    char buf[64], *end = NULL;
-    const char *v = config_value(pkg, key, buf, sizeof buf);
-    *out = dflt;
-    if (!v) return KILN_OK;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || (*v < '0' || *v > '9') || x < lo || x > hi)
-        return efail(e, KILN_ERR_CORRUPT, "package config %s '%s': want an integer in %lld..%lld", key, v,
-                     (long long)lo, (long long)hi);
-    *out = x;
-    return KILN_OK;
-}
-
-/* A config value as a real number, or NAN when the package has none (or it is not a number). */
-static double config_real(KilnPackage *pkg, const char *key)
-{
-    char buf[64], *end = NULL;
-    const char *v = config_value(pkg, key, buf, sizeof buf);
-    double x = v ? strtod(v, &end) : NAN;
-    return v && end != v && !*end ? x : NAN;
-}
-
-/* A GGUF file's metadata against the package it is loaded into. Sizes that decide how tensors are read
- * (heads: llama.cpp's Q/K row order; layers, widths, vocabulary) must agree: a contradiction fails the
- * open. Values the kernels were compiled with (context, RoPE base, norm epsilon) are the package's: a
- * different one in the file is said once, as a warning, and the package wins. */
-static KilnStatus gguf_agrees(KilnEngine *e, KilnPackage *pkg, const char *path, const RtGgufFile *g)
-{
-    const char *a = NULL;
-    uint64_t alen = 0;
-    char arch[64];
-    if (rt_gguf_get_str(g, "general.architecture", &a, &alen, NULL, 0) != KILN_OK || !alen ||
-        alen >= sizeof arch)
-        return KILN_OK; /* the tensors' names and shapes are checked anyway */
-    memcpy(arch, a, alen), arch[alen] = 0;
-    for (size_t i = 0; i < alen; i++)
-        if (!((arch[i] >= 'a' && arch[i] <= 'z') || (arch[i] >= '0' && arch[i] <= '9') || arch[i] == '_'))
-            return KILN_OK;
-    static const struct {
-        const char *gguf, *config;
-        int must; /* 1: a contradiction is an error; 0: a warning, the package wins */
-    } keys[] = {
-        {"attention.head_count", "n_heads", 1},
-        {"attention.head_count_kv", "n_kv_heads", 1},
-        {"block_count", "n_layers", 1},
-        {"embedding_length", "hidden_size", 1},
-        {"feed_forward_length", "intermediate_size", 1},
-        {"context_length", "max_seq_len", 0},
-        {"rope.freq_base", "rope_theta", 0},
-        {"attention.layer_norm_rms_epsilon", "rms_eps", 0},
-    };
-    for (unsigned i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.%s", arch, keys[i].gguf);
-        float f = 0;
-        uint64_t u = 0;
-        int is_int = rt_gguf_get_u64(g, key, &u, NULL, 0) == KILN_OK;
-        if (!is_int && rt_gguf_get_f32(g, key, &f, NULL, 0) != KILN_OK) continue;
-        double file = is_int ? (double)u : (double)f, want = config_real(pkg, keys[i].config);
-        if (isnan(want) || fabs(file - want) <= 1e-6 * fabs(want)) continue;
-        if (keys[i].must)
-            return efail(e, KILN_ERR_CORRUPT, "%s: %s is %g, but the package's %s is %g", path, key, file,
-                         keys[i].config, want);
-        elog(e, "warning: %s: %s is %g, the package's %s %g (the package's is used)", path, key, file,
-             keys[i].config, want);
-    }
-    const RtGgufKv *tok = rt_gguf_kv_find(g, "tokenizer.ggml.tokens");
-    double vocab = config_real(pkg, "vocab_size");
-    if (tok && tok->type == RT_GGUF_VAL_ARRAY && !isnan(vocab) && (double)tok->count > vocab)
-        return efail(e, KILN_ERR_CORRUPT,
-                     "%s: the tokenizer has %llu tokens, but the package's vocab_size is %g", path,
-                     (unsigned long long)tok->count, vocab);
-    return KILN_OK;
-}
-
-/* ---- open ---- */
-
-static void tune_log(void *user, const char *line)
-{
-    KilnEngine *e = user;
-    if (e->log) e->log(e->log_user, line);
-}
-
-/* The tuned binaries of the store at path for this device (rt_tune.h): routed into the plan before the
- * kernels load. The store must open; what is inside it only ever falls back to the defaults. */
-static KilnStatus apply_tuning(KilnEngine *e, const char *path)
-{
-    RtTdb *db = NULL;
-    KilnStatus s = rt_tdb_open(path, RT_TDB_READ, &db, e->err, sizeof e->err);
-    if (s == KILN_OK)
-        s = rt_tune_apply(e->plan, e->x, db, e->max_step_tokens, tune_log, e, e->err, sizeof e->err);
-    rt_tdb_close(db);
-    return s;
-}
-
-static KilnStatus load_kernels(KilnEngine *e)
-{
-    RtPlan *p = e->plan;
-    if (!(e->kernels = calloc((size_t)p->n_kernels * RT_PLAN_MAX_BINS + 1, sizeof *e->kernels)))
-        return efail(e, KILN_ERR_NOMEM, "out of memory");
-    int n = 0, tuned = 0;
-    for (int i = 0; i < p->n_kernels; i++)
-        for (int b = 0; b < p->kernels[i].n_bins; b++) { /* none: not launched (rt_plan_load checked) */
-            RtPlanKernel *k = &p->kernels[i];
-            char why[512];
-            KilnStatus s = rt_exec_load(e->x, k->name, &k->bins[b], &e->kernels[i * RT_PLAN_MAX_BINS + b],
-                                        why, sizeof why);
-            if (s != KILN_OK && !k->bins[b].tuned) return efail(e, s, "%s", why);
-            if (s != KILN_OK) { /* a tuned binary that does not load: its buckets keep the defaults */
-                elog(e, "tuning: %s: ignored %s: %s", k->name, k->bins[b].config, why);
-                rt_tune_drop(k, b);
-                continue;
-            }
-            n++;
-            tuned += k->bins[b].tuned;
-        }
-    elog(e, "kernels: %d binaries for %d kernels (%d tuned, loaded from the store)", n, p->n_kernels, tuned);
-    e->attn_block_m = 64; /* the split heuristic counts the programs of the attention binary that runs */
-    const int64_t no_m[RT_PLAN_MAX_ARGS] = {0}; /* attention has no M: one bucket */
-    for (int i = 0; i < p->n_kernels; i++)
-        if (!strcmp(p->kernels[i].family, "attention"))
-            e->attn_block_m = (int)rt_plan_config_i(
-                p->kernels[i].bins[rt_plan_pick(&p->kernels[i], no_m)].config, "BLOCK_M", 64);
-    RtTuneCounts c;
-    rt_tune_report(p, e->tuning ? tune_log : NULL, e, &c);
-    if (!e->tuning) elog(e, "tuning: no store: every kernel runs the package's default configs");
-    e->stats.kernels_tuned = c.tuned, e->stats.kernels_nearest = c.nearest, e->stats.kernels_default = c.dflt;
-    return KILN_OK;
-}
-
-/* Reads every weight the plan names into device memory, converted to the package's dtypes, each checked
- * for NaN/Inf (a sample, or every value with check_all: rt_w_finite); path NULL: random weights from seed
- * (rt_w_random). */
-static KilnStatus load_weights(KilnEngine *e, KilnPackage *pkg, const char *package, const char *path,
-                               uint64_t seed, int check_all)
-{
-    RtPlan *p = e->plan;
-    RtWeights *w = NULL;
-    RtWeightSpec *specs = calloc((size_t)p->n_weights + 1, sizeof *specs);
-    void *stage = NULL;
-    size_t stage_bytes = 0;
-    KilnStatus s = !specs ? efail(e, KILN_ERR_NOMEM, "out of memory")
-                   : path ? rt_w_open(path, &w, e->err, sizeof e->err)
-                          : KILN_OK;
-    for (int i = 0; s == KILN_OK && i < p->n_weights; i++) {
-        const RtPlanWeight *pw = &p->weights[i];
-        if (!rt_w_spec_parse(pw->name, pw->dtype, pw->shape, pw->nbytes, &specs[i]))
-            s = efail(e, KILN_ERR_CORRUPT, "package weight %s: bad shape %s", pw->name, pw->shape);
-    }
-    if (s == KILN_OK && w) s = rt_w_check(w, specs, p->n_weights, e->err, sizeof e->err);
-    for (int i = 0; s == KILN_OK && !w && i < p->n_weights; i++) /* random values: the package alone */
-        s = rt_w_spec_check(&specs[i], package, e->err, sizeof e->err);
-    if (s == KILN_OK && w && rt_w_gguf(w)) s = gguf_agrees(e, pkg, path, rt_w_gguf(w));
-    /* all of them must fit before the first is read (a package may ask for more than the device has) */
-    uint64_t want = 0, have = rt_exec_is_host(e->x) ? rt_exec_mem_total(e->x) : rt_exec_mem_free(e->x);
-    for (int i = 0; s == KILN_OK && i < p->n_weights; i++)
-        want += (uint64_t)specs[i].nbytes; /* each < 2^62 (checked above), at most 2^16 of them */
-    if (s == KILN_OK && want > have)
-        s = efail(e, KILN_ERR_NOMEM, "%s: the weights take %.1f GB; the %s has %.1f GB", package,
-                  (double)want / 1e9, rt_exec_is_host(e->x) ? "host's physical memory" : "GPU's free memory",
-                  (double)have / 1e9);
-    if (s == KILN_OK && !(e->weights = calloc((size_t)p->n_weights + 1, sizeof *e->weights)))
-        s = efail(e, KILN_ERR_NOMEM, "out of memory");
-    int64_t total = 0;
-    for (int i = 0; s == KILN_OK && i < p->n_weights; i++) {
-        size_t n = (size_t)specs[i].nbytes;
-        s = rt_exec_alloc(e->x, n, &e->weights[i], e->err, sizeof e->err);
-        if (s != KILN_OK) break;
-        void *dst = (void *)(uintptr_t)e->weights[i];
-        if (!rt_exec_is_host(e->x)) {
-            if (n > stage_bytes) {
-                free(stage);
-                stage_bytes = n;
-                if (!(stage = malloc(n))) {
-                    s = efail(e, KILN_ERR_NOMEM, "out of host memory (weight %s, %zu bytes)", specs[i].name,
-                              n);
-                    break;
-                }
-            }
-            dst = stage;
-        }
-        if (w)
-            s = rt_w_read(w, &specs[i], dst, e->err, sizeof e->err);
-        else
-            rt_w_random(&specs[i], seed, dst);
-        int64_t at = 0;
-        if (s == KILN_OK && w && !rt_w_finite(&specs[i], dst, check_all, &at))
-            s = efail(e, KILN_ERR_CORRUPT, "%s: weight %s: element %lld is NaN or Inf (%s)", path,
-                      specs[i].name, (long long)at,
-                      check_all ? "every value checked" : "a sample of each tensor checked");
-        if (s == KILN_OK && dst == stage)
-            s = rt_exec_put(e->x, e->weights[i], stage, n, e->err, sizeof e->err);
-        total += (int64_t)n;
-    }
-    if (s == KILN_OK && w && rt_w_gguf(w)) {
-        /* a file with no tokenizer is fine (token ids still work); a broken one is said at every use */
-        if (rt_tok_create_gguf(rt_w_gguf(w), &e->tok, e->tok_why, sizeof e->tok_why) != KILN_OK) {
-            elog(e, "no tokenizer: %s", e->tok_why);
-            e->tok = NULL;
-            if (!rt_gguf_kv_find(rt_w_gguf(w), "tokenizer.ggml.model")) e->tok_why[0] = 0;
-        }
-    }
-    if (s == KILN_OK)
-        elog(e, "weights: %d tensors, %.1f MB from %s", p->n_weights, (double)total / 1e6,
-             path ? path : "random values (no weights file)");
-    free(stage);
-    free(specs);
-    rt_w_close(w);
-    return s;
-}
-
-static int input_index(KilnEngine *e, const char *name)
-{
-    int i = rt_plan_buf(e->plan, name);
-    return i >= 0 && e->plan->bufs[i].kind == RT_BUF_INPUT ? i : -1;
-}
-
-/* Bytes of input `name` that a step of the maxima writes (0 for inputs the engine does not fill). */
-static int64_t input_need(const KilnEngine *e, const char *name)
-{
-    int64_t T = e->max_step_tokens, B = e->max_seqs;
-    if (!strcmp(name, "tokens") || !strcmp(name, "positions") || !strcmp(name, "slots")) return T * 4;
-    if (!strcmp(name, "block_table")) return B * e->max_pages * 4;
-    if (!strcmp(name, "seq_lens")) return B * 4;
-    if (!strcmp(name, "logit_rows")) return (int64_t)e->max_rows * 4;
-    if (!strcmp(name, "cu_q")) return (B + 1) * 4;
-    if (!strcmp(name, "sampling")) return (int64_t)e->max_rows * 16;
-    return 0;
-}
-
-/* Sizes the KV pool and allocates every input buffer at the step maxima. */
-static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budget)
-{
-    RtPlan *p = e->plan;
-    int64_t sym[RT_SYM_COUNT] = {0};
-    int64_t page_bytes = 0;
-    sym[RT_SYM_P] = 1;
-    for (int i = 0; i < p->n_bufs; i++) {
-        const RtPlanBuf *b = &p->bufs[i];
-        int starts_p = 0;
-        if (b->kind != RT_BUF_INPUT) continue;
-        int64_t n = shape_elems(b->shape, sym, &starts_p);
-        if (n < 0 || !dtype_bytes(b->dtype) || n > (INT64_MAX / 4) / dtype_bytes(b->dtype) ||
-            (starts_p && page_bytes > INT64_MAX / 4 - n * dtype_bytes(b->dtype)))
-            return efail(e, KILN_ERR_CORRUPT, "package input %s: cannot size %s %s", b->name, b->dtype,
-                         b->shape);
-        if (starts_p) page_bytes += n * dtype_bytes(b->dtype);
-    }
-    int64_t ps, ctx;
-    KilnStatus cs = config_int(e, pkg, "page_size", 16, 1, 1024, &ps);
-    if (cs == KILN_OK) cs = config_int(e, pkg, "max_seq_len", 4096, 1, 1 << 24, &ctx);
-    if (cs != KILN_OK) return cs;
-    e->page_size = (int32_t)ps, e->max_ctx = (int32_t)ctx;
-    if (page_bytes <= 0) return efail(e, KILN_ERR_CORRUPT, "package has no paged KV cache inputs");
-    /* the pages the kernels index are [P, page_size, ...]: the config must say the same size */
-    for (int i = 0; i < p->n_bufs; i++) {
-        const RtPlanBuf *b = &p->bufs[i];
-        if (b->kind == RT_BUF_INPUT && !strncmp(b->shape, "[P,", 3) && strtoll(b->shape + 3, NULL, 10) != ps)
-            return efail(e, KILN_ERR_CORRUPT,
-                         "package input %s %s: pages of another size than config page_size %d", b->name,
-                         b->shape, e->page_size);
-    }
-    /* KV pool: pages of page_size tokens; enough for max_seqs full contexts at most */
-    int64_t per_seq = (e->max_ctx + e->page_size - 1) / e->page_size;
-    int64_t want = per_seq * e->max_seqs + 1;
-    if (kv_budget <= 0) {
-        if (rt_exec_is_host(e->x))
-            kv_budget = (int64_t)1 << 30;
-        else
-            kv_budget = (int64_t)((double)rt_exec_mem_free(e->x) * 0.9) - ((int64_t)64 << 20);
-    }
-    int64_t pages = kv_budget / page_bytes;
-    if (pages > want) pages = want;
-    if (pages > INT32_MAX / e->page_size) pages = INT32_MAX / e->page_size;
-    if (pages < 2)
-        return efail(e, KILN_ERR_FULL, "KV cache: %lld bytes hold %lld pages of %lld bytes; need at least 2",
-                     (long long)kv_budget, (long long)pages, (long long)page_bytes);
-    e->n_pages = (int32_t)pages;
-    e->max_pages = (int32_t)(per_seq < pages ? per_seq : pages);
-    sym[RT_SYM_T] = e->max_step_tokens, sym[RT_SYM_B] = e->max_seqs, sym[RT_SYM_MP] = e->max_pages;
-    sym[RT_SYM_R] = e->max_rows, sym[RT_SYM_P] = e->n_pages;
-    if (!(e->inputs = calloc((size_t)p->n_bufs + 1, sizeof *e->inputs)) ||
-        !(e->input_cap = calloc((size_t)p->n_bufs + 1, sizeof *e->input_cap)))
-        return efail(e, KILN_ERR_NOMEM, "out of memory");
-    static const char *const known[] = {"tokens",   "positions", "slots",      "block_table",
-                                        "seq_lens", "cu_q",      "logit_rows", "sampling"};
-    for (int i = 0; i < p->n_bufs; i++) {
-        const RtPlanBuf *b = &p->bufs[i];
-        int starts_p = 0, ok = 0;
-        if (b->kind != RT_BUF_INPUT) continue;
-        int64_t elems = shape_elems(b->shape, sym, &starts_p);
-        if (elems < 0 || elems > (INT64_MAX / 4) / dtype_bytes(b->dtype))
-            return efail(e, KILN_ERR_CORRUPT, "package input %s: %s is too large", b->name, b->shape);
-        int64_t bytes = elems * dtype_bytes(b->dtype);
-        int64_t need = input_need(e, b->name);
-        if (bytes < need)
-            return efail(e, KILN_ERR_CORRUPT, "package input %s %s: %lld bytes, a step writes %lld", b->name,
-                         b->shape, (long long)bytes, (long long)need);
-        for (unsigned k = 0; k < sizeof known / sizeof known[0]; k++)
-            ok |= !strcmp(b->name, known[k]);
-        if (!ok && !starts_p)
-            return efail(e, KILN_ERR_UNSUPPORTED, "package input %s %s: not one this engine provides",
-                         b->name, b->shape);
-        KilnStatus s = rt_exec_alloc(e->x, (size_t)bytes, &e->inputs[i], e->err, sizeof e->err);
-        if (s != KILN_OK) return s;
-        e->input_cap[i] = bytes;
-        /* the KV pool starts as zeros: attention never reads unwritten rows, but keep them finite */
-        if (starts_p && (s = rt_exec_fill(e->x, e->inputs[i], 0, (size_t)bytes, e->err, sizeof e->err)))
-            return s;
-    }
-    e->in_tokens = input_index(e, "tokens"), e->in_positions = input_index(e, "positions");
-    e->in_slots = input_index(e, "slots"), e->in_block_table = input_index(e, "block_table");
-    e->in_seq_lens = input_index(e, "seq_lens"), e->in_cu_q = input_index(e, "cu_q");
-    e->in_logit_rows = input_index(e, "logit_rows"), e->in_sampling = input_index(e, "sampling");
-    if (e->in_tokens < 0 || e->in_logit_rows < 0)
-        return efail(e, KILN_ERR_UNSUPPORTED, "package has no tokens or logit_rows input");
-    elog(e, "KV cache: %d pages of %d tokens (%.1f MB), up to %d sequences x %d tokens per step", e->n_pages,
-         e->page_size, (double)page_bytes * (double)e->n_pages / 1e6, e->max_seqs, e->max_step_tokens);
-    return KILN_OK;
-}
-
-static KilnStatus alloc_step_arrays(KilnEngine *e)
-{
-    StepIn *in = &e->in;
-    size_t T = (size_t)e->max_step_tokens, B = (size_t)e->max_seqs, R = (size_t)e->max_rows;
-    in->tokens = calloc(T, 4), in->positions = calloc(T, 4), in->slots = calloc(T, 4);
-    in->block_table = calloc(B * (size_t)e->max_pages, 4), in->seq_lens = calloc(B, 4),
-    in->cu_q = calloc(B + 1, 4);
-    in->logit_rows = calloc(R, 4), in->sampling = calloc(R * 4, 4), in->row_req = calloc(R, sizeof(int));
-    in->items = calloc(B, sizeof *in->items), in->item_req = calloc(B, sizeof(int));
-    if (!in->tokens || !in->positions || !in->slots || !in->block_table || !in->seq_lens || !in->cu_q ||
-        !in->logit_rows || !in->sampling || !in->row_req || !in->items || !in->item_req)
-        return efail(e, KILN_ERR_NOMEM, "out of memory");
-    return KILN_OK;
-}
-
-void kiln_engine_options_init(KilnEngineOptions *o)
-{
-    memset(o, 0, sizeof *o);
-    o->size = (int)sizeof *o;
-    o->device = -1;
-}
-
-KilnStatus kiln_engine_open(const char *package, const char *weights, const KilnEngineOptions *opt,
-                            KilnEngine **out, char *err, int errlen)
-{
-    if (out) *out = NULL;
-    if (!weights) return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
-    return rt_engine_open(package, weights, 0, opt, out, err, errlen);
-}
-
-KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t seed,
-                          const KilnEngineOptions *opt, KilnEngine **out, char *err, int errlen)
-{
-    KilnEngineOptions given;
-    kiln_engine_options_init(&given);
-    if (out) *out = NULL;
-    char why[256];
-    if (kiln_engine_options_check(opt, why, sizeof why) != KILN_OK)
-        return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: %s", why);
-    if (opt) memcpy(&given, opt, (size_t)opt->size < sizeof given ? (size_t)opt->size : sizeof given);
-    given.size = (int)sizeof given;
-    opt = &given;
-    if (!package || !out) return rt_file_errf(err, errlen, KILN_ERR_ARG, "kiln_engine_open: NULL argument");
-    KilnEngine *e = calloc(1, sizeof *e);
-    if (!e) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "out of memory");
-    e->log = opt->log, e->log_user = opt->log_user, e->next_id = 1;
-    e->profile = opt->profile, e->share_prefixes = !opt->no_prefix_sharing;
-    KilnPackage *pkg = NULL;
-    KilnStatus s = kiln_package_open(package, &pkg, e->err, sizeof e->err);
-    if (s == KILN_OK) s = rt_exec_open(opt->device, opt->host_threads, &e->x, e->err, sizeof e->err);
-    /* a pool beyond the memory there is fails here, before any allocation (the host would overcommit
-     * and be killed later, not fail) */
-    if (s == KILN_OK && (uint64_t)opt->kv_cache_bytes > (uint64_t)rt_exec_mem_total(e->x))
-        s = efail(e, KILN_ERR_ARG,
-                  "kiln_engine_open: options.kv_cache_bytes %lld: more than the %lld bytes of %s",
-                  (long long)opt->kv_cache_bytes, (long long)rt_exec_mem_total(e->x),
-                  rt_exec_is_host(e->x) ? "physical memory of the host" : "memory of the GPU");
-    if (s == KILN_OK && !rt_exec_target(e->x))
-        s = efail(e, KILN_ERR_UNSUPPORTED, "%s: kiln has no target for this GPU", rt_exec_describe(e->x));
-    if (s == KILN_OK) {
-        elog(e, "device: %s", rt_exec_describe(e->x));
-        s = rt_plan_load(pkg, rt_exec_target(e->x), &e->plan, e->err, sizeof e->err);
-    }
-    if (s == KILN_OK) {
-        RtPlan *p = e->plan;
-        e->max_seqs = (int)(opt->max_seqs > 0 && opt->max_seqs < p->max_seqs ? opt->max_seqs : p->max_seqs);
-        if (e->max_seqs > p->max_rows) e->max_seqs = (int)p->max_rows;
-        int64_t t = opt->max_step_tokens > 0 ? opt->max_step_tokens : 2048;
-        e->max_step_tokens = (int)(t < p->max_tokens ? t : p->max_tokens);
-        /* logit rows per step: one per sequence, k+1 per speculating one (never more than tokens) */
-        e->max_rows = (int)(p->max_rows < e->max_step_tokens ? p->max_rows : e->max_step_tokens);
-        if (e->max_rows < e->max_seqs) e->max_rows = e->max_seqs;
-        int64_t vocab = 0, heads = 1, kv_heads = 1;
-        s = config_int(e, pkg, "vocab_size", 0, 1, 1 << 24, &vocab);
-        if (s == KILN_OK) s = config_int(e, pkg, "n_heads", 1, 1, 1024, &heads);
-        if (s == KILN_OK) s = config_int(e, pkg, "n_kv_heads", 1, 1, 1024, &kv_heads);
-        e->vocab = (int32_t)vocab, e->heads = (int)heads, e->kv_heads = (int)kv_heads;
-        e->buf_next_tokens = rt_plan_output(p, "next_tokens");
-        int lg = rt_plan_output(p, "logits");
-        const RtPlanBuf *nt = e->buf_next_tokens >= 0 ? &p->bufs[e->buf_next_tokens] : NULL;
-        if (s != KILN_OK)
-            ;
-        else if (!nt || e->vocab < 1)
-            s = efail(e, KILN_ERR_UNSUPPORTED, "%s: no next_tokens output or vocab_size (not a generator)",
-                      package);
-        /* the engine reads the outputs from the arena: they must be activations big enough for a step */
-        else if (nt->kind != RT_BUF_ACT || strcmp(nt->dtype, "i32") || nt->bytes < (int64_t)e->max_rows * 4)
-            s = efail(e, KILN_ERR_CORRUPT, "%s: output next_tokens is not an i32 activation of %d rows",
-                      package, e->max_rows);
-        else if (lg >= 0 &&
-                 (p->bufs[lg].kind != RT_BUF_ACT || strcmp(p->bufs[lg].dtype, "f32") ||
-                  p->bufs[lg].bytes / 4 / e->vocab < e->max_rows || strncmp(p->bufs[lg].shape, "[R,", 3) ||
-                  strtoll(p->bufs[lg].shape + 3, NULL, 10) != e->vocab))
-            s = efail(e, KILN_ERR_CORRUPT, "%s: output logits is not an f32 activation of %d x %d", package,
-                      e->max_rows, e->vocab);
-        elog(e, "plan: %d kernels for %s, %d launches per step, %.1f MB of activations", p->n_kernels,
-             p->target, p->n_launches, (double)p->act_bytes / 1e6);
-    }
-    e->tuning = opt->tune_db && *opt->tune_db;
-    if (s == KILN_OK && e->tuning) s = apply_tuning(e, opt->tune_db);
-    if (s == KILN_OK) s = load_kernels(e);
-    if (s == KILN_OK) s = load_weights(e, pkg, package, weights, seed, opt->check_weights);
-    if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
-    int sem = s == KILN_OK ? rt_plan_buf(e->plan, "%splitk_sem") : -1;
-    if (sem >= 0) /* split-K tile counters (ir/sched.c): zero once; every launch leaves them zero */
-        s = rt_exec_fill(e->x, e->arena + (uint64_t)e->plan->bufs[sem].offset, 0,
-                         (size_t)e->plan->bufs[sem].bytes, e->err, sizeof e->err);
-    if (s == KILN_OK) s = alloc_inputs(e, pkg, opt->kv_cache_bytes);
-    if (s == KILN_OK) s = alloc_step_arrays(e);
-    if (s == KILN_OK) {
-        RtKvOptions ko = rt_kv_options_default();
-        ko.n_pages = e->n_pages, ko.page_size = e->page_size;
-        s = rt_kv_create(&ko, &e->kv, e->err, sizeof e->err);
-    }
-    e->eos = e->tok ? rt_tok_eos(e->tok) : -1;
-    e->dump_dir = getenv("KILN_DUMP_DIR");
-    if (e->dump_dir && !*e->dump_dir) e->dump_dir = NULL;
-    e->use_graphs =
-        s == KILN_OK && !rt_exec_is_host(e->x) && !opt->no_cuda_graphs && !e->profile && !e->dump_dir;
-    if (s == KILN_OK && e->profile &&
-        (!(e->prof_s = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_s)) ||
-         !(e->prof_n = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_n))))
-        s = efail(e, KILN_ERR_NOMEM, "out of memory");
-    kiln_package_close(pkg);
-    if (s != KILN_OK) {
-        rt_file_errf(err, errlen, s, "%s", e->err);
-        kiln_engine_close(e);
-        return s;
-    }
-    e->stats.kv_pages = e->n_pages, e->stats.page_size = e->page_size;
-    e->stats.max_seqs = e->max_seqs, e->stats.max_step_tokens = e->max_step_tokens;
-    *out = e;
-    return KILN_OK;
-}
-
-/* The profile: seconds per kernel, most first. */
-static void log_profile(KilnEngine *e)
-{
-    const RtPlan *p = e->plan;
-    double total = 0;
-    for (int i = 0; i < p->n_kernels; i++)
-        total += e->prof_s[i];
-    elog(e, "profile: %.3f s in kernels over %lld steps", total, (long long)e->stats.steps);
-    for (int done = 0; done < p->n_kernels; done++) {
-        int best = -1;
-        for (int i = 0; i < p->n_kernels; i++)
-            if (e->prof_n[i] >= 0 && (best < 0 || e->prof_s[i] > e->prof_s[best])) best = i;
-        if (best < 0 || !e->prof_n[best]) break;
-        elog(e, "  %6.2f%% %9.3f ms %7lld launches  %s", total > 0 ? 100 * e->prof_s[best] / total : 0,
-             1e3 * e->prof_s[best], (long long)e->prof_n[best], p->kernels[best].name);
-        e->prof_n[best] = -1;
-    }
-}
-
-void kiln_engine_close(KilnEngine *e)
-{
-    if (!e) return;
-    if (e->prof_s && e->prof_n && e->plan) log_profile(e);
-    free(e->prof_s), free(e->prof_n);
-    for (int i = 0; i < e->n_graphs; i++)
-        rt_exec_graph_free(e->graphs[i].g);
-    for (int i = 0; i < e->n_cache; i++)
-        free(e->cache[i].tokens);
-    for (int i = 0; i < e->n_reqs; i++)
-        free(e->reqs[i].tokens), free(e->reqs[i].stop);
-    free(e->reqs);
-    if (e->x) {
-        for (int i = 0; e->plan && e->kernels && i < e->plan->n_kernels * RT_PLAN_MAX_BINS; i++)
-            rt_exec_unload(e->x, e->kernels[i]);
-        for (int i = 0; e->plan && e->weights && i < e->plan->n_weights; i++)
-            rt_exec_free(e->x, e->weights[i]);
-        for (int i = 0; e->plan && e->inputs && i < e->plan->n_bufs; i++)
-            if (e->inputs[i]) rt_exec_free(e->x, e->inputs[i]);
-        if (e->arena) rt_exec_free(e->x, e->arena);
-    }
-    free(e->kernels), free(e->weights), free(e->inputs), free(e->input_cap);
-    StepIn *in = &e->in;
-    free(in->tokens), free(in->positions), free(in->slots), free(in->block_table), free(in->seq_lens);
-    free(in->cu_q), free(in->logit_rows), free(in->sampling), free(in->row_req), free(in->items);
-    free(in->item_req);
-    rt_kv_destroy(e->kv);
-    rt_tok_destroy(e->tok);
-    rt_plan_free(e->plan);
-    rt_exec_close(e->x);
-    free(e);
-}
-
-const char *kiln_engine_errmsg(const KilnEngine *e)
-{
-    return e ? e->err : "";
-}
-
-const char *kiln_engine_device(const KilnEngine *e)
-{
-    return e && e->x ? rt_exec_describe(e->x) : "";
-}
-
 /* ---- requests ---- */
 
 void kiln_sampling_init(KilnSampling *s)
@@ -746,25 +105,27 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     if (request) *request = 0;
     char why[256];
     if (kiln_sampling_check(s, e->vocab, why, sizeof why) != KILN_OK)
-        return efail(e, KILN_ERR_ARG, "submit: %s", why);
+        return rt_engine_fail(e, KILN_ERR_ARG, "submit: %s", why);
     if (s) memcpy(&given, s, (size_t)s->size < sizeof given ? (size_t)s->size : sizeof given);
     given.size = (int)sizeof given;
     s = &given;
-    if (!prompt || n < 1) return efail(e, KILN_ERR_ARG, "submit: empty prompt");
+    if (!prompt || n < 1) return rt_engine_fail(e, KILN_ERR_ARG, "submit: empty prompt");
     int64_t pages = ((int64_t)n + 1 + e->page_size - 1) / e->page_size;
     if (pages > e->n_pages)
-        return efail(e, KILN_ERR_ARG, "submit: a prompt of %d tokens needs %lld KV pages; the cache has %d",
-                     n, (long long)pages, e->n_pages);
+        return rt_engine_fail(e, KILN_ERR_ARG,
+                              "submit: a prompt of %d tokens needs %lld KV pages; the cache has %d", n,
+                              (long long)pages, e->n_pages);
     if (n >= e->max_ctx)
-        return efail(e, KILN_ERR_ARG, "submit: prompt of %d tokens; the context holds %d", n, e->max_ctx);
+        return rt_engine_fail(e, KILN_ERR_ARG, "submit: prompt of %d tokens; the context holds %d", n,
+                              e->max_ctx);
     for (int i = 0; i < n; i++)
         if (prompt[i] < 0 || prompt[i] >= e->vocab)
-            return efail(e, KILN_ERR_ARG, "submit: token %d at %d is outside the vocabulary (%d)", prompt[i],
-                         i, e->vocab);
+            return rt_engine_fail(e, KILN_ERR_ARG, "submit: token %d at %d is outside the vocabulary (%d)",
+                                  prompt[i], i, e->vocab);
     if (e->n_reqs == e->cap_reqs) {
         int cap = e->cap_reqs ? 2 * e->cap_reqs : 16;
         Req *r = realloc(e->reqs, (size_t)cap * sizeof *r);
-        if (!r) return efail(e, KILN_ERR_NOMEM, "out of memory");
+        if (!r) return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
         e->reqs = r, e->cap_reqs = cap;
     }
     Req *r = &e->reqs[e->n_reqs];
@@ -774,7 +135,7 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     r->stop = s->n_stop ? malloc((size_t)s->n_stop * sizeof *r->stop) : NULL;
     if (!r->tokens || (s->n_stop && !r->stop)) {
         free(r->tokens), free(r->stop);
-        return efail(e, KILN_ERR_NOMEM, "out of memory");
+        return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
     }
     memcpy(r->tokens, prompt, (size_t)n * sizeof *prompt);
     if (s->n_stop) memcpy(r->stop, s->stop_tokens, (size_t)s->n_stop * sizeof *r->stop);
@@ -799,7 +160,7 @@ KilnStatus kiln_engine_abort(KilnEngine *e, int64_t request)
             e->reqs[i].finish = KILN_FINISH_ABORT;
             return KILN_OK;
         }
-    return efail(e, KILN_ERR_ARG, "abort: no request %lld", (long long)request);
+    return rt_engine_fail(e, KILN_ERR_ARG, "abort: no request %lld", (long long)request);
 }
 
 /* Gives a running request's pages back; it will prefill everything again when readmitted. */
@@ -808,7 +169,7 @@ static void preempt(KilnEngine *e, Req *r)
     rt_kv_seq_free(e->kv, r->seq);
     r->seq = -1, r->n_done = 0, r->state = REQ_WAITING;
     e->stats.preemptions++;
-    elog(e, "request %lld preempted (out of KV pages); it will be recomputed", (long long)r->id);
+    rt_engine_log(e, "request %lld preempted (out of KV pages); it will be recomputed", (long long)r->id);
 }
 
 /* Gives back the least recently used cached prefix's pages. Returns 0 when there is none. */
@@ -952,7 +313,7 @@ static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
         a = rt_kv_seq_append(e->kv, r->seq, chunk, &cow);
     if (a == KILN_ERR_FULL) return -1;
     if (a != KILN_OK) {
-        *s = efail(e, a, "KV cache: %s", rt_kv_errmsg(e->kv));
+        *s = rt_engine_fail(e, a, "KV cache: %s", rt_kv_errmsg(e->kv));
         return 0;
     }
     if (cow.src >= 0 && (*s = copy_page(e, &cow)) != KILN_OK) return 0;
@@ -1061,8 +422,8 @@ static KilnStatus put_input(KilnEngine *e, int buf, const void *src, size_t byte
 {
     if (buf < 0) return KILN_OK;
     if ((int64_t)bytes > e->input_cap[buf])
-        return efail(e, KILN_ERR_ARG, "step input %s: %zu bytes, room for %lld", e->plan->bufs[buf].name,
-                     bytes, (long long)e->input_cap[buf]);
+        return rt_engine_fail(e, KILN_ERR_ARG, "step input %s: %zu bytes, room for %lld",
+                              e->plan->bufs[buf].name, bytes, (long long)e->input_cap[buf]);
     return rt_exec_put(e->x, e->inputs[buf], src, bytes, e->err, sizeof e->err);
 }
 
@@ -1087,17 +448,18 @@ static KilnStatus dump_write(KilnEngine *e, const char *path, const void *data, 
 {
     char msg[512];
     RtFileOut o;
-    if (rt_file_out_begin(&o, path, 0, msg, sizeof msg)) return efail(e, KILN_ERR_IO, "dump: %s", msg);
+    if (rt_file_out_begin(&o, path, 0, msg, sizeof msg))
+        return rt_engine_fail(e, KILN_ERR_IO, "dump: %s", msg);
     for (size_t done = 0; done < n;) {
         ssize_t w = write(o.fd, (const char *)data + done, n - done);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
             rt_file_out_abort(&o);
-            return efail(e, KILN_ERR_IO, "dump: cannot write %s", path);
+            return rt_engine_fail(e, KILN_ERR_IO, "dump: cannot write %s", path);
         }
         done += (size_t)w;
     }
-    if (rt_file_out_commit(&o, msg, sizeof msg)) return efail(e, KILN_ERR_IO, "dump: %s", msg);
+    if (rt_file_out_commit(&o, msg, sizeof msg)) return rt_engine_fail(e, KILN_ERR_IO, "dump: %s", msg);
     return KILN_OK;
 }
 
@@ -1113,10 +475,10 @@ static KilnStatus dump_launch(KilnEngine *e, int i, const int64_t sym[RT_SYM_COU
     for (int a = 0; a < l->n_args; a++) {
         if (l->args[a].kind != RT_ARG_ACT) continue;
         const RtPlanBuf *b = &p->bufs[l->args[a].index];
-        int64_t n = shape_elems(b->shape, sym, NULL), bytes = n * dtype_bytes(b->dtype);
+        int64_t n = rt_engine_shape_elems(b->shape, sym, NULL), bytes = n * rt_engine_dtype_bytes(b->dtype);
         if (n <= 0 || bytes <= 0 || bytes > b->bytes || !strncmp(b->name, "%splitk_", 8)) continue;
         void *h = malloc((size_t)bytes);
-        if (!h) return efail(e, KILN_ERR_NOMEM, "dump: out of memory");
+        if (!h) return rt_engine_fail(e, KILN_ERR_NOMEM, "dump: out of memory");
         KilnStatus s =
             rt_exec_get(e->x, h, e->arena + (uint64_t)b->offset, (size_t)bytes, e->err, sizeof e->err);
         char path[1024];
@@ -1163,7 +525,7 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
             *have = *have == -1 || *have == tb ? tb : -2;
         }
         if (rt_plan_grid(&k->bins[b], vals, grid) != 0)
-            return efail(e, KILN_ERR_CORRUPT, "kernel %s: grid too large for this step", k->name);
+            return rt_engine_fail(e, KILN_ERR_CORRUPT, "kernel %s: grid too large for this step", k->name);
         KilnStatus s = KILN_OK;
         if ((e->profile || e->probing) && i < RT_EXEC_MAX_MARKS - 1)
             s = rt_exec_mark(e->x, i, e->err, sizeof e->err);
@@ -1197,14 +559,14 @@ static KilnStatus run_graph(KilnEngine *e, int B, int q, int n_splits, const int
         if (r != KILN_OK) s = r;
     }
     if (s != KILN_OK) {
-        elog(e, "CUDA graphs off: %s", e->err);
+        rt_engine_log(e, "CUDA graphs off: %s", e->err);
         e->use_graphs = 0;
         e->err[0] = 0;
         return run_plan(e, sym, rtv);
     }
     e->graphs[e->n_graphs++] = (StepGraph){B, q, n_splits, g};
-    elog(e, "captured a step of %d sequences x %d tokens (%d attention splits) as a CUDA graph", B, q,
-         n_splits);
+    rt_engine_log(e, "captured a step of %d sequences x %d tokens (%d attention splits) as a CUDA graph", B,
+                  q, n_splits);
     return rt_exec_graph_launch(e->x, g, e->err, sizeof e->err);
 }
 
@@ -1231,7 +593,7 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
                    .positions = in->positions,
                    .t_cap = e->max_step_tokens};
     if (rt_kv_step_build(e->kv, in->items, B, &st) != KILN_OK)
-        return efail(e, KILN_ERR_ARG, "step: %s", rt_kv_errmsg(e->kv));
+        return rt_engine_fail(e, KILN_ERR_ARG, "step: %s", rt_kv_errmsg(e->kv));
     size_t T = (size_t)st.n_tokens;
     int64_t sym[RT_SYM_COUNT] = {0}, rtv[RT_RTV_COUNT] = {0};
     sym[RT_SYM_T] = st.n_tokens, sym[RT_SYM_B] = B, sym[RT_SYM_MP] = mp, sym[RT_SYM_R] = R;
@@ -1265,7 +627,8 @@ static void deliver(KilnEngine *e, int idx, int32_t tok)
     if (r->state == REQ_DONE) return; /* aborted by an earlier callback of this step */
     if (tok < 0 || tok >= e->vocab) {
         r->state = REQ_DONE, r->finish = KILN_FINISH_ERROR;
-        efail(e, KILN_ERR_DEVICE, "request %lld: the sampler returned token %d", (long long)r->id, tok);
+        rt_engine_fail(e, KILN_ERR_DEVICE, "request %lld: the sampler returned token %d", (long long)r->id,
+                       tok);
         return;
     }
     if (r->n_tokens == r->cap) {
@@ -1273,7 +636,7 @@ static void deliver(KilnEngine *e, int idx, int32_t tok)
         int32_t *t = realloc(r->tokens, (size_t)cap * sizeof *t);
         if (!t) {
             r->state = REQ_DONE, r->finish = KILN_FINISH_ERROR;
-            efail(e, KILN_ERR_NOMEM, "out of memory");
+            rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
             return;
         }
         r->tokens = t, r->cap = cap;
@@ -1313,7 +676,8 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
 KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
 {
     if (pending) *pending = e->n_reqs;
-    if (e->in_callback) return efail(e, KILN_ERR_ARG, "kiln_engine_step called from a request callback");
+    if (e->in_callback)
+        return rt_engine_fail(e, KILN_ERR_ARG, "kiln_engine_step called from a request callback");
     double t0 = rt_now_s();
     KilnStatus s = KILN_OK;
     StepIn *in = &e->in;
@@ -1326,8 +690,8 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         for (int i = 0; i < e->n_reqs; i++)
             if (e->reqs[i].state == REQ_WAITING) {
                 e->reqs[i].state = REQ_DONE, e->reqs[i].finish = KILN_FINISH_ERROR;
-                efail(e, KILN_ERR_FULL, "request %lld does not fit the KV cache (%d pages)",
-                      (long long)e->reqs[i].id, e->n_pages);
+                rt_engine_fail(e, KILN_ERR_FULL, "request %lld does not fit the KV cache (%d pages)",
+                               (long long)e->reqs[i].id, e->n_pages);
                 break;
             }
     }
@@ -1335,7 +699,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         if ((s = run_batch(e, B, R)) != KILN_OK) return fail_all(e, s);
         int32_t next[1024];
         int32_t *out = R <= 1024 ? next : malloc((size_t)R * sizeof *out);
-        if (!out) s = efail(e, KILN_ERR_NOMEM, "out of memory");
+        if (!out) s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
         if (!s)
             s = rt_exec_get(e->x, out, e->arena + (uint64_t)e->plan->bufs[e->buf_next_tokens].offset,
                             (size_t)R * 4, e->err, sizeof e->err);
@@ -1374,7 +738,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             int done = r->n_done + a < r->n_tokens ? r->n_done + a : r->n_tokens;
             r->n_done = done, r->n_high = done > r->n_high ? done : r->n_high;
             if ((s = rt_kv_seq_truncate(e->kv, r->seq, done)) != KILN_OK) {
-                efail(e, s, "KV cache: %s", rt_kv_errmsg(e->kv));
+                rt_engine_fail(e, s, "KV cache: %s", rt_kv_errmsg(e->kv));
                 break;
             }
         }
@@ -1477,15 +841,18 @@ KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float 
 {
     StepIn *in = &e->in;
     int out_buf = rt_plan_output(e->plan, "logits");
-    if (e->in_callback) return efail(e, KILN_ERR_ARG, "kiln_engine_score called from a request callback");
-    if (e->n_reqs) return efail(e, KILN_ERR_ARG, "score: requests are pending");
+    if (e->in_callback)
+        return rt_engine_fail(e, KILN_ERR_ARG, "kiln_engine_score called from a request callback");
+    if (e->n_reqs) return rt_engine_fail(e, KILN_ERR_ARG, "score: requests are pending");
     if (!tokens || !logits || n < 1 || n > e->max_step_tokens || n > e->max_seqs || n >= e->max_ctx)
-        return efail(e, KILN_ERR_ARG, "score: %d tokens (1..%d in one step)", n,
-                     e->max_step_tokens < e->max_seqs ? e->max_step_tokens : e->max_seqs);
-    if (out_buf < 0) return efail(e, KILN_ERR_UNSUPPORTED, "score: the package has no logits output");
+        return rt_engine_fail(e, KILN_ERR_ARG, "score: %d tokens (1..%d in one step)", n,
+                              e->max_step_tokens < e->max_seqs ? e->max_step_tokens : e->max_seqs);
+    if (out_buf < 0)
+        return rt_engine_fail(e, KILN_ERR_UNSUPPORTED, "score: the package has no logits output");
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= e->vocab)
-            return efail(e, KILN_ERR_ARG, "score: token %d at %d is outside the vocabulary", tokens[i], i);
+            return rt_engine_fail(e, KILN_ERR_ARG, "score: token %d at %d is outside the vocabulary",
+                                  tokens[i], i);
     int32_t seq;
     RtKvCopy cow;
     KilnStatus s = rt_kv_seq_create(e->kv, &seq);
@@ -1494,9 +861,9 @@ KilnStatus kiln_engine_score(KilnEngine *e, const int32_t *tokens, int n, float 
             ;
     if (s != KILN_OK && seq >= 0) {
         rt_kv_seq_free(e->kv, seq);
-        return efail(e, s, "score: %s", rt_kv_errmsg(e->kv));
+        return rt_engine_fail(e, s, "score: %s", rt_kv_errmsg(e->kv));
     }
-    if (s != KILN_OK) return efail(e, s, "score: %s", rt_kv_errmsg(e->kv));
+    if (s != KILN_OK) return rt_engine_fail(e, s, "score: %s", rt_kv_errmsg(e->kv));
     in->items[0] = (RtKvStepSeq){seq, n};
     memcpy(in->tokens, tokens, (size_t)n * sizeof *tokens);
     for (int i = 0; i < n; i++) {
@@ -1592,16 +959,17 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
 {
     StepIn *in = &e->in;
     int lg = rt_plan_output(e->plan, "logits");
-    if (e->in_callback || e->n_reqs) return efail(e, KILN_ERR_ARG, "probe: requests are pending");
+    if (e->in_callback || e->n_reqs) return rt_engine_fail(e, KILN_ERR_ARG, "probe: requests are pending");
     if (!tokens || !out || n < 1 || n > e->max_step_tokens || n >= e->max_ctx || rows < 1 || rows > n ||
         rows > e->max_seqs)
-        return efail(e, KILN_ERR_ARG, "probe: %d tokens, %d rows (1..%d tokens, rows up to %d)", n, rows,
-                     e->max_step_tokens, e->max_seqs);
+        return rt_engine_fail(e, KILN_ERR_ARG, "probe: %d tokens, %d rows (1..%d tokens, rows up to %d)", n,
+                              rows, e->max_step_tokens, e->max_seqs);
     if (out->logits && lg < 0)
-        return efail(e, KILN_ERR_UNSUPPORTED, "probe: the package has no logits output");
+        return rt_engine_fail(e, KILN_ERR_UNSUPPORTED, "probe: the package has no logits output");
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= e->vocab)
-            return efail(e, KILN_ERR_ARG, "probe: token %d at %d is outside the vocabulary", tokens[i], i);
+            return rt_engine_fail(e, KILN_ERR_ARG, "probe: token %d at %d is outside the vocabulary",
+                                  tokens[i], i);
     int32_t seq = -1;
     RtKvCopy cow;
     KilnStatus s = rt_kv_seq_create(e->kv, &seq);
@@ -1610,7 +978,7 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
             ;
     if (s != KILN_OK) {
         if (seq >= 0) rt_kv_seq_free(e->kv, seq);
-        return efail(e, s, "probe: %s", rt_kv_errmsg(e->kv));
+        return rt_engine_fail(e, s, "probe: %s", rt_kv_errmsg(e->kv));
     }
     in->items[0] = (RtKvStepSeq){seq, n};
     memcpy(in->tokens, tokens, (size_t)n * sizeof *tokens);
@@ -1642,8 +1010,9 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
 static KilnStatus no_tokenizer(KilnEngine *e)
 {
     if (e->tok_why[0])
-        return efail(e, KILN_ERR_CORRUPT, "the weights file's tokenizer is broken: %s", e->tok_why);
-    return efail(e, KILN_ERR_UNSUPPORTED, "no tokenizer: the weights file carries none (give token ids)");
+        return rt_engine_fail(e, KILN_ERR_CORRUPT, "the weights file's tokenizer is broken: %s", e->tok_why);
+    return rt_engine_fail(e, KILN_ERR_UNSUPPORTED,
+                          "no tokenizer: the weights file carries none (give token ids)");
 }
 
 KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n)
@@ -1656,9 +1025,9 @@ KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, size_t len, 
 {
     if (!e->tok) return no_tokenizer(e);
     if (flags & ~(KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS))
-        return efail(e, KILN_ERR_ARG,
-                     "tokenize: flags 0x%x: want KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS",
-                     (unsigned)flags);
+        return rt_engine_fail(e, KILN_ERR_ARG,
+                              "tokenize: flags 0x%x: want KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS",
+                              (unsigned)flags);
     int rt = (flags & KILN_TOKENIZE_SPECIAL ? RT_TOK_PARSE_SPECIAL : 0) |
              (!(flags & KILN_TOKENIZE_NO_BOS) && rt_tok_add_bos(e->tok) ? RT_TOK_ADD_BOS : 0);
     return rt_tok_encode(e->tok, text, len, rt, ids, cap, n, e->err, sizeof e->err);
