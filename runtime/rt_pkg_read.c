@@ -398,22 +398,6 @@ static int rt_put(FILE *f, const char *fmt, ...)
     return len;
 }
 
-static void rt_line(FILE *f, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void rt_line(FILE *f, const char *fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    rt_file_vclean(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fputs(buf, f);
-    fputc('\n', f);
-}
-
 /* A list of items after a label, separated by sep and wrapped at RT_SUMMARY_WIDTH onto continuation lines
  * indented to the value column. */
 typedef struct RtWrap {
@@ -500,16 +484,16 @@ KilnStatus rt_pkg_print_summary(KilnPackage *pkg, FILE *f)
     sqlite3_stmt *st = NULL;
     char b1[32];
 
-    rt_line(f, "%-*s%s (format %s, kiln %s, created %s)", RT_LABEL, "package", pkg->path,
-            rt_meta_or(pkg, "format_version", "?"), rt_meta_or(pkg, "kiln_version", "?"),
-            rt_meta_or(pkg, "created", "?"));
+    rt_file_line(f, "%-*s%s (format %s, kiln %s, created %s)", RT_LABEL, "package", pkg->path,
+                 rt_meta_or(pkg, "format_version", "?"), rt_meta_or(pkg, "kiln_version", "?"),
+                 rt_meta_or(pkg, "created", "?"));
     if (kiln_package_meta(pkg, "recipe") || kiln_package_meta(pkg, "recipe_file"))
-        rt_line(f, "%-*s%s (%s, hash %s)", RT_LABEL, "recipe", rt_meta_or(pkg, "recipe", "?"),
-                rt_meta_or(pkg, "recipe_file", "?"), rt_meta_or(pkg, "recipe_hash", "?"));
+        rt_file_line(f, "%-*s%s (%s, hash %s)", RT_LABEL, "recipe", rt_meta_or(pkg, "recipe", "?"),
+                     rt_meta_or(pkg, "recipe_file", "?"), rt_meta_or(pkg, "recipe_hash", "?"));
     const char *label[] = {"model", "targets"};
     for (int i = 0; i < 2; i++) {
         const char *v = kiln_package_meta(pkg, label[i]);
-        if (v && *v) rt_line(f, "%-*s%s", RT_LABEL, label[i], v);
+        if (v && *v) rt_file_line(f, "%-*s%s", RT_LABEL, label[i], v);
     }
 
     if (rt_query(pkg, &st, "SELECT text, hash FROM graph WHERE id = 1") != SQLITE_OK) goto fail;
@@ -518,9 +502,9 @@ KilnStatus rt_pkg_print_summary(KilnPackage *pkg, FILE *f)
         long lines = 0;
         for (const char *p = rt_col(st, 0); *p; p++)
             if (*p == '\n' || !p[1]) lines++;
-        rt_line(f, "%-*s%ld lines, hash %s", RT_LABEL, "graph", lines, rt_col(st, 1));
+        rt_file_line(f, "%-*s%ld lines, hash %s", RT_LABEL, "graph", lines, rt_col(st, 1));
     } else if (rc == SQLITE_DONE) {
-        rt_line(f, "%-*s(none)", RT_LABEL, "graph");
+        rt_file_line(f, "%-*s(none)", RT_LABEL, "graph");
     } else {
         goto fail;
     }
@@ -557,8 +541,8 @@ KilnStatus rt_pkg_print_summary(KilnPackage *pkg, FILE *f)
             SQLITE_OK ||
         sqlite3_step(st) != SQLITE_ROW)
         goto fail;
-    rt_line(f, "%-*s%lld, launch plan %lld steps", RT_LABEL, "kernels", sqlite3_column_int64(st, 0),
-            sqlite3_column_int64(st, 1));
+    rt_file_line(f, "%-*s%lld, launch plan %lld steps", RT_LABEL, "kernels", sqlite3_column_int64(st, 0),
+                 sqlite3_column_int64(st, 1));
     if (rt_query(
             pkg, &st,
             "SELECT target, count(*), total(length(data)) FROM binaries GROUP BY target ORDER BY target") !=
