@@ -31,9 +31,12 @@ static const char run_usage[] =
     "  --top-p P           (0, 1]: nucleus (1, default: off)\n"
     "  --seed S            0..2^64-1 (default 0)\n"
     "  --ignore-eos        go on past the end-of-sequence token\n"
-    "  --spec ngram|none   speculative decoding: ngram proposes the tokens that followed the latest earlier\n"
-    "                      occurrence of the last 4..1 tokens, verified in one step; the output is the\n"
-    "                      same as without (default: none)\n"
+    "  --spec ngram|draft|none  speculative decoding, verified in one step, the output the same as\n"
+    "                      without: ngram proposes the tokens that followed the latest earlier occurrence "
+    "of\n"
+    "                      the last 4..1 tokens; draft, the --draft model's greedy tokens (default: none)\n"
+    "  --draft PACKAGE     the draft model (the target's vocabulary), with --draft-weights PATH (with\n"
+    "                      --random-weights S it takes random weights from S too)\n"
     "  --spec-k K          draft tokens per step at most, 1..32 (default 4; adapted to what is accepted)\n"
     "  --device D          auto (default), host, or a GPU number 0..1023\n"
     "  --kv-cache-mb N     KV-cache pool size, 1..16777216 and within the device's memory (default: from\n"
@@ -228,8 +231,10 @@ static int run_number(const char *a, const char *v, KilnSampling *s, KilnEngineO
     } else if (!strcmp(a, "--spec")) {
         if (!strcmp(v, "ngram") || !strcmp(v, "none"))
             s->spec = !strcmp(v, "ngram") ? KILN_SPEC_NGRAM : KILN_SPEC_NONE;
+        else if (!strcmp(v, "draft"))
+            s->spec = KILN_SPEC_DRAFT;
         else
-            rc = cli_num_error("run", a, "ngram or none", v);
+            rc = cli_num_error("run", a, "ngram, draft or none", v);
     } else if (!strcmp(a, "--seed")) {
         rc = cli_num_u64("run", a, v, &s->seed);
     } else if (!strcmp(a, "--random-weights")) {
@@ -267,7 +272,7 @@ int cli_run(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
-                    !strcmp(a, "--db");
+                    !strcmp(a, "--db") || !strcmp(a, "--draft") || !strcmp(a, "--draft-weights");
         int number = !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                      !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
                      !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") ||
@@ -309,6 +314,10 @@ int cli_run(int argc, char **argv)
             db = v;
         else if (!strcmp(a, "--weights"))
             weights = v;
+        else if (!strcmp(a, "--draft"))
+            o.draft_package = v;
+        else if (!strcmp(a, "--draft-weights"))
+            o.draft_weights = v;
         else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
             if (n_prompts == MAX_PROMPTS || (n_prompts && ids_given != !strcmp(a, "--prompt-ids"))) {
                 fprintf(stderr, "kiln run: at most %d prompts, all text or all ids\n", MAX_PROMPTS);
@@ -324,6 +333,13 @@ int cli_run(int argc, char **argv)
     }
     if (!pkg || !weights == !random || !n_prompts) {
         fputs(run_usage, stderr);
+        return 2;
+    }
+    if ((s.spec == KILN_SPEC_DRAFT) != !!o.draft_package || (o.draft_weights && !weights) ||
+        (o.draft_package && weights && !o.draft_weights)) {
+        fprintf(
+            stderr,
+            "kiln run: --spec draft goes with --draft PACKAGE, and --draft-weights PATH with --weights\n");
         return 2;
     }
     if ((chat || special) && ids_given) {

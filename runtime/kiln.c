@@ -69,9 +69,9 @@ KilnStatus kiln_sampling_check(const KilnSampling *given, int vocab, char *err, 
                                 (int)s.stop_tokens[i], vocab > 0 ? vocab - 1 : INT32_MAX);
     if (s.ignore_eos != 0 && s.ignore_eos != 1)
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.ignore_eos %d: want 0 or 1", s.ignore_eos);
-    if (s.spec != KILN_SPEC_NONE && s.spec != KILN_SPEC_NGRAM)
-        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.spec %d: want 0 (none) or 1 (ngram)",
-                            s.spec);
+    if (s.spec < KILN_SPEC_NONE || s.spec > KILN_SPEC_DRAFT)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "sampling.spec %d: want 0 (none), 1 (ngram) or 2 (draft)", s.spec);
     if (s.spec != KILN_SPEC_NONE && (s.spec_k < 1 || s.spec_k > KILN_MAX_SPEC_K))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.spec_k %d: want 1..%d", s.spec_k,
                             KILN_MAX_SPEC_K);

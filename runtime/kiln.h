@@ -138,6 +138,11 @@ typedef struct KilnEngineOptions {
      * noticeable cost); 1, every value (every block's scales). A finding fails the open with
      * KILN_ERR_CORRUPT naming the tensor and the element. */
     int check_weights;
+    /* A draft model for speculative decoding (KILN_SPEC_DRAFT requests; docs/RUNTIME.md): a second package
+     * with the target's vocabulary, opened on the same device with its own KV pool (sized as kv_cache_bytes
+     * says for the target) and its weights at draft_weights. NULL or "": none. */
+    const char *draft_package;
+    const char *draft_weights;
 } KilnEngineOptions;
 
 /* Sets the defaults above. */
@@ -174,14 +179,16 @@ typedef struct KilnSampling {
     /* Speculative decoding (docs/RUNTIME.md): a proposer guesses up to spec_k next tokens and one step of
      * the target checks them all; the request keeps the ones the target itself draws (greedy, or sampled
      * with the seed of their position), so its tokens are exactly those it gets without speculation. */
-    int spec;   /* KILN_SPEC_NONE (default) or KILN_SPEC_NGRAM */
+    int spec;   /* KILN_SPEC_NONE (default), KILN_SPEC_NGRAM or KILN_SPEC_DRAFT */
     int spec_k; /* draft tokens per step at most, 1..KILN_MAX_SPEC_K (default 4); adapted down (and
                    paused) while the target rejects the drafts; read only when spec is on */
 } KilnSampling;
 
 /* Proposers (KilnSampling.spec). NGRAM: prompt lookup, no model: the longest suffix (4 tokens down to 1)
  * of the request's tokens that occurred before proposes what followed it (copying, editing, RAG). */
-typedef enum KilnSpec { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM = 1 } KilnSpec;
+/* DRAFT: the engine's draft model (KilnEngineOptions.draft_package) decodes k tokens greedily ahead of the
+ * target, batched over the requests that use it. */
+typedef enum KilnSpec { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM = 1, KILN_SPEC_DRAFT = 2 } KilnSpec;
 #define KILN_MAX_SPEC_K 32 /* spec_k */
 
 /* Greedy, 256 tokens, seed 0, no speculation (spec_k 4 when it is turned on). */

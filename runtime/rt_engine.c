@@ -109,6 +109,10 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     if (s) memcpy(&given, s, (size_t)s->size < sizeof given ? (size_t)s->size : sizeof given);
     given.size = (int)sizeof given;
     s = &given;
+    if (s->spec == KILN_SPEC_DRAFT && !e->draft)
+        return rt_engine_fail(
+            e, KILN_ERR_ARG,
+            "submit: sampling.spec 2 (draft): the engine has no draft model (options.draft_package)");
     if (!prompt || n < 1) return rt_engine_fail(e, KILN_ERR_ARG, "submit: empty prompt");
     int64_t pages = ((int64_t)n + 1 + e->page_size - 1) / e->page_size;
     if (pages > e->n_pages)
@@ -140,7 +144,7 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     memcpy(r->tokens, prompt, (size_t)n * sizeof *prompt);
     if (s->n_stop) memcpy(r->stop, s->stop_tokens, (size_t)s->n_stop * sizeof *r->stop);
     r->n_tokens = r->n_prompt = n;
-    r->seq = -1;
+    r->seq = r->dseq = -1;
     r->state = REQ_WAITING;
     r->s = *s;
     r->s.stop_tokens = r->stop;
@@ -225,6 +229,7 @@ static void reap(KilnEngine *e)
             told[n_told - 1].finish = r->finish;
         }
         if (r->seq >= 0 && !keep_prefix(e, r)) rt_kv_seq_free(e->kv, r->seq);
+        if (r->dseq >= 0) rt_kv_seq_free(e->draft->kv, r->dseq);
         free(r->tokens), free(r->stop);
     }
     e->n_reqs = j;
@@ -330,20 +335,34 @@ static uint64_t mix64(uint64_t z)
 
 /* Speculative decoding: the drafts a decoding request r verifies this step (into r->draft, r->n_draft),
  * within the step's room for tokens and logit rows, its max_tokens, its context and the KV pool. */
-static void propose(KilnEngine *e, Req *r, int room, int rows_left)
+/* The most drafts request r may verify now, from k: at most k + 1 new tokens come out of a verify, so
+ * within its max_tokens, and its positions stay below the context and the pool. */
+static int spec_cap(const KilnEngine *e, const Req *r, int k)
 {
-    r->n_draft = 0;
-    if (!r->s.spec || r->seq < 0 || r->n_done != r->n_tokens - 1) return;
-    int k = rt_spec_budget(&r->spec);
-    /* k drafts and the last token: k + 1 tokens and rows; at most k + 1 new tokens come out of it */
-    if (k > room - 1) k = room - 1;
-    if (k > rows_left - 1) k = rows_left - 1;
     if (r->s.max_tokens > 0 && k > r->s.max_tokens - r->generated - 1) k = r->s.max_tokens - r->generated - 1;
     int64_t ctx =
         e->max_ctx < (int64_t)e->n_pages * e->page_size ? e->max_ctx : (int64_t)e->n_pages * e->page_size;
-    if (k > ctx - 1 - r->n_tokens) k = (int)(ctx - 1 - r->n_tokens); /* positions stay < the context */
+    if (k > ctx - 1 - r->n_tokens) k = (int)(ctx - 1 - r->n_tokens);
+    return k;
+}
+
+/* A request decoding this step (one uncomputed token, a sequence) that speculates. */
+static int spec_ready(const Req *r)
+{
+    return r->s.spec && r->seq >= 0 && r->n_done == r->n_tokens - 1;
+}
+
+static void propose(KilnEngine *e, Req *r, int room, int rows_left)
+{
+    r->n_draft = 0;
+    if (!spec_ready(r)) return;
+    /* the draft model's tokens were made before the step (draft_propose); n-gram ones are made here */
+    int k = spec_cap(e, r, r->s.spec == KILN_SPEC_DRAFT ? r->n_pre : rt_spec_budget(&r->spec));
+    /* k drafts and the last token: k + 1 tokens and rows */
+    if (k > room - 1) k = room - 1;
+    if (k > rows_left - 1) k = rows_left - 1;
     if (k <= 0) return;
-    r->n_draft = rt_spec_ngram(r->tokens, r->n_tokens, k, r->draft);
+    r->n_draft = r->s.spec == KILN_SPEC_DRAFT ? k : rt_spec_ngram(r->tokens, r->n_tokens, k, r->draft);
 }
 
 /* Picks this step's sequences and chunks into e->in. Returns the number of items. */
@@ -673,6 +692,81 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
     return s;
 }
 
+/* The draft model's proposals (KILN_SPEC_DRAFT): for every request about to decode, the draft engine
+ * cuts its sequence back to the request's computed tokens (past them it held guesses), catches up with
+ * the request's tokens and decodes up to k tokens greedily into r->draft (r->n_pre), the requests batched
+ * in each round. A request that does not fit a round (the draft's step room, its KV pool) or whose draft
+ * returns an id outside the vocabulary proposes what it has so far: a plain decode at worst. */
+static KilnStatus draft_propose(KilnEngine *e)
+{
+    KilnEngine *d = e->draft;
+    if (!d) return KILN_OK;
+    int n = 0, *cand = malloc(((size_t)e->n_reqs + 1) * 3 * sizeof *cand);
+    if (!cand) return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
+    int *want = cand + e->n_reqs + 1, *got = want + e->n_reqs + 1;
+    for (int i = 0; i < e->n_reqs; i++) {
+        Req *r = &e->reqs[i];
+        r->n_pre = 0;
+        if (r->state != REQ_RUNNING || r->s.spec != KILN_SPEC_DRAFT || !spec_ready(r)) continue;
+        int k = spec_cap(e, r, rt_spec_budget(&r->spec));
+        if (k <= 0 || (r->dseq < 0 && rt_kv_seq_create(d->kv, &r->dseq) != KILN_OK)) continue;
+        if (rt_kv_seq_len(d->kv, r->dseq) > r->n_done) rt_kv_seq_truncate(d->kv, r->dseq, r->n_done);
+        cand[n] = i, want[n] = k, got[n] = 0, n++;
+    }
+    KilnStatus s = KILN_OK;
+    for (int round = 0; s == KILN_OK; round++) {
+        StepIn *in = &d->in;
+        int B = 0, T = 0, R = 0;
+        for (int c = 0; c < n; c++) {
+            Req *r = &e->reqs[cand[c]];
+            if (got[c] < round || got[c] == want[c]) continue; /* done, or dropped in an earlier round */
+            int len = rt_kv_seq_len(d->kv, r->dseq), n_new = round ? 1 : r->n_tokens - len, ends = 1;
+            if (B == d->max_seqs || T == d->max_step_tokens) break;
+            if (n_new > d->max_step_tokens - T)
+                n_new = d->max_step_tokens - T, ends = 0; /* catch up in parts */
+            RtKvCopy cow; /* the draft pool shares no pages, so no copy is ever asked for */
+            if (rt_kv_seq_append(d->kv, r->dseq, n_new, &cow) != KILN_OK) {
+                want[c] = got[c];
+                continue;
+            }
+            in->items[B] = (RtKvStepSeq){r->dseq, n_new};
+            in->item_req[B] = c;
+            if (round)
+                in->tokens[T] = r->draft[got[c] - 1];
+            else
+                memcpy(in->tokens + T, r->tokens + len, (size_t)n_new * sizeof *in->tokens);
+            T += n_new, B++;
+            if (!ends) {
+                want[c] = got[c];
+                continue;
+            }
+            in->logit_rows[R] = T - 1, in->row_req[R] = c;
+            memset(in->sampling + 4 * R, 0, 16); /* greedy */
+            in->sampling[4 * R + 2] = 1.0f;
+            R++;
+        }
+        if (!B) break;
+        int32_t next[256], *out = R <= 256 ? next : malloc((size_t)R * sizeof *out);
+        if (!out) s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
+        if (s == KILN_OK && (s = run_batch(d, B, R)) == KILN_OK)
+            s = rt_exec_get(d->x, out, d->arena + (uint64_t)d->plan->bufs[d->buf_next_tokens].offset,
+                            (size_t)R * 4, d->err, sizeof d->err);
+        if (s != KILN_OK && out) rt_engine_fail(e, s, "draft model: %s", d->err);
+        for (int j = 0; s == KILN_OK && j < R; j++) {
+            int c = in->row_req[j];
+            if (out[j] < 0 || out[j] >= e->vocab)
+                want[c] = got[c];
+            else
+                e->reqs[cand[c]].draft[got[c]++] = out[j];
+        }
+        if (out != next) free(out);
+    }
+    for (int c = 0; c < n; c++)
+        e->reqs[cand[c]].n_pre = got[c];
+    free(cand);
+    return s;
+}
+
 KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
 {
     if (pending) *pending = e->n_reqs;
@@ -682,6 +776,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
     KilnStatus s = KILN_OK;
     StepIn *in = &e->in;
     reap(e); /* requests aborted since the last step */
+    if ((s = draft_propose(e)) != KILN_OK) return fail_all(e, s);
     int R = 0, B = schedule(e, &R, &s);
     if (s != KILN_OK) return fail_all(e, s);
     if (!B && e->n_reqs && !e->n_cache) {
@@ -828,6 +923,22 @@ int rt_engine_check(const KilnEngine *e, char *err, int errlen)
     if (!bad && free_pages != rt_kv_pages_free(e->kv))
         bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "%d pages free, %d held by nobody",
                            rt_kv_pages_free(e->kv), free_pages);
+    /* the draft pool: pages held by the requests' draft sequences only, none shared, none past the
+     * request's tokens and its drafts */
+    int64_t draft_pages = 0;
+    for (int i = 0; !bad && e->draft && i < e->n_reqs; i++) {
+        const Req *r = &e->reqs[i];
+        if (r->dseq < 0) continue;
+        const int32_t *pages = NULL;
+        draft_pages += rt_kv_seq_pages(e->draft->kv, r->dseq, &pages);
+        if (rt_kv_seq_len(e->draft->kv, r->dseq) > r->n_tokens + KILN_MAX_SPEC_K)
+            bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                               "request %lld: draft sequence of %d tokens, past its %d", (long long)r->id,
+                               rt_kv_seq_len(e->draft->kv, r->dseq), r->n_tokens);
+    }
+    if (!bad && e->draft && draft_pages != rt_kv_pages_used(e->draft->kv))
+        bad = rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "draft pool: %d pages used, the requests hold %lld",
+                           rt_kv_pages_used(e->draft->kv), (long long)draft_pages);
     free(refs), free(owner);
     return bad ? -1 : 0;
 }

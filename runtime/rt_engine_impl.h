@@ -31,6 +31,8 @@ typedef struct Req {
     KilnTokenCallback cb;
     void *user;
     RtSpecState spec; /* speculative decoding (r->s.spec on) */
+    int32_t dseq;     /* KILN_SPEC_DRAFT: its sequence in the draft engine's KV pool, -1 none */
+    int n_pre;        /* KILN_SPEC_DRAFT: drafts the draft model made this step (before the step's limits) */
     int n_draft;      /* draft tokens in this step's chunk, after the request's last token */
     int32_t draft[KILN_MAX_SPEC_K];
 } Req;
@@ -98,6 +100,7 @@ struct KilnEngine {
     void (*log)(void *, const char *);
     void *log_user;
     char err[512];
+    KilnEngine *draft; /* the draft model's engine (KilnEngineOptions.draft_package), or NULL */
     char tok_why[400]; /* why the weights file's tokenizer could not be built ("" when it has none) */
 };
 

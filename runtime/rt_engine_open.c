@@ -498,6 +498,22 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     if (e->dump_dir && !*e->dump_dir) e->dump_dir = NULL;
     e->use_graphs =
         s == KILN_OK && !rt_exec_is_host(e->x) && !opt->no_cuda_graphs && !e->profile && !e->dump_dir;
+    if (s == KILN_OK && opt->draft_package && *opt->draft_package) {
+        /* the draft model: the same device and options, its own pool; random weights when the target's are */
+        KilnEngineOptions d = *opt;
+        d.draft_package = d.draft_weights = NULL, d.profile = 0;
+        char derr[512];
+        if (weights && !(opt->draft_weights && *opt->draft_weights))
+            s = rt_engine_fail(e, KILN_ERR_ARG,
+                               "options.draft_weights: the draft model %s has no weights file",
+                               opt->draft_package);
+        else if ((s = rt_engine_open(opt->draft_package, weights ? opt->draft_weights : NULL, seed, &d,
+                                     &e->draft, derr, sizeof derr)) != KILN_OK)
+            rt_engine_fail(e, s, "draft model: %s", derr);
+        else if (e->draft->vocab != e->vocab)
+            s = rt_engine_fail(e, KILN_ERR_ARG, "draft model %s: vocabulary of %d tokens, the target's is %d",
+                               opt->draft_package, e->draft->vocab, e->vocab);
+    }
     if (s == KILN_OK && e->profile &&
         (!(e->prof_s = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_s)) ||
          !(e->prof_n = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_n))))
@@ -537,6 +553,7 @@ static void log_profile(KilnEngine *e)
 void kiln_engine_close(KilnEngine *e)
 {
     if (!e) return;
+    kiln_engine_close(e->draft); /* its sequences go with its pool */
     if (e->prof_s && e->prof_n && e->plan) log_profile(e);
     free(e->prof_s), free(e->prof_n);
     for (int i = 0; i < e->n_graphs; i++)

@@ -12,6 +12,11 @@
  *   - after every step rt_engine_check: each page's references are its holders, no sequence keeps a
  *     rejected draft; at the end every page is free (sharing off) or held by a cached prefix;
  *   - per-request counters add up to the engine's; refused settings (spec_k 0 and 33, an unknown spec).
+ *   - a draft model (KILN_SPEC_DRAFT): the target itself as its draft keeps every draft (the host computes
+ *     rows independently, so the draft's greedy tokens are the target's); a 1-layer draft keeps some, with
+ *     the same tokens as plain decoding, greedy and sampled, mixed in a batch with n-gram and plain
+ *     requests under KV pressure (the draft pool checked after every step too); a draft of another
+ *     vocabulary is refused at open; KILN_SPEC_DRAFT without a draft model is refused at submit.
  * Needs the kiln CLI (KILN_BIN, to compile the package) and the LLVM host backend.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -38,7 +43,7 @@ typedef struct Out {
     KilnRequestStats rs; /* this request's counters, asked for at its last token */
 } Out;
 
-static char pkg_path[512];
+static char pkg_path[512], draft_path[512]; /* draft_path "": engines open without a draft model */
 static uint64_t weights_seed;
 static int64_t spec_proposed, spec_accepted; /* over every speculating run: both must move */
 
@@ -62,6 +67,7 @@ static KilnEngine *open_engine(int step_tokens, int64_t kv_bytes, int no_share)
     o.max_step_tokens = step_tokens;
     o.kv_cache_bytes = kv_bytes;
     o.no_prefix_sharing = no_share;
+    o.draft_package = draft_path; /* random weights from the same seed: the same values for the same shapes */
     KilnEngine *e = NULL;
     char err[512];
     KT_CHECK(rt_engine_open(pkg_path, NULL, weights_seed, &o, &e, err, sizeof err) == KILN_OK, "open: %s",
@@ -145,6 +151,81 @@ static void test_proposer(void)
         rt_spec_record(&s, 1, 0);
     KT_CHECK(s.pause == 2, "pauses double: %d", s.pause);
     KT_CHECK(s.verifies == 9 && s.proposed == 13 && s.accepted == 3, "counters");
+}
+
+/* The draft model's cases (see the top); prompts, lens and ref (plain greedy tokens) are main's. */
+static void test_draft(const char *src, const char *kiln, int32_t prompts[][64], const int *lens,
+                       const Out *ref, const KilnSampling *plain, int S)
+{
+    char cmd[4096], cache[1200], one[512], v128[512];
+    snprintf(one, sizeof one, "%s", kf_at("tiny1.kiln"));
+    snprintf(v128, sizeof v128, "%s", kf_at("tiny_v128.kiln"));
+    snprintf(cmd, sizeof cmd,
+             "'%s' compile '%s/recipes/llama.lua' --model tiny --set n_layers=1 --target host %s -o '%s' && "
+             "'%s' compile '%s/recipes/llama.lua' --model tiny --set vocab_size=128 --target host %s -o '%s'",
+             kiln, src, krun_compile_cache_flag(cache, sizeof cache), one, kiln, src, cache, v128);
+    KT_CHECK(system(cmd) == 0, "%s", cmd);
+    KilnSampling draft = *plain, ngram = *plain;
+    draft.spec = KILN_SPEC_DRAFT, ngram.spec = KILN_SPEC_NGRAM;
+    Out o[NP];
+    /* KILN_SPEC_DRAFT without a draft model */
+    KilnEngine *e = open_engine(0, 0, 0);
+    if (e) {
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &draft, NULL, NULL, NULL) == KILN_ERR_ARG &&
+                     strstr(kiln_engine_errmsg(e), "the engine has no draft model"),
+                 "draft without a draft model: %s", kiln_engine_errmsg(e));
+        kiln_engine_close(e);
+    }
+    /* the target as its own draft: every draft kept */
+    snprintf(draft_path, sizeof draft_path, "%s", pkg_path);
+    for (int i = 0; i < NP; i++) {
+        run_alone(prompts[i], lens[i], &draft, &o[i]);
+        KT_CHECK(same(&o[i], &ref[i]) && o[i].rs.spec_proposed > 0 &&
+                     o[i].rs.spec_accepted == o[i].rs.spec_proposed,
+                 "self-draft, prompt %d: %d tokens, %lld of %lld kept", i, o[i].n,
+                 (long long)o[i].rs.spec_accepted, (long long)o[i].rs.spec_proposed);
+        count(&o[i]);
+    }
+    /* a 1-layer draft: alone (greedy and sampled), then a mixed batch under KV pressure */
+    snprintf(draft_path, sizeof draft_path, "%s", one);
+    KilnSampling hot = *plain, hot_draft;
+    hot.temperature = 0.8f, hot.top_k = 40, hot.seed = 99;
+    hot_draft = hot, hot_draft.spec = KILN_SPEC_DRAFT, hot_draft.spec_k = 6;
+    for (int i = 0; i < NP; i += 2) {
+        Out a, b;
+        run_alone(prompts[i], lens[i], &draft, &o[i]);
+        KT_CHECK(same(&o[i], &ref[i]), "1-layer draft, prompt %d differs", i);
+        count(&o[i]);
+        run_alone(prompts[i], lens[i], &hot, &a);
+        run_alone(prompts[i], lens[i], &hot_draft, &b);
+        KT_CHECK(same(&a, &b), "1-layer draft, sampled prompt %d differs", i);
+    }
+    int64_t page_bytes = 2LL * 2 * S * 2 * 16 * 2;
+    e = open_engine(0, page_bytes * 12, 1);
+    if (e) {
+        for (int i = 0; i < NP; i++)
+            submit(e, prompts[i], lens[i], i % 3 == 0 ? &draft : i % 3 == 1 ? &ngram : plain, &o[i]);
+        drain(e);
+        KilnEngineStats st;
+        kiln_engine_stats(e, &st, sizeof st);
+        for (int i = 0; i < NP; i++)
+            KT_CHECK(same(&o[i], &ref[i]), "mixed batch with a draft model: request %d differs", i);
+        KT_CHECK(st.preemptions > 0 && st.kv_pages_free == st.kv_pages,
+                 "mixed batch: %lld preemptions, %d of %d free", (long long)st.preemptions, st.kv_pages_free,
+                 st.kv_pages);
+        kiln_engine_close(e);
+    }
+    /* a draft of another vocabulary */
+    KilnEngineOptions opt;
+    kiln_engine_options_init(&opt);
+    opt.device = -2, opt.draft_package = v128;
+    char err[512] = "";
+    e = NULL;
+    KT_CHECK(rt_engine_open(pkg_path, NULL, weights_seed, &opt, &e, err, sizeof err) == KILN_ERR_ARG && !e &&
+                 strstr(err, "vocabulary of 128 tokens, the target's is 256"),
+             "draft of another vocabulary: %s", err);
+    kiln_engine_close(e);
+    draft_path[0] = 0;
 }
 
 int main(void)
@@ -315,6 +396,7 @@ int main(void)
         KT_CHECK(st.waiting == 1, "refused requests queued: %d waiting", st.waiting);
         kiln_engine_close(e);
     }
+    test_draft(src, kiln, prompts, lens, ref, &plain, S);
     printf("speculation: %lld of %lld draft tokens accepted over the runs\n", (long long)spec_accepted,
            (long long)spec_proposed);
     KT_CHECK(spec_accepted > 0 && spec_accepted < spec_proposed,
