@@ -9,7 +9,11 @@
 # Usage (repo root, build folder carried): bash bench/run_issue28.sh build-gpu
 # Build first (here): cmake -S . -B build-gpu -DKILN_WITH_LLVM=OFF -DCMAKE_BUILD_TYPE=Release &&
 #   cmake --build build-gpu -j2 --target kiln_cli &&
-#   build/kiln compile recipes/llama.lua --model llama-3-8b --target sm_90a -o build-gpu/pkgs/l3.kiln
+#   build/kiln compile recipes/llama.lua --model llama-3-8b --target sm_90a -o build-gpu/pkgs/l3.kiln &&
+#   build/kiln compile recipes/llama.lua --model llama-3.2-1b --target sm_90a -o build-gpu/pkgs/l32.kiln
+# (the Llama-3.2-1B-shaped draft: random weights, so acceptance near 0: its rows measure the overhead of a
+# bad draft with adaptive k). Each run opens the 8B model with random weights (~45 s): give the call 600 s
+# and set RUNS to a subset (names below) when the rest is known.
 set -u
 B=${1:-build-gpu}
 PKG=$B/pkgs/l3.kiln
@@ -23,6 +27,7 @@ prompt_ids() { # SEED LEN: a prompt of random ids
 run() { # NAME ARGS...: one kiln run; ids to $OUTDIR/NAME.ids, the -v lines to NAME.err; prints tok/s
   local name=$1
   shift
+  [ -n "${RUNS:-}" ] && ! [[ " $RUNS " == *" $name "* ]] && return 0
   timeout 150 "$B/kiln" run "$PKG" --random-weights 1 --ignore-eos --max-tokens "$N" --print-ids -v "$@" \
     > "$OUTDIR/$name.ids" 2> "$OUTDIR/$name.err"
   local rc=$? tps acc
@@ -56,6 +61,11 @@ same b8_plain b8_ngram4
 run b32_plain "${args32[@]}"
 run b32_ngram4 "${args32[@]}" --spec ngram --spec-k 4
 same b32_plain b32_ngram4
+if [ -f "$B/pkgs/l32.kiln" ]; then
+  run b1_draft4 "${args1[@]}" --spec draft --draft "$B/pkgs/l32.kiln" --spec-k 4
+  same b1_plain b1_draft4
+  run b8_draft4 "${args8[@]}" --spec draft --draft "$B/pkgs/l32.kiln" --spec-k 4
+fi
 grep -h "captured" "$OUTDIR"/b1_ngram4.err | head -5
 echo "--- table (tok/s after the first token, $N new tokens, Llama-3-8B bf16 random weights)"
 cat "$OUTDIR/tps"
