@@ -36,8 +36,9 @@
 #define RT_VERSION_STRING                                                                                    \
     RT_STR(KILN_VERSION_MAJOR) "." RT_STR(KILN_VERSION_MINOR) "." RT_STR(KILN_VERSION_PATCH)
 
-/* Format 4. Changing any table or column, or what a package's kernels expect of the buffers the runtime
- * binds (format 4: w4a16 words in the fragment order, rt_quant.h), means bumping RT_PKG_FORMAT_VERSION. */
+/* Format 5. Changing any table or column, what a package's kernels expect of the buffers the runtime
+ * binds (format 4: w4a16 words in the fragment order, rt_quant.h) or what a hash covers (format 5: a
+ * binary's hash covers its launch fields, rt_pkg_binary_hash), means bumping RT_PKG_FORMAT_VERSION. */
 const char rt_pkg_schema_sql[] =
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
     "CREATE TABLE config(key TEXT PRIMARY KEY, value TEXT NOT NULL);\n"
@@ -66,6 +67,26 @@ uint64_t rt_pkg_fnv1a64(const void *data, size_t n)
     for (size_t i = 0; i < n; i++)
         h = (h ^ p[i]) * 0x100000001b3ull;
     return h;
+}
+
+static uint64_t fnv_more(uint64_t h, const char *text)
+{
+    h = (h ^ 0) * 0x100000001b3ull; /* the separator */
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    return h;
+}
+
+void rt_pkg_binary_hash(const void *data, size_t n, const char *target, const char *config, const char *grid,
+                        const char *format, const char *entry, int block, int smem, char out[17])
+{
+    char geometry[32];
+    snprintf(geometry, sizeof geometry, "%d %d", block, smem);
+    const char *field[] = {target, config, grid, format, entry, geometry};
+    uint64_t h = rt_pkg_fnv1a64(data, n);
+    for (size_t i = 0; i < sizeof field / sizeof field[0]; i++)
+        h = fnv_more(h, field[i] ? field[i] : "");
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
 KilnStatus rt_pkg_errf(char *err, int errlen, KilnStatus s, const char *fmt, ...)
@@ -376,7 +397,7 @@ KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target,
     if (block < 1 || block > 1024 || smem < 0 || smem > (1 << 20))
         return rt_pkgw_fail(w, KILN_ERR_ARG, "binary: block size or shared memory out of range");
     char hash[17];
-    snprintf(hash, sizeof hash, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
+    rt_pkg_binary_hash(data, size, target, config, grid, format, entry, block, smem, hash);
     sqlite3_stmt *st = w->ins[RT_INS_BINARY];
     sqlite3_bind_int64(st, 1, kernel_id);
     rt_bind_text(st, 2, target);

@@ -19,7 +19,7 @@
 #include "kiln.h"
 
 #define RT_PKG_APPLICATION_ID 0x4b494c4e /* 'KILN', PRAGMA application_id */
-#define RT_PKG_FORMAT_VERSION 4          /* PRAGMA user_version */
+#define RT_PKG_FORMAT_VERSION 5          /* PRAGMA user_version */
 
 typedef struct RtPkgWriter RtPkgWriter;
 
@@ -51,8 +51,8 @@ KilnStatus rt_pkgw_kernel(RtPkgWriter *w, const RtPkgKernel *k);
 /* A compiled binary of kernel_id for target at config (text "BM=64 BN=128 ...") with the grid that config
  * launches (the kernel row's grid text format; it differs from the row's when a target got another
  * config) and its launch geometry: `block` threads per block / workgroup (1..1024) and `smem` bytes of
- * dynamic shared memory (0..1 MiB), which only the compiler knows; the writer stores the data's FNV-1a
- * 64 hash, which readers check before loading it. */
+ * dynamic shared memory (0..1 MiB), which only the compiler knows; the writer stores the row's hash
+ * (rt_pkg_binary_hash), which readers check before loading it. */
 KilnStatus rt_pkgw_binary(RtPkgWriter *w, int64_t kernel_id, const char *target, const char *config,
                           const char *grid, const char *format, const char *entry, int block, int smem,
                           const void *data, size_t size, double compile_ms);
@@ -92,6 +92,21 @@ extern const char rt_pkg_schema_sql[];
 /* FNV-1a 64 (offset basis 0xcbf29ce484222325): the content hash stored beside the graph text. It equals
  * the compiler's ir_hash64(p, n, IR_HASH_SEED); the runtime keeps its own copy (it links nothing of ir/). */
 uint64_t rt_pkg_fnv1a64(const void *data, size_t n);
+/* Fuzz builds (KILN_FUZZ defines FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION, libFuzzer's convention) compute
+ * every content hash but do not refuse a mismatch, so that mutated inputs reach the checks behind the
+ * hashes (the plan checks, the grids). Readers never execute a binary, so nothing unchecked runs. Never
+ * defined in a product build. */
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+#define RT_HASH_DIFFERS(cmp) ((void)(cmp), 0)
+#else
+#define RT_HASH_DIFFERS(cmp) ((cmp) != 0)
+#endif
+/* The hash a binaries row stores, in packages and tuning stores: FNV-1a 64 of the code, continued over
+ * each field that says how to launch it (target, config, grid, format, entry, "block smem"), each after a
+ * 0 byte; 16 lowercase hex digits. Covering the fields binds the code to the config it was compiled for:
+ * a config or grid edited without the code no longer matches (package format 5, store schema 3). */
+void rt_pkg_binary_hash(const void *data, size_t n, const char *target, const char *config, const char *grid,
+                        const char *format, const char *entry, int block, int smem, char out[17]);
 /* The config rows' hash: FNV-1a 64 of "key=value\n" in key order, as 16 hex digits (the meta key
  * config_hash, written at commit, checked at open). Returns 0, or -1 when the rows cannot be read. */
 int rt_pkg_config_hash(struct sqlite3 *db, char out[17]);

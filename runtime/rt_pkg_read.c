@@ -256,7 +256,7 @@ static KilnStatus rt_pkg_load_graph(KilnPackage *p, char *err, int errlen)
         const char *hash = (const char *)sqlite3_column_text(st, 1);
         char want[17];
         snprintf(want, sizeof want, "%016llx", (unsigned long long)rt_pkg_fnv1a64(text ? text : "", n));
-        if (!hash || strcmp(hash, want) != 0)
+        if (!hash || RT_HASH_DIFFERS(strcmp(hash, want)))
             s = rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT,
                             "%s: corrupt package: graph text does not match its "
                             "hash (%s, stored %s)",
@@ -323,7 +323,7 @@ KilnStatus kiln_package_open(const char *path, KilnPackage **out, char *err, int
      * corrupt package (a package from before config_hash carries none and is not checked) */
     const char *want = kiln_package_meta(p, "config_hash");
     char have[17];
-    if (want && (rt_pkg_config_hash(p->db, have) || strcmp(want, have))) {
+    if (want && (rt_pkg_config_hash(p->db, have) || RT_HASH_DIFFERS(strcmp(want, have)))) {
         s = rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT,
                         "%s: corrupt package (config rows hash to %s, meta config_hash says %.20s: edited)",
                         path, have, want);

@@ -169,11 +169,40 @@ static void parse_params(Loader *L, RtPlanKernel *k, const char *text)
 /* The kernel IR text's param lines (%0 = param "x" : ptr<bf16> rdonly) must be the params column's, in
  * order; they say which pointers the kernel only reads. The text must hash to ir_hash (the tuning store's
  * key for the kernel). */
+/* The kernel row names what its IR text is: the text's first line is "kernel NAME family=FAMILY ...", and
+ * the name is the family and the spec's values mangled (ir/kfam.c kfam_spec_name: joined by '_', every
+ * other byte not a letter or digit '_'). So a family or spec edited in the row alone is caught (the text
+ * is covered by ir_hash), and the checks that follow read the contract the code was built from. */
+static void check_identity(Loader *L, const RtPlanKernel *k, const char *text)
+{
+    char head[600], mangled[600];
+    int n = snprintf(head, sizeof head, "kernel %s family=%s", k->name, k->family);
+    size_t fl = strlen(k->family), at = 0;
+    int ok = n > 0 && n < (int)sizeof head && !strncmp(text, head, (size_t)n) &&
+             (text[n] == ' ' || text[n] == '\n' || !text[n]) && fl && !strncmp(k->spec, k->family, fl) &&
+             (k->spec[fl] == ' ' || !k->spec[fl]);
+    size_t len = 0;
+    for (const char *v = k->spec + fl; ok && *v; v += 1 + len) { /* " key=value" -> "_value" */
+        const char *eq = strchr(v + 1, '=');
+        len = strcspn(v + 1, " ");
+        ok = *v == ' ' && eq && eq < v + 1 + len && at + 1 + len < sizeof mangled;
+        if (!ok) break;
+        mangled[at++] = '_';
+        for (const char *c = eq + 1; c < v + 1 + len; c++)
+            mangled[at++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
+                                ? *c : '_';
+    }
+    mangled[at] = 0;
+    if (!ok || strncmp(k->name, k->family, fl) || strcmp(k->name + fl, mangled))
+        fail(L, KILN_ERR_CORRUPT, "kernel %s: its family '%s' and spec '%s' are not what its kernel IR was built from",
+             k->name, k->family, k->spec);
+}
+
 static void parse_ir_params(Loader *L, RtPlanKernel *k, const char *text)
 {
     char want[17];
     snprintf(want, sizeof want, "%016llx", (unsigned long long)rt_pkg_fnv1a64(text, strlen(text)));
-    if (strcmp(want, k->ir_hash)) {
+    if (RT_HASH_DIFFERS(strcmp(want, k->ir_hash))) {
         fail(L, KILN_ERR_CORRUPT, "kernel %s: kernel IR text does not hash to its ir_hash %.20s", k->name,
              k->ir_hash);
         return;
@@ -308,6 +337,7 @@ static void load_kernels(Loader *L)
         if (!L->s) parse_params(L, k, params);
         const char *ir = (const char *)sqlite3_column_text(st, 6);
         if (!L->s) parse_ir_params(L, k, ir ? ir : "");
+        if (!L->s) check_identity(L, k, ir ? ir : "");
         k->m_param = param_index(k, "M", 1);
         if (k->m_param >= 0 && k->param_is_ptr[k->m_param]) k->m_param = -1;
     }
@@ -333,10 +363,14 @@ static void load_kernels(Loader *L)
         size_t size = (size_t)sqlite3_column_bytes(st, 7);
         const char *hash = (const char *)sqlite3_column_text(st, 8);
         char want[17];
-        snprintf(want, sizeof want, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
-        if (!data || !size || !hash || strcmp(hash, want)) {
-            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary damaged (hash %s, stored %s)", k->name, p->target,
-                 want, hash ? hash : "none");
+        const char *f[4];
+        for (int c = 0; c < 4; c++)
+            f[c] = (const char *)sqlite3_column_text(st, 1 + c);
+        rt_pkg_binary_hash(data, size, p->target, f[0], f[1], f[2], f[3], sqlite3_column_int(st, 5),
+                           sqlite3_column_int(st, 6), want);
+        if (!data || !size || !hash || RT_HASH_DIFFERS(strcmp(hash, want))) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary damaged (hash %s, stored %s; it covers the code, its config, grid and launch fields)",
+                 k->name, p->target, want, hash ? hash : "none");
             break;
         }
         RtPlanBinary *b = &k->bins[k->n_bins++];

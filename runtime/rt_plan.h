@@ -153,16 +153,18 @@ int rt_plan_binary_add(RtPlanKernel *k, const char *config, const char *format, 
  * count as 0). Returns 0, or -1 when an axis exceeds INT32_MAX (y and z: 65535, CUDA's limit) or all
  * three together INT32_MAX programs. */
 int rt_plan_grid(const RtPlanBinary *b, const int64_t *vals, unsigned grid[3]);
-/* rt_plan_check.c. Checks a loaded plan as untrusted data (rt_plan_load calls it): every pointer
- * argument's dtype is its param's; its shape is what the kernel's family reads for the kernel's spec (a
- * table of the families' param contracts, ir/kfam_*.c's headers; a param without a rule is checked for
- * dtype only); a w4a16 plane ("weight:NAME@OFFSET") lies inside its tensor; every activation a launch
- * only reads was written by an earlier launch and every graph output by some launch (deleted, swapped or
- * reordered steps); each binary passes rt_plan_binary_check. Returns KILN_OK or KILN_ERR_CORRUPT with one
- * line "<path>: step N (kernel K): ..." in err. */
+/* rt_plan_check.c. Checks a loaded plan as untrusted data (rt_plan_load calls it): every kernel's family
+ * has a contract here (an unknown family is refused); every pointer argument's dtype is its param's, and
+ * a quantized weight goes only to a qmatmul of its format; its shape is what the kernel's family reads for
+ * the kernel's spec (a table of the families' param contracts, ir/kfam_*.c's headers; a param without a
+ * rule is checked for dtype only); a quantized plane ("weight:NAME@OFFSET") or block weight holds the bytes
+ * the kernel reads; each i32 param is bound to a step size, or to the one runtime value it takes (rt:);
+ * every activation a launch only reads was written by an earlier launch and every graph output by some
+ * launch (deleted, swapped or reordered steps); each binary passes rt_plan_binary_check. Returns KILN_OK
+ * or KILN_ERR_CORRUPT with one line "<path>: step N (kernel K): ..." in err. */
 KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errlen);
 /* Re-derives binary b's grid and threads per block from its config and kernel k's spec and compares
- * them with the row's (a family without a rule: not checked). Returns 0, or -1 with one line in why
+ * them with the row's (a family without a contract: refused). Returns 0, or -1 with one line in why
  * ("grid cdiv(M*1,64) 4 1, its config BM=16 BN=32 ... gives cdiv(M,16) 2 1"). */
 int rt_plan_binary_check(const RtPlanKernel *k, const RtPlanBinary *b, char *why, int whylen);
 

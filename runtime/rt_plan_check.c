@@ -164,6 +164,12 @@ static void rule_matmul(const RtPlanKernel *k, const char *cfg, Rule *r)
     int64_t ssz = !strcmp(*s ? s : spec_s(k, "dtype", dt, sizeof dt), "f32") ? 4 : 2, wb = 0, sb = 0, zb = 0;
     if (!strcmp(f, "w4a16")) wb = N * K / 2, sb = groups * ssz, zb = groups;
     if (!strcmp(f, "w8a16")) wb = N * K, sb = N * ssz;
+    static const struct {
+        const char *fmt;
+        int64_t bytes, per;
+    } blocks[] = {{"q4_0", 18, 32}, {"q4_1", 20, 32}, {"q8_0", 34, 32}, {"q4_k", 144, 256}, {"q6_k", 210, 256}};
+    for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) /* GGUF blocks: rows of K/per blocks */
+        if (!strcmp(f, blocks[b].fmt)) wb = N * (K / blocks[b].per) * blocks[b].bytes;
     if (!strcmp(f, "fp8")) {
         char sc[16];
         wb = N * K, sb = strstr(k->spec, " group=")                             ? groups * 4
@@ -328,7 +334,11 @@ static int64_t axis_at(const RtGridAxis *g, int64_t v)
 int rt_plan_binary_check(const RtPlanKernel *k, const RtPlanBinary *b, char *why, int whylen)
 {
     Rule r;
-    if (rule_of(k, b->config, &r) || !r.has_grid) return 0;
+    if (rule_of(k, b->config, &r)) {
+        snprintf(why, (size_t)whylen, "family %s has no contract in this runtime", k->family);
+        return -1;
+    }
+    if (!r.has_grid) return 0;
     if (r.missing[0]) {
         snprintf(why, (size_t)whylen, "%s missing", r.missing);
         return -1;
@@ -421,9 +431,10 @@ static int canon_want(const Shape *w, const RtPlanLaunch *l, Canon *c)
         if (x->param >= 0) {
             if (x->param >= l->n_args) return -1;
             const RtPlanArg *a = &l->args[x->param];
-            if (a->kind == RT_ARG_RTV) return 1;
-            if (a->kind != RT_ARG_SYM) return -1;
-            sym = a->index;
+            if (a->kind == RT_ARG_RTV && a->index == RT_RTV_N_SPLITS) return 1;
+            if (a->kind != RT_ARG_SYM && a->kind != RT_ARG_RTV) return -1;
+            sym = a->kind == RT_ARG_SYM ? a->index : RT_SYM_T; /* max_q, split_tokens: the step's tokens
+                                                                  at most, and buffers hold T rows */
         }
         if (sym < 0) {
             if (canon_mul(c, x->n)) return -1;
@@ -477,14 +488,57 @@ static KilnStatus bad(Check *c, int step, const RtPlanKernel *k, const char *fmt
                                step, k->name, msg);
 }
 
+/* 1 when kernel k (a qmatmul) reads weights of the quantized package dtype `dt` (ir/gir_dtypes.def):
+ * GGUF blocks by name (wfmt=q4_0 ...), w4g<G>[z] as wfmt=w4a16 group=G zeros=0|1, f8g<G> as wfmt=fp8
+ * group=G. */
+static int quant_fits(const RtPlanKernel *k, const char *dt)
+{
+    char fmt[16], *end;
+    Rule r = {0};
+    if (strcmp(k->family, "qmatmul")) return 0;
+    spec_s(k, "wfmt", fmt, sizeof fmt);
+    if (dt[0] == 'q') return !strcmp(fmt, dt);
+    int w4 = !strncmp(dt, "w4g", 3), f8 = !strncmp(dt, "f8g", 3);
+    long g = w4 || f8 ? strtol(dt + 3, &end, 10) : 0;
+    if (!g || spec_i(k, &r, "group", 128) != g) return 0;
+    if (f8) return !*end && !strcmp(fmt, "fp8");
+    return !strcmp(fmt, "w4a16") && (!*end || !strcmp(end, "z")) && spec_i(k, &r, "zeros", 0) == (*end == 'z');
+}
+
+/* The runtime value an i32 param must be bound to (rt:NAME), or -1 when it takes a step symbol (sym:T ...,
+ * which the shapes then tie to the buffers). Only split attention reads runtime values; its workspaces are
+ * sized for the runtime's n_splits, so any other binding could write past them. */
+static int rtv_of(const RtPlanKernel *k, const char *param)
+{
+    int att = !strcmp(k->family, "attention"), merge = !strcmp(k->family, "attention_merge");
+    if ((att || merge) && !strcmp(param, "n_splits")) return RT_RTV_N_SPLITS;
+    if (att && !strcmp(param, "max_q")) return RT_RTV_MAX_Q;
+    if (merge && !strcmp(param, "n_tokens")) return RT_RTV_SPLIT_TOKENS;
+    return -1;
+}
+
 static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLaunch *l, const Rule *r, int i)
 {
     const RtPlanArg *a = &l->args[i];
     const char *pn = k->param_names[i], *pd = k->param_dtype[i];
+    if (a->kind == RT_ARG_SYM || a->kind == RT_ARG_RTV) {
+        static const char *const rtvs[] = {"max_q", "n_splits", "split_tokens"};
+        int want = rtv_of(k, pn);
+        if (want < 0 && a->kind == RT_ARG_RTV)
+            bad(c, step, k, "param %s takes a step size (sym:), not rt:%s", pn, rtvs[a->index]);
+        else if (want >= 0 && (a->kind != RT_ARG_RTV || a->index != want))
+            bad(c, step, k, "param %s must be bound to rt:%s", pn, rtvs[want]);
+        return;
+    }
     if (a->kind == RT_ARG_WEIGHT) {
         const RtPlanWeight *w = &c->p->weights[a->index];
         if (plain_dtype(w->dtype) && strcmp(w->dtype, pd)) {
             bad(c, step, k, "param %s is ptr<%s>, weight %s is %s", pn, pd, w->name, w->dtype);
+            return;
+        }
+        if (!plain_dtype(w->dtype) && (r->plane[i] <= 0 || !quant_fits(k, w->dtype))) {
+            bad(c, step, k, "param %s is ptr<%s>, weight %s is %s: not the quantized format this kernel reads",
+                pn, pd, w->name, w->dtype);
             return;
         }
         if (r->is_plane[i] && !a->offset) return;
@@ -644,7 +698,10 @@ KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errle
         const RtPlanLaunch *l = &p->launches[i];
         const RtPlanKernel *k = &p->kernels[l->kernel];
         Rule r;
-        if (rule_of(k, k->n_bins ? k->bins[0].config : "", &r)) r.missing[0] = 0;
+        if (rule_of(k, k->n_bins ? k->bins[0].config : "", &r)) {
+            bad(&c, i, k, "family %s has no contract in this runtime (a newer kiln's package?)", k->family);
+            break;
+        }
         if (r.missing[0]) {
             bad(&c, i, k, "%s missing", r.missing);
             break;

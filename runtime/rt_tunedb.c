@@ -71,6 +71,10 @@ const RtTdbStep rt_tdb_steps[RT_TDB_SCHEMA_VERSION] = {
      "                      data BLOB NOT NULL, hash TEXT NOT NULL, compile_ms REAL,\n"
      "                      kiln_version TEXT NOT NULL, added TEXT NOT NULL,\n"
      "                      PRIMARY KEY(device, ir_hash, config, target));\n"},
+    {3, "v3: a binary's hash covers its launch fields",
+     /* v2's hashes covered the code only; binaries are a cache of what the results name, so they go and
+      * the next `kiln tune` compiles them again */
+     "DELETE FROM binaries;\n"},
 };
 
 struct RtTdb {
@@ -731,11 +735,6 @@ KilnStatus rt_tdb_lookup(RtTdb *t, const char *device, const char *ir_hash, cons
 
 /* ---- tuned binaries ---------------------------------------------------------------------------------- */
 
-void rt_tdb_binary_hash(const void *data, size_t size, char out[RT_TDB_FP_LEN])
-{
-    snprintf(out, RT_TDB_FP_LEN, "%016llx", (unsigned long long)rt_pkg_fnv1a64(data, size));
-}
-
 void rt_tdb_binary_free(RtTdbBinary *b)
 {
     if (!b) return;
@@ -771,7 +770,7 @@ KilnStatus rt_tdb_binary_get(RtTdb *t, const char *device, const char *ir_hash, 
         return rt_tdb_fail(t->db, t->path, rc, "cannot read binaries", err, errlen);
     }
     const char *why = NULL;
-    char hash[RT_TDB_FP_LEN], stored[RT_TDB_FP_LEN], what[96];
+    char hash[RT_TDB_FP_LEN], stored[RT_TDB_FP_LEN], what[160];
     if (!rt_col_cut(st, 0, b->format, sizeof b->format) || !rt_col_cut(st, 1, b->entry, sizeof b->entry) ||
         !rt_col_cut(st, 2, b->params, sizeof b->params) || !rt_col_cut(st, 3, b->grid, sizeof b->grid) ||
         !rt_col_cut(st, 9, b->kiln_version, sizeof b->kiln_version) ||
@@ -787,10 +786,12 @@ KilnStatus rt_tdb_binary_get(RtTdb *t, const char *device, const char *ir_hash, 
     if (!why) {
         const void *data = sqlite3_column_blob(st, 6);
         b->size = (size_t)sqlite3_column_bytes(st, 6);
-        rt_tdb_binary_hash(data, b->size, hash);
-        if (!data || !rt_col_cut(st, 7, stored, sizeof stored) || strcmp(hash, stored)) {
+        rt_pkg_binary_hash(data, b->size, target, config, b->grid, b->format, b->entry, b->block, b->smem,
+                           hash);
+        if (!data || !rt_col_cut(st, 7, stored, sizeof stored) || RT_HASH_DIFFERS(strcmp(hash, stored))) {
             if (sqlite3_column_type(st, 7) != SQLITE_TEXT) snprintf(stored, sizeof stored, "none");
-            snprintf(what, sizeof what, "binary damaged (hash %s, stored %s)", hash, stored);
+            snprintf(what, sizeof what, "binary damaged (hash %s, stored %s; it covers the code and its launch fields)",
+                     hash, stored);
             why = what;
         } else if (!(b->data = malloc(b->size))) {
             sqlite3_reset(st);

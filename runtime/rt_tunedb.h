@@ -27,7 +27,7 @@
 #include "kiln.h"
 
 #define RT_TDB_APPLICATION_ID 0x4b54554e /* 'KTUN', PRAGMA application_id */
-#define RT_TDB_SCHEMA_VERSION 2          /* PRAGMA user_version and meta.schema_version */
+#define RT_TDB_SCHEMA_VERSION 3          /* PRAGMA user_version and meta.schema_version */
 
 enum {
     RT_TDB_FP_LEN = 17,         /* a device fingerprint: 16 hex digits + NUL */
@@ -195,14 +195,14 @@ enum { RT_TDB_MAX_BINARY = 256 << 20 }; /* bytes of one binary */
 
 /* Reads the binary for (device, ir_hash, config, target) into *b (*found 0 when there is none; then b
  * holds nothing to free). Every field is checked: text fields text and short enough, block and smem in
- * range, data a non-empty blob of at most RT_TDB_MAX_BINARY bytes whose FNV-1a 64 equals the stored
- * hash. A row failing a check is KILN_ERR_CORRUPT with one line naming the store, the ir_hash and the
+ * range, data a non-empty blob of at most RT_TDB_MAX_BINARY bytes whose hash with the row's launch fields
+ * (rt_tdb_binary_hash) equals the stored one. A row failing a check is KILN_ERR_CORRUPT with one line naming the store, the ir_hash and the
  * config ("... binary damaged (hash 0123..., stored 4567...)"); SQLite failures as rt_tdb_lookup's. */
 KilnStatus rt_tdb_binary_get(RtTdb *db, const char *device, const char *ir_hash, const char *config,
                              const char *target, RtTdbBinary *b, int *found, char *err, int errlen);
 void rt_tdb_binary_free(RtTdbBinary *b); /* frees b->data; NULL is fine */
-/* The hash the binaries table stores: FNV-1a 64 of data as 16 lowercase hex digits (as packages). */
-void rt_tdb_binary_hash(const void *data, size_t size, char out[RT_TDB_FP_LEN]);
+/* The binaries table's hash is rt_pkg_binary_hash (rt_package.h) of the data and the row's target, config,
+ * grid, format, entry, block and smem, as in packages (schema v3; v2's covered the data only). */
 
 /* ---- internal: shared with autotune/at_store.c (the write side) and tests; not for the runtime's users ----
  */

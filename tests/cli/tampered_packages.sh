@@ -22,9 +22,12 @@ fi
 python3 "$src/tests/cli/random_weights.py" "$d/tiny.kiln" "$d/w.safetensors"
 
 run() { "$kiln" run "$1" --prompt-ids "1 2 3" --max-tokens 3 --print-ids --device host --no-db "${@:2}"; }
-# tamper NAME BASE SQL WANT: the edited package fails to open with exactly the line WANT
+# tamper NAME BASE SQL WANT: the edited package fails to open with exactly the line WANT. The binaries'
+# hashes are recomputed after the edit (as an editor could) so the checks behind them are what is tested;
+# REHASH=0 keeps the stored hashes.
 tamper() {
   cp "$d/$2" "$d/bad.kiln"; sqlite3 "$d/bad.kiln" "$3"
+  [ "${REHASH:-1}" = 0 ] || python3 "$src/tests/cli/rehash_binaries.py" "$d/bad.kiln"
   run "$d/bad.kiln" --random-weights 1 > /dev/null 2> "$d/err"; local rc=$?
   if [ $rc = 1 ] && [ "$(cat "$d/err")" = "kiln: $d/bad.kiln: $4" ]; then ok "$1"
   else bad "$1 (rc $rc): $(cat "$d/err")"; fi
@@ -56,8 +59,24 @@ tamper "swapped steps" tiny.kiln "$(swap 6 7)" \
   "step 6 (kernel rmsnorm_64_1e_05_bf16_1): param r reads %23 before any step writes it (steps deleted or out of order)"
 tamper "grid its config does not give" tiny.kiln "UPDATE binaries SET grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2" \
   "kernel matmul_64_64_bf16_group_32_32: host binary BM=64 BN=32 BK=64 WARPS=4 STAGES=4 SPLIT_K=1: grid cdiv(M*1,128) 4 1, but its config gives cdiv(M*1,64) 4 1"
+# the code was compiled for its config: a config and grid edited together (consistent with each other)
+# no longer match the row's hash
+cp "$d/tiny.kiln" "$d/bad.kiln"
+sqlite3 "$d/bad.kiln" "UPDATE binaries SET config = replace(config, 'BM=64', 'BM=128'),
+                              grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2"
+run "$d/bad.kiln" --random-weights 1 > /dev/null 2> "$d/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] &&
+  grep -qx "kiln: $d/bad.kiln: kernel matmul_64_64_bf16_group_32_32: host binary damaged (hash [0-9a-f]\{16\}, stored [0-9a-f]\{16\}; it covers the code, its config, grid and launch fields)" "$d/err" &&
+  ok "config and grid edited together" || bad "config and grid edited together (rc $rc): $(cat "$d/err")"
 tamper "spec edited" tiny.kiln "UPDATE kernels SET spec = replace(spec, 'N=64', 'N=32') WHERE id = 6" \
-  "kernel matmul_64_64_bf16_none: host binary BM=64 BN=32 BK=64 WARPS=4 STAGES=4 SPLIT_K=1: grid cdiv(M*1,64) 2 1, but its config gives cdiv(M*1,64) 1 1"
+  "kernel matmul_64_64_bf16_none: its family 'matmul' and spec 'matmul N=32 K=64 dtype=bf16 epilogue=none' are not what its kernel IR was built from"
+tamper "spec and name edited together" tiny.kiln \
+  "UPDATE kernels SET spec = replace(spec, 'N=64', 'N=32'), name = 'matmul_32_64_bf16_none' WHERE id = 6" \
+  "kernel matmul_32_64_bf16_none: its family 'matmul' and spec 'matmul N=32 K=64 dtype=bf16 epilogue=none' are not what its kernel IR was built from"
+tamper "family unknown" tiny.kiln "UPDATE kernels SET family = 'mystery' WHERE id = 6" \
+  "kernel matmul_64_64_bf16_none: its family 'mystery' and spec 'matmul N=64 K=64 dtype=bf16 epilogue=none' are not what its kernel IR was built from"
+tamper "family edited to another family's" tiny.kiln "UPDATE kernels SET family = 'rope' WHERE id = 6" \
+  "kernel matmul_64_64_bf16_none: its family 'rope' and spec 'matmul N=64 K=64 dtype=bf16 epilogue=none' are not what its kernel IR was built from"
 tamper "params edited" tiny.kiln "UPDATE kernels SET params = replace(params, 'x:ptr<bf16>', 'x:ptr<f32>') WHERE id = 6" \
   "kernel matmul_64_64_bf16_none: params 'x:ptr<f32> w:ptr<bf16> out:ptr<bf16> M:i32' disagree with its kernel IR"
 ch=$(sqlite3 "$d/tiny.kiln" "SELECT value FROM meta WHERE key = 'config_hash'")
@@ -74,7 +93,27 @@ tamper "activations aliased while both live" tiny.kiln \
 tamper "weight bytes edited (random weights)" tiny.kiln "UPDATE weights SET nbytes = 10 WHERE name = 'model.norm.weight'" \
   "tensor model.norm.weight: the package says 10 bytes, but bf16 [64] is 128 bytes"
 tamper "weight dtype edited (random weights)" tiny.kiln "UPDATE weights SET dtype = 'q9_9' WHERE name = 'model.norm.weight'" \
-  "tensor model.norm.weight: the package wants dtype 'q9_9', which kiln does not load (f32, f16, bf16, q4_0, q4_1, q8_0, q4_k, q6_k)"
+  "step 19 (kernel rmsnorm_64_1e_05_bf16_1): param w is ptr<bf16>, weight model.norm.weight is q9_9: not the quantized format this kernel reads"
+tamper "quantized weight bound to a plain param" w4.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'weight:model.layers.0.input_layernorm.weight', 'weight:model.layers.0.self_attn.q_proj.weight') WHERE step = 1" \
+  "step 1 (kernel rmsnorm_64_1e_05_bf16_0): param w is ptr<bf16>, weight model.layers.0.self_attn.q_proj.weight is w4g32z: not the quantized format this kernel reads"
+tamper "quantized weight of another group" w4.kiln \
+  "UPDATE kernels SET spec = replace(spec, 'group=32', 'group=64'), name = replace(name, '_32_1_', '_64_1_'), ir_text = replace(ir_text, '_32_1_', '_64_1_') WHERE id = 2;
+   UPDATE kernels SET ir_hash = '0' WHERE id = 2" \
+  "kernel qmatmul_64_64_bf16_none_w4a16_64_1_f16: kernel IR text does not hash to its ir_hash 0"
+# i32 arguments: the split-attention workspaces are sized for the runtime's n_splits, and a step size
+# bound where a runtime value belongs (or the reverse) is refused
+tamper "n_splits rebound to a step size" tiny.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'rt:n_splits', 'sym:T') WHERE step = 4" \
+  "step 4 (kernel attention_mixed_4_2_16_8_1_0_bf16_1): param n_splits must be bound to rt:n_splits"
+tamper "a step size rebound to a runtime value" tiny.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'sym:T', 'rt:max_q') WHERE step = 6" \
+  "step 6 (kernel matmul_64_64_bf16_none): param M takes a step size (sym:), not rt:max_q"
+tamper "merge output into a smaller buffer" tiny.kiln \
+  "INSERT INTO buffers VALUES ('%half', 'act', 'bf16', '[T,32]', 7602176, 524288, NULL);
+   UPDATE meta SET value = '8126464' WHERE key = 'plan_act_bytes';
+   UPDATE launch_plan SET args = replace(args, 'act:%21', 'act:%half') WHERE step = 5" \
+  "step 5 (kernel attention_merge_4_16_bf16): param out needs 64*T elements, buffer %half is bf16[T,32]"
 tamper "plan maximum past i32" tiny.kiln "UPDATE meta SET value = '4294967296' WHERE key = 'plan_max_seqs'" \
   "meta plan_max_seqs 4294967296: above 2147483647"
 tamper "split rows past the workspace" tiny.kiln "UPDATE meta SET value = '100000' WHERE key = 'plan_max_split_rows'" \
@@ -131,6 +170,7 @@ mm=matmul_64_64_bf16_none
 if "$kiln" tune "$d/tiny.kiln" --device host --max-step-tokens 2 --max-candidates 2 --samples 3 --kernels "$mm" \
      --db "$d/far.db" > /dev/null 2> "$d/err"; then
   sqlite3 "$d/far.db" "UPDATE binaries SET grid = 'cdiv(M*1,1024) 1 1'"
+  python3 "$src/tests/cli/rehash_binaries.py" "$d/far.db"
   "$kiln" db import --db "$d/here.db" "$d/far.db" > /dev/null 2> "$d/err" || bad "db import: $(cat "$d/err")"
   rr=("$kiln" run "$d/tiny.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3" --max-tokens 4 --print-ids --device host)
   "${rr[@]}" --no-db > "$d/ids0" 2> /dev/null
