@@ -335,6 +335,14 @@ static uint64_t mix64(uint64_t z)
 
 /* Speculative decoding: the drafts a decoding request r verifies this step (into r->draft, r->n_draft),
  * within the step's room for tokens and logit rows, its max_tokens, its context and the KV pool. */
+/* The sampling row (T, top_k, top_p, seed) that draws request r's token generated + j: a fresh seed per
+ * request and token, exact in f32 (< 2^24). The target's rows and the draft model's use the same. */
+static void row_sampling(const Req *r, int j, float sp[4])
+{
+    sp[0] = r->s.temperature, sp[1] = (float)r->s.top_k, sp[2] = r->s.top_p;
+    sp[3] = (float)(mix64(r->s.seed ^ mix64((uint64_t)(r->generated + j))) & 0xffffff);
+}
+
 /* The most drafts request r may verify now, from k: at most k + 1 new tokens come out of a verify, so
  * within its max_tokens, and its positions stay below the context and the pool. */
 static int spec_cap(const KilnEngine *e, const Req *r, int k)
@@ -427,10 +435,7 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
         for (int j = 0; j <= r->n_draft; j++, R++) {
             in->logit_rows[R] = t - 1 - r->n_draft + j;
             in->row_req[R] = in->item_req[k];
-            float *sp = in->sampling + 4 * R;
-            sp[0] = r->s.temperature, sp[1] = (float)r->s.top_k, sp[2] = r->s.top_p;
-            /* a fresh seed per request and token, exact in f32 (< 2^24) */
-            sp[3] = (float)(mix64(r->s.seed ^ mix64((uint64_t)(r->generated + j))) & 0xffffff);
+            row_sampling(r, j, in->sampling + 4 * R);
         }
     }
     *n_rows = R;
@@ -694,8 +699,12 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
 
 /* The draft model's proposals (KILN_SPEC_DRAFT): for every request about to decode, the draft engine
  * cuts its sequence back to the request's computed tokens (past them it held guesses), catches up with
- * the request's tokens and decodes up to k tokens greedily into r->draft (r->n_pre), the requests batched
- * in each round. A request that does not fit a round (the draft's step room, its KV pool) or whose draft
+ * the request's tokens and decodes up to k tokens into r->draft (r->n_pre), the requests batched in each
+ * round. Draft j is drawn as the target draws the request's token generated + j: with the request's
+ * sampling and the same seed, so the same Gumbel noise (the sample family's draws depend on the seed and
+ * the token id only). Greedy requests get greedy drafts; sampled ones get drafts coupled to the target's
+ * own draw, which the target keeps whenever the two distributions agree on the noisy argmax
+ * (docs/RUNTIME.md, "Speculative decoding"). A request that does not fit a round (the draft's step room, its KV pool) or whose draft
  * returns an id outside the vocabulary proposes what it has so far: a plain decode at worst. */
 static KilnStatus draft_propose(KilnEngine *e)
 {
@@ -741,8 +750,7 @@ static KilnStatus draft_propose(KilnEngine *e)
                 continue;
             }
             in->logit_rows[R] = T - 1, in->row_req[R] = c;
-            memset(in->sampling + 4 * R, 0, 16); /* greedy */
-            in->sampling[4 * R + 2] = 1.0f;
+            row_sampling(r, got[c], in->sampling + 4 * R); /* the target's draw, coupled */
             R++;
         }
         if (!B) break;

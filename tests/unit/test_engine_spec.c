@@ -186,11 +186,21 @@ static void test_draft(const char *src, const char *kiln, int32_t prompts[][64],
                  (long long)o[i].rs.spec_accepted, (long long)o[i].rs.spec_proposed);
         count(&o[i]);
     }
-    /* a 1-layer draft: alone (greedy and sampled), then a mixed batch under KV pressure */
-    snprintf(draft_path, sizeof draft_path, "%s", one);
+    /* sampled, the target as its own draft: drafts are drawn with the target's seeds (the same noise), so
+     * every draft is kept here too (greedy drafts would keep only the target's argmax draws) */
     KilnSampling hot = *plain, hot_draft;
     hot.temperature = 0.8f, hot.top_k = 40, hot.seed = 99;
     hot_draft = hot, hot_draft.spec = KILN_SPEC_DRAFT, hot_draft.spec_k = 6;
+    for (int i = 0; i < NP; i += 3) {
+        Out a, b;
+        run_alone(prompts[i], lens[i], &hot, &a);
+        run_alone(prompts[i], lens[i], &hot_draft, &b);
+        KT_CHECK(same(&a, &b) && b.rs.spec_proposed > 0 && b.rs.spec_accepted == b.rs.spec_proposed,
+                 "sampled self-draft, prompt %d: %lld of %lld kept", i, (long long)b.rs.spec_accepted,
+                 (long long)b.rs.spec_proposed);
+    }
+    /* a 1-layer draft: alone (greedy and sampled), then a mixed batch under KV pressure */
+    snprintf(draft_path, sizeof draft_path, "%s", one);
     for (int i = 0; i < NP; i += 2) {
         Out a, b;
         run_alone(prompts[i], lens[i], &draft, &o[i]);
