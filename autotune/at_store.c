@@ -13,7 +13,7 @@
 #include "cg_target.h"
 #include "rt_file.h"    /* rt_file_errf */
 #include "rt_package.h" /* rt_pkg_binary_hash */
-#include "rt_plan.h" /* rt_plan_config_i */
+#include "rt_plan.h"    /* rt_plan_config_i */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -345,8 +345,8 @@ static KilnStatus at_binary_write(RtTdb *db, const AtBinary *b, int replace, int
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "%s: device %s is not registered", rt_tdb_path(db),
                             b->device);
     char hash[RT_TDB_FP_LEN], now[32];
-    rt_pkg_binary_hash(b->data, b->size, b->target, b->config, b->grid, b->format, b->entry, b->block, b->smem,
-                       hash);
+    rt_pkg_binary_hash(b->data, b->size, b->target, b->config, b->grid, b->format, b->entry, b->block,
+                       b->smem, hash);
     rt_tdb_now(now);
     if ((s = at_prepare(
              db, &st,

@@ -441,11 +441,22 @@ int cli_run(int argc, char **argv)
                 (long long)st.preemptions, (long long)st.recomputed_tokens);
         if (st.spec_verifies)
             fprintf(stderr,
-                    "kiln: speculation: %lld verify steps, %lld of %lld draft tokens accepted (%.1f%%), "
+                    "kiln: speculation: %lld verifies, %lld of %lld draft tokens accepted (%.1f%%), "
                     "%.2f tokens per verify\n",
                     (long long)st.spec_verifies, (long long)st.spec_accepted, (long long)st.spec_proposed,
                     100.0 * (double)st.spec_accepted / (double)(st.spec_proposed ? st.spec_proposed : 1),
                     (double)(st.spec_accepted + st.spec_verifies) / (double)st.spec_verifies);
+        char draft[64] = "";
+        if (st.draft_seconds > 0)
+            snprintf(draft, sizeof draft, ", draft model %.3f ms per step",
+                     1e3 * st.draft_seconds / (double)(st.steps ? st.steps : 1));
+        if (st.decode_steps || st.verify_steps)
+            fprintf(stderr,
+                    "kiln: step times: %lld decode steps %.3f ms each, %lld verify steps %.3f ms each%s\n",
+                    (long long)st.decode_steps,
+                    st.decode_steps ? 1e3 * st.decode_seconds / (double)st.decode_steps : 0,
+                    (long long)st.verify_steps,
+                    st.verify_steps ? 1e3 * st.verify_seconds / (double)st.verify_steps : 0, draft);
         double decode = t_end - r[0].t_first;
         fprintf(stderr,
                 "kiln: %s; open %.2f s, %d prompt tokens, first token after %.3f s, %d tokens in %.2f s "

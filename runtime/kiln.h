@@ -240,6 +240,11 @@ typedef struct KilnEngineStats {
     /* speculative decoding: verify steps of a request's drafts, draft tokens proposed and kept (the
      * mean tokens per verify is (spec_accepted + spec_verifies) / spec_verifies) */
     int64_t spec_verifies, spec_proposed, spec_accepted;
+    /* step wall times by kind: steps where every sequence decodes one token (no drafts, no prefill);
+     * steps where some sequence verifies drafts and none prefills (verify cost = verify_seconds /
+     * verify_steps against decode_seconds / decode_steps); the draft model's proposals before steps */
+    int64_t decode_steps, verify_steps;
+    double decode_seconds, verify_seconds, draft_seconds;
 } KilnEngineStats;
 /* Writes min(size, sizeof(KilnEngineStats)) bytes of the stats to st (pass sizeof *st: a caller built
  * against an older, shorter struct gets its fields). */

@@ -704,8 +704,9 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
  * sampling and the same seed, so the same Gumbel noise (the sample family's draws depend on the seed and
  * the token id only). Greedy requests get greedy drafts; sampled ones get drafts coupled to the target's
  * own draw, which the target keeps whenever the two distributions agree on the noisy argmax
- * (docs/RUNTIME.md, "Speculative decoding"). A request that does not fit a round (the draft's step room, its KV pool) or whose draft
- * returns an id outside the vocabulary proposes what it has so far: a plain decode at worst. */
+ * (docs/RUNTIME.md, "Speculative decoding"). A request that does not fit a round (the draft's step room, its
+ * KV pool) or whose draft returns an id outside the vocabulary proposes what it has so far: a plain decode at
+ * worst. */
 static KilnStatus draft_propose(KilnEngine *e)
 {
     KilnEngine *d = e->draft;
@@ -785,8 +786,18 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
     StepIn *in = &e->in;
     reap(e); /* requests aborted since the last step */
     if ((s = draft_propose(e)) != KILN_OK) return fail_all(e, s);
+    double t_draft = rt_now_s();
+    e->stats.draft_seconds += e->draft ? t_draft - t0 : 0;
     int R = 0, B = schedule(e, &R, &s);
     if (s != KILN_OK) return fail_all(e, s);
+    int kind = B > 0 ? 1 : 0; /* 1: every sequence decodes one token, 2: some verify and none prefills */
+    for (int k = 0; k < B && kind; k++) {
+        const Req *r = &e->reqs[in->item_req[k]];
+        if (in->items[k].n_new != 1 + r->n_draft || r->n_done + 1 != r->n_tokens)
+            kind = 0;
+        else if (r->n_draft)
+            kind = 2;
+    }
     if (!B && e->n_reqs && !e->n_cache) {
         /* nothing runs, nothing is cached, and the first waiting request still does not fit: it never will
          * (submit refuses prompts larger than the pool, so this is a backstop) */
@@ -848,6 +859,9 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         if (out != next) free(out);
         if (s != KILN_OK) return fail_all(e, s);
         e->stats.steps++;
+        double dt = rt_now_s() - t_draft;
+        if (kind == 1) e->stats.decode_steps++, e->stats.decode_seconds += dt;
+        if (kind == 2) e->stats.verify_steps++, e->stats.verify_seconds += dt;
     }
     reap(e);
     e->stats.step_seconds += rt_now_s() - t0;

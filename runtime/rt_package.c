@@ -156,8 +156,8 @@ static const char *const rt_ins_sql[RT_INS_COUNT] = {
 };
 
 struct RtPkgWriter {
-    char *path;     /* the final path */
-    RtFileOut out;  /* the temporary file beside it (rt_file.h): checks, O_EXCL, fsync, rename */
+    char *path;    /* the final path */
+    RtFileOut out; /* the temporary file beside it (rt_file.h): checks, O_EXCL, fsync, rename */
     sqlite3 *db;
     sqlite3_stmt *ins[RT_INS_COUNT]; /* prepared INSERTs, one per table */
     char graph_hash[17];             /* bound to ins_graph until it steps */

@@ -189,13 +189,14 @@ static void check_identity(Loader *L, const RtPlanKernel *k, const char *text)
         if (!ok) break;
         mangled[at++] = '_';
         for (const char *c = eq + 1; c < v + 1 + len; c++)
-            mangled[at++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')
-                                ? *c : '_';
+            mangled[at++] =
+                (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ? *c : '_';
     }
     mangled[at] = 0;
     if (!ok || strncmp(k->name, k->family, fl) || strcmp(k->name + fl, mangled))
-        fail(L, KILN_ERR_CORRUPT, "kernel %s: its family '%s' and spec '%s' are not what its kernel IR was built from",
-             k->name, k->family, k->spec);
+        fail(L, KILN_ERR_CORRUPT,
+             "kernel %s: its family '%s' and spec '%s' are not what its kernel IR was built from", k->name,
+             k->family, k->spec);
 }
 
 static void parse_ir_params(Loader *L, RtPlanKernel *k, const char *text)
@@ -369,7 +370,9 @@ static void load_kernels(Loader *L)
         rt_pkg_binary_hash(data, size, p->target, f[0], f[1], f[2], f[3], sqlite3_column_int(st, 5),
                            sqlite3_column_int(st, 6), want);
         if (!data || !size || !hash || RT_HASH_DIFFERS(strcmp(hash, want))) {
-            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary damaged (hash %s, stored %s; it covers the code, its config, grid and launch fields)",
+            fail(L, KILN_ERR_CORRUPT,
+                 "kernel %s: %s binary damaged (hash %s, stored %s; it covers the code, its config, grid and "
+                 "launch fields)",
                  k->name, p->target, want, hash ? hash : "none");
             break;
         }

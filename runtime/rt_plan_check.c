@@ -167,7 +167,8 @@ static void rule_matmul(const RtPlanKernel *k, const char *cfg, Rule *r)
     static const struct {
         const char *fmt;
         int64_t bytes, per;
-    } blocks[] = {{"q4_0", 18, 32}, {"q4_1", 20, 32}, {"q8_0", 34, 32}, {"q4_k", 144, 256}, {"q6_k", 210, 256}};
+    } blocks[] = {
+        {"q4_0", 18, 32}, {"q4_1", 20, 32}, {"q8_0", 34, 32}, {"q4_k", 144, 256}, {"q6_k", 210, 256}};
     for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) /* GGUF blocks: rows of K/per blocks */
         if (!strcmp(f, blocks[b].fmt)) wb = N * (K / blocks[b].per) * blocks[b].bytes;
     if (!strcmp(f, "fp8")) {
@@ -502,7 +503,8 @@ static int quant_fits(const RtPlanKernel *k, const char *dt)
     long g = w4 || f8 ? strtol(dt + 3, &end, 10) : 0;
     if (!g || spec_i(k, &r, "group", 128) != g) return 0;
     if (f8) return !*end && !strcmp(fmt, "fp8");
-    return !strcmp(fmt, "w4a16") && (!*end || !strcmp(end, "z")) && spec_i(k, &r, "zeros", 0) == (*end == 'z');
+    return !strcmp(fmt, "w4a16") && (!*end || !strcmp(end, "z")) &&
+           spec_i(k, &r, "zeros", 0) == (*end == 'z');
 }
 
 /* The runtime value an i32 param must be bound to (rt:NAME), or -1 when it takes a step symbol (sym:T ...,
@@ -537,8 +539,9 @@ static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLau
             return;
         }
         if (!plain_dtype(w->dtype) && (r->plane[i] <= 0 || !quant_fits(k, w->dtype))) {
-            bad(c, step, k, "param %s is ptr<%s>, weight %s is %s: not the quantized format this kernel reads",
-                pn, pd, w->name, w->dtype);
+            bad(c, step, k,
+                "param %s is ptr<%s>, weight %s is %s: not the quantized format this kernel reads", pn, pd,
+                w->name, w->dtype);
             return;
         }
         if (r->is_plane[i] && !a->offset) return;

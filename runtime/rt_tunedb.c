@@ -790,8 +790,9 @@ KilnStatus rt_tdb_binary_get(RtTdb *t, const char *device, const char *ir_hash, 
                            hash);
         if (!data || !rt_col_cut(st, 7, stored, sizeof stored) || RT_HASH_DIFFERS(strcmp(hash, stored))) {
             if (sqlite3_column_type(st, 7) != SQLITE_TEXT) snprintf(stored, sizeof stored, "none");
-            snprintf(what, sizeof what, "binary damaged (hash %s, stored %s; it covers the code and its launch fields)",
-                     hash, stored);
+            snprintf(what, sizeof what,
+                     "binary damaged (hash %s, stored %s; it covers the code and its launch fields)", hash,
+                     stored);
             why = what;
         } else if (!(b->data = malloc(b->size))) {
             sqlite3_reset(st);

@@ -196,8 +196,9 @@ enum { RT_TDB_MAX_BINARY = 256 << 20 }; /* bytes of one binary */
 /* Reads the binary for (device, ir_hash, config, target) into *b (*found 0 when there is none; then b
  * holds nothing to free). Every field is checked: text fields text and short enough, block and smem in
  * range, data a non-empty blob of at most RT_TDB_MAX_BINARY bytes whose hash with the row's launch fields
- * (rt_tdb_binary_hash) equals the stored one. A row failing a check is KILN_ERR_CORRUPT with one line naming the store, the ir_hash and the
- * config ("... binary damaged (hash 0123..., stored 4567...)"); SQLite failures as rt_tdb_lookup's. */
+ * (rt_tdb_binary_hash) equals the stored one. A row failing a check is KILN_ERR_CORRUPT with one line naming
+ * the store, the ir_hash and the config ("... binary damaged (hash 0123..., stored 4567...)"); SQLite
+ * failures as rt_tdb_lookup's. */
 KilnStatus rt_tdb_binary_get(RtTdb *db, const char *device, const char *ir_hash, const char *config,
                              const char *target, RtTdbBinary *b, int *found, char *err, int errlen);
 void rt_tdb_binary_free(RtTdbBinary *b); /* frees b->data; NULL is fine */

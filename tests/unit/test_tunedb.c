@@ -842,7 +842,8 @@ static void test_migrate_v1(void)
     db = open_w(path);
     rt_tdb_close(db);
     KT_CHECK(raw_int(path, "PRAGMA user_version") == RT_TDB_SCHEMA_VERSION &&
-                 raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") == RT_TDB_SCHEMA_VERSION,
+                 raw_int(path, "SELECT value FROM meta WHERE key = 'schema_version'") ==
+                     RT_TDB_SCHEMA_VERSION,
              "v1 upgraded to the current schema");
     KT_CHECK(raw_int(path, "SELECT count(*) FROM pragma_table_info('binaries')") == 15 &&
                  raw_int(path, "SELECT count(*) FROM results WHERE config = 'A'") == 1,
@@ -864,14 +865,15 @@ static void test_migrate_v1(void)
     raw(kf_at("v2-bins.db"), "");
     db = open_w(kf_at("v2-bins.db"));
     rt_tdb_close(db);
-    snprintf(sql, sizeof sql,
-             "INSERT INTO devices VALUES ('%s', 'NVIDIA H200', 'sm_90a', 132, 150754820096, '580.159', '13.0',"
-             " 'x'); INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us,"
-             " samples, kiln_version, tuned_at) VALUES ('%s', 'k', 'h1', 'T=1', 'A', 2, 1, 3, 20, '0.1.0', 'x');"
-             " INSERT INTO binaries VALUES ('%s', 'h1', 'A', 'sm_90a', 'cubin', 'k', 'x:ptr<f32>', '1 1 1', 32, 0,"
-             " x'00', 'cb', NULL, '0.1.0', 'x'); PRAGMA user_version=2;"
-             " UPDATE meta SET value = '2' WHERE key = 'schema_version'",
-             fp, fp, fp);
+    snprintf(
+        sql, sizeof sql,
+        "INSERT INTO devices VALUES ('%s', 'NVIDIA H200', 'sm_90a', 132, 150754820096, '580.159', '13.0',"
+        " 'x'); INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us,"
+        " samples, kiln_version, tuned_at) VALUES ('%s', 'k', 'h1', 'T=1', 'A', 2, 1, 3, 20, '0.1.0', 'x');"
+        " INSERT INTO binaries VALUES ('%s', 'h1', 'A', 'sm_90a', 'cubin', 'k', 'x:ptr<f32>', '1 1 1', 32, 0,"
+        " x'00', 'cb', NULL, '0.1.0', 'x'); PRAGMA user_version=2;"
+        " UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+        fp, fp, fp);
     raw(kf_at("v2-bins.db"), sql);
     db = open_w(kf_at("v2-bins.db"));
     rt_tdb_close(db);
@@ -935,7 +937,8 @@ static void test_binaries(void)
     static const char *const damage[][2] = {
         {"UPDATE binaries SET data = CAST(x'00' || substr(data, 2) AS BLOB)", "binary damaged (hash"},
         {"UPDATE binaries SET hash = 'nothex'", "binary damaged"},
-        {"UPDATE binaries SET grid = '9 9 9'", "binary damaged (hash"}, /* the hash covers the launch fields */
+        {"UPDATE binaries SET grid = '9 9 9'",
+         "binary damaged (hash"}, /* the hash covers the launch fields */
         {"UPDATE binaries SET block = block + 1", "binary damaged (hash"},
         {"UPDATE binaries SET entry = 'other'", "binary damaged (hash"},
         {"UPDATE binaries SET hash = 123", "binary damaged"},
