@@ -31,9 +31,11 @@ int rt_spec_ngram(const int32_t *t, int n, int k, int32_t *out)
         /* the latest earlier occurrence t[i..i+g) with at least one token after it (i + g < n) */
         for (int i = n - g - 1; i >= 0; i--) {
             if (t[i] != suffix[0] || memcmp(t + i, suffix, (size_t)g * sizeof *t)) continue;
-            int m = n - (i + g) < k ? n - (i + g) : k;
-            memcpy(out, t + i + g, (size_t)m * sizeof *t);
-            return m;
+            /* what followed, copied with overlap: past t's end the copy reads its own output, so a
+             * sequence repeating with period p = n - (i + g) proposes k tokens, not p */
+            for (int j = 0; j < k; j++)
+                out[j] = i + g + j < n ? t[i + g + j] : out[i + g + j - n];
+            return k;
         }
     }
     return 0;

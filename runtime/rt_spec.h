@@ -35,8 +35,10 @@ void rt_spec_init(RtSpecState *s, int k_max);
 int rt_spec_budget(RtSpecState *s);
 
 /* Prompt lookup: the longest suffix of t[0..n) of length RT_SPEC_NGRAM_MAX down to 1 that occurs earlier
- * in t (the latest such occurrence) proposes the tokens that followed it: at most k of them, written to
- * out. Returns how many (0: no suffix recurs, or k <= 0). */
+ * in t (the latest such occurrence) proposes the k tokens that followed it, written to out; where they run
+ * past t's end the copy continues from its own output (a sequence that repeats with period p proposes
+ * the repetition, k tokens, not only the p that follow the match). Returns k (0: no suffix recurs, or
+ * k <= 0). */
 int rt_spec_ngram(const int32_t *t, int n, int k, int32_t *out);
 
 /* The acceptance rule of a chain verify: target[j] is the target model's token after the request's

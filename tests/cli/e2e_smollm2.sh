@@ -56,7 +56,7 @@ sp=(--special --prompt $'<|im_start|>user\nName three colors.<|im_end|>\n<|im_st
 spec_run() { "$kiln" run "$d/smol.kiln" --weights "$model" --device host --max-tokens 16 --print-ids "${sp[@]}" "$@"; }
 spec_run > "$d/plain.ids" 2> "$d/err"; rc0=$?
 spec_run --spec ngram --spec-k 5 -v > "$d/spec.ids" 2> "$d/spec.err"; rc1=$?
-acc=$(sed -n 's/.*speculation: [0-9]* verify steps, \([0-9]*\) of .*/\1/p' "$d/spec.err")
+acc=$(sed -n 's/.*speculation: [0-9]* verifies, \([0-9]*\) of .*/\1/p' "$d/spec.err")
 if [ $rc0 = 0 ] && [ $rc1 = 0 ] && [ -s "$d/plain.ids" ] && cmp -s "$d/plain.ids" "$d/spec.ids" && [ "${acc:-0}" -gt 0 ]; then
   echo "ok   --spec ngram: the same greedy ids, $acc draft tokens accepted"
 else echo "FAIL --spec ngram (rc $rc0 $rc1, accepted '${acc:-}'): $(cat "$d/err" "$d/spec.err")"; diff "$d/plain.ids" "$d/spec.ids"; fail=1; fi

@@ -123,9 +123,12 @@ static void test_proposer(void)
 {
     int32_t out[8];
     const int32_t t[] = {5, 6, 7, 8, 1, 6, 7, 9, 2, 6, 7};
-    /* suffix 6 7 recurs at 5 (latest, before the end) and 1: what followed the latest, 9 2 6 7 */
+    /* suffix 6 7 recurs at 5 (latest, before the end) and 1: what followed the latest, 9 2 6 7, then the
+     * copy continues from its own output (the period 9 2 6 7 repeats) */
     int n = rt_spec_ngram(t, 11, 8, out);
-    KT_CHECK(n == 4 && out[0] == 9 && out[1] == 2 && out[2] == 6 && out[3] == 7, "ngram: %d, %d", n, out[0]);
+    const int32_t want[8] = {9, 2, 6, 7, 9, 2, 6, 7};
+    KT_CHECK(n == 8 && !memcmp(out, want, sizeof want), "ngram: %d, %d %d %d %d %d", n, out[0], out[1],
+             out[2], out[3], out[4]);
     KT_CHECK(rt_spec_ngram(t, 11, 2, out) == 2 && out[1] == 2, "ngram k cap");
     const int32_t u[] = {1, 2, 3, 4, 9, 3, 4, 5, 1, 2, 3, 4};
     /* the 4-gram 1 2 3 4 beats the later 2-gram 3 4: 9 follows it */
@@ -133,7 +136,12 @@ static void test_proposer(void)
     const int32_t v[] = {1, 2, 3};
     KT_CHECK(rt_spec_ngram(v, 3, 4, out) == 0 && rt_spec_ngram(v, 1, 4, out) == 0, "ngram: no recurrence");
     const int32_t w[] = {4, 4, 4};
-    KT_CHECK(rt_spec_ngram(w, 3, 4, out) == 1 && out[0] == 4, "ngram: overlapping");
+    KT_CHECK(rt_spec_ngram(w, 3, 4, out) == 4 && out[0] == 4 && out[3] == 4,
+             "ngram: a repeated token, k of it");
+    const int32_t x[] = {8, 1, 2, 3, 1, 2};
+    n = rt_spec_ngram(x, 6, 5, out);
+    KT_CHECK(n == 5 && out[0] == 3 && out[1] == 1 && out[2] == 2 && out[3] == 3 && out[4] == 1,
+             "ngram: period 3 continued: %d, %d %d %d %d %d", n, out[0], out[1], out[2], out[3], out[4]);
     const int32_t d[] = {1, 2, 3}, g[] = {1, 2, 5, 7};
     KT_CHECK(rt_spec_accept(d, g, 3) == 2 && rt_spec_accept(d, g + 1, 3) == 0 && rt_spec_accept(d, d, 3) == 3,
              "accept");
