@@ -129,11 +129,12 @@ KilnStatus at_result_check(const AtResult *r, char *err, int errlen)
                             name);
     if (rt_tdb_bucket_parse(r->bucket, &b, why, sizeof why))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: %s", name, why);
-    if (!(isfinite(r->median_us) && isfinite(r->p20_us) && isfinite(r->p80_us) && r->p20_us > 0 &&
+    if (!(isfinite(r->median_us) && isfinite(r->p20_us) && isfinite(r->p80_us) && r->p20_us >= 1e-3 &&
           r->p20_us <= r->median_us && r->median_us <= r->p80_us))
-        return rt_file_errf(err, errlen, KILN_ERR_ARG,
-                            "result %.80s: times must be finite with 0 < p20 <= median <= p80 (%g, %g, %g)",
-                            name, r->p20_us, r->median_us, r->p80_us);
+        return rt_file_errf(
+            err, errlen, KILN_ERR_ARG,
+            "result %.80s: times must be finite with 0.001 <= p20 <= median <= p80 (%g, %g, %g)", name,
+            r->p20_us, r->median_us, r->p80_us);
     if (r->samples < 1 || r->candidates < 0 || r->invalid < 0 || r->invalid > r->candidates ||
         !(r->default_us <= 0 || isfinite(r->default_us)))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "result %.80s: bad samples, counts or default time",

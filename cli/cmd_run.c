@@ -132,7 +132,7 @@ static int parse_ids(const char *s, int32_t **ids, int *n)
         cli_error("out of memory");
         return 1;
     }
-    while (*s == ' ' || *s == ',')
+    while (*s == ' ')
         s++;
     while (*s) {
         char one[24];
@@ -150,9 +150,17 @@ static int parse_ids(const char *s, int32_t **ids, int *n)
             *ids = t;
         }
         (*ids)[(*n)++] = (int32_t)v;
-        s += len;
-        while (*s == ' ' || *s == ',')
+        s += len; /* the separator: spaces, at most one comma among them, and an id after it */
+        while (*s == ' ')
             s++;
+        if (*s == ',') {
+            for (s++; *s == ' ';)
+                s++;
+            if (!*s || *s == ',')
+                return cli_num_error("run", "--prompt-ids",
+                                     "token ids in 0..2147483647 separated by spaces or commas",
+                                     *s ? ",," : "a trailing comma");
+        }
     }
     if (!*n) return cli_num_error("run", "--prompt-ids", "at least one token id", "");
     return 0;

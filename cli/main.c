@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "cli_num.h"
+#include "rt_file.h" /* rt_file_out_on_signals */
 #include "ir/base.h"
 
 static const char usage[] =
@@ -189,6 +190,7 @@ int cli_parse(int argc, char **argv, CliArgs *a, const char *cmd)
 
 int main(int argc, char **argv)
 {
+    rt_file_out_on_signals(); /* an interrupted compile leaves no temporary */
     if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

@@ -1143,9 +1143,13 @@ KilnStatus rt_engine_probe(KilnEngine *e, const int32_t *tokens, int n, int rows
 static KilnStatus no_tokenizer(KilnEngine *e)
 {
     if (e->tok_why[0])
-        return rt_engine_fail(e, KILN_ERR_CORRUPT, "the weights file's tokenizer is broken: %s", e->tok_why);
+        return rt_engine_fail(e, KILN_ERR_CORRUPT, "%s: the weights file's tokenizer is broken: %s",
+                              e->tok_src, e->tok_why);
+    if (!e->tok_src[0])
+        return rt_engine_fail(e, KILN_ERR_UNSUPPORTED,
+                              "no tokenizer: random weights carry none (give token ids)");
     return rt_engine_fail(e, KILN_ERR_UNSUPPORTED,
-                          "no tokenizer: the weights file carries none (give token ids)");
+                          "%s: no tokenizer: the weights file carries none (give token ids)", e->tok_src);
 }
 
 KilnStatus kiln_engine_tokenize(KilnEngine *e, const char *text, int32_t *ids, int cap, int *n)

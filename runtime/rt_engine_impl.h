@@ -102,6 +102,7 @@ struct KilnEngine {
     char err[512];
     KilnEngine *draft; /* the draft model's engine (KilnEngineOptions.draft_package), or NULL */
     char tok_why[400]; /* why the weights file's tokenizer could not be built ("" when it has none) */
+    char tok_src[256]; /* the weights file's path, for the tokenizer's messages ("" for random weights) */
 };
 
 /* One line into e->err (the engine's last failure); returns s. */

@@ -246,6 +246,7 @@ static KilnStatus load_weights(KilnEngine *e, KilnPackage *pkg, const char *pack
             s = rt_exec_put(e->x, e->weights[i], stage, n, e->err, sizeof e->err);
         total += (int64_t)n;
     }
+    if (path) snprintf(e->tok_src, sizeof e->tok_src, "%s", path);
     if (s == KILN_OK && w && rt_w_gguf(w)) {
         /* a file with no tokenizer is fine (token ids still work); a broken one is said at every use */
         if (rt_tok_create_gguf(rt_w_gguf(w), &e->tok, e->tok_why, sizeof e->tok_why) != KILN_OK) {
@@ -455,6 +456,23 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
         if (s == KILN_OK) s = config_int(e, pkg, "n_heads", 1, 1, 1024, &heads);
         if (s == KILN_OK) s = config_int(e, pkg, "n_kv_heads", 1, 1, 1024, &kv_heads);
         e->vocab = (int32_t)vocab, e->heads = (int)heads, e->kv_heads = (int)kv_heads;
+        /* the config's head counts and page size are what the attention kernels were compiled for (the
+         * engine pages the cache, and a GGUF file's Q/K rows are reordered, by the config's) */
+        int64_t ps = 16;
+        if (s == KILN_OK) s = config_int(e, pkg, "page_size", 16, 1, 1024, &ps);
+        for (int i = 0; s == KILN_OK && i < p->n_kernels; i++) {
+            const RtPlanKernel *k = &p->kernels[i];
+            if (strcmp(k->family, "attention") && strcmp(k->family, "kv_write")) continue;
+            const char *key[] = {"H", "Hkv", "page_size"}, *cfg[] = {"n_heads", "n_kv_heads", "page_size"};
+            const int64_t have[] = {heads, kv_heads, ps};
+            for (int j = 0; j < 3 && s == KILN_OK; j++) {
+                int64_t v = rt_plan_config_i(k->spec, key[j], -1);
+                if (v >= 0 && v != have[j])
+                    s = rt_engine_fail(e, KILN_ERR_CORRUPT,
+                                       "%s: config %s is %lld, but kernel %s has %s=%lld", package, cfg[j],
+                                       (long long)have[j], k->name, key[j], (long long)v);
+            }
+        }
         e->buf_next_tokens = rt_plan_output(p, "next_tokens");
         int lg = rt_plan_output(p, "logits");
         const RtPlanBuf *nt = e->buf_next_tokens >= 0 ? &p->bufs[e->buf_next_tokens] : NULL;
@@ -519,8 +537,13 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
          !(e->prof_n = calloc((size_t)e->plan->n_kernels, sizeof *e->prof_n))))
         s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
     kiln_package_close(pkg);
-    if (s != KILN_OK) {
-        rt_file_errf(err, errlen, s, "%s", e->err);
+    if (s != KILN_OK) { /* every line names its file: the package's own lines get its path */
+        size_t pl = strlen(package), wl = weights ? strlen(weights) : 0;
+        int named = (!strncmp(e->err, package, pl) && e->err[pl] == ':') ||
+                    (weights && !strncmp(e->err, weights, wl) && e->err[wl] == ':') ||
+                    !strncmp(e->err, "draft model", 11) || !strncmp(e->err, "options.", 8) ||
+                    !strncmp(e->err, "kiln_engine_open", 16);
+        rt_file_errf(err, errlen, s, named ? "%s%s" : "%s: %s", named ? "" : package, e->err);
         kiln_engine_close(e);
         return s;
     }

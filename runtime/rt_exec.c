@@ -10,6 +10,7 @@
 #include "rt_exec.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -269,8 +270,31 @@ size_t rt_exec_mem_total(const RtExec *x)
 
 /* ---- kernels ---- */
 
+/* 1 when data[0..n) is an ELF64 shared object whose header tables and loadable segments lie inside it:
+ * dlopen maps what the headers say, and a truncated file would fault (SIGBUS) on first touch. */
+static int elf_whole(const unsigned char *d, size_t n)
+{
+    Elf64_Ehdr h;
+    if (n < sizeof h || memcmp(d, ELFMAG, SELFMAG) || d[EI_CLASS] != ELFCLASS64) return 0;
+    memcpy(&h, d, sizeof h);
+    if (h.e_type != ET_DYN || h.e_phentsize != sizeof(Elf64_Phdr) || h.e_phoff > n ||
+        (uint64_t)h.e_phnum * sizeof(Elf64_Phdr) > n - h.e_phoff ||
+        (h.e_shnum && (h.e_shoff > n || (uint64_t)h.e_shnum * h.e_shentsize > n - h.e_shoff)))
+        return 0;
+    for (int i = 0; i < h.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, d + h.e_phoff + (size_t)i * sizeof ph, sizeof ph);
+        if (ph.p_type == PT_LOAD && (ph.p_offset > n || ph.p_filesz > n - ph.p_offset)) return 0;
+    }
+    return 1;
+}
+
 static KilnStatus host_load(const RtPlanBinary *pk, RtExecKernel *k, char *err, int errlen)
 {
+    if (!elf_whole(pk->data, pk->size))
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
+                            "kernel %s: host code is not a whole ELF64 shared object (%zu bytes)", k->name,
+                            pk->size);
     int fd = -1;
 #ifdef MFD_CLOEXEC
     fd = memfd_create(k->name, MFD_CLOEXEC);
@@ -305,9 +329,14 @@ static KilnStatus host_load(const RtPlanBinary *pk, RtExecKernel *k, char *err, 
     char range[300];
     snprintf(range, sizeof range, "%s_range", pk->entry);
     *(void **)&k->range = dlsym(k->so, range);
-    if (!k->entry)
-        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "kernel %s: host code has no symbol %s", k->name,
-                            pk->entry);
+    /* dlsym also searches the object's dependencies (libc): a symbol must be the kernel code's own */
+    Dl_info in_entry, in_range;
+    if (!k->entry || !dladdr(*(void **)&k->entry, &in_entry) || !in_entry.dli_fname ||
+        strcmp(in_entry.dli_fname, path) ||
+        (k->range && (!dladdr(*(void **)&k->range, &in_range) || !in_range.dli_fname ||
+                      strcmp(in_range.dli_fname, path))))
+        return rt_file_errf(err, errlen, KILN_ERR_CORRUPT, "kernel %s: host code has no symbol %s of its own",
+                            k->name, pk->entry);
     return KILN_OK;
 }
 

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,11 +132,61 @@ KilnStatus rt_file_out_check(const char *path, int flags, const char *kind, char
     return KILN_OK;
 }
 
+/* The temporaries in flight, and their SQLite journals, for the signal handler (rt_file_out_on_signals):
+ * a slot is filled after both paths are whole and emptied before they are freed. */
+enum { LIVE_MAX = 8 };
+static char *volatile live_tmp[LIVE_MAX], *volatile live_journal[LIVE_MAX];
+
+static void live_add(char *tmp, char *journal)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (!live_tmp[i]) {
+            live_journal[i] = journal, live_tmp[i] = tmp;
+            return;
+        }
+}
+
+static void live_drop(const char *tmp)
+{
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (tmp && live_tmp[i] == tmp) live_tmp[i] = NULL, live_journal[i] = NULL;
+}
+
+static void on_fatal_signal(int sig)
+{
+    for (int i = 0; i < LIVE_MAX; i++) {
+        char *t = live_tmp[i], *j = live_journal[i];
+        if (t) unlink(t);
+        if (j) unlink(j);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void rt_file_out_on_signals(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+    signal(SIGXFSZ, SIG_IGN); /* past a file-size limit a write fails (EFBIG), and the error path cleans up */
+}
+
 /* Removes the temporary (when there is one) and frees o's strings. */
 static void rt_file_out_release(RtFileOut *o)
 {
+    live_drop(o->tmp);
     if (o->fd >= 0) close(o->fd);
-    if (o->tmp) unlink(o->tmp);
+    if (o->tmp) {
+        unlink(o->tmp);
+        if (o->journal) unlink(o->journal);
+    }
+    free(o->journal);
+    o->journal = NULL;
     free(o->tmp);
     free(o->path);
     o->tmp = o->path = NULL;
@@ -191,6 +242,11 @@ KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *er
         return rt_file_errf(err, errlen, e == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO,
                             "%s: cannot create temporary file: %s", path, strerror(e));
     }
+    if ((o->journal = malloc(keep + sizeof ".tmp.XXXXXX-journal"))) {
+        memcpy(o->journal, o->tmp, keep + 11);
+        memcpy(o->journal + keep + 11, "-journal", sizeof "-journal");
+    }
+    live_add(o->tmp, o->journal);
     return KILN_OK;
 }
 

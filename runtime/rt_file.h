@@ -58,9 +58,10 @@ int rt_file_open_regular(const char *path, const char *kind, struct stat *st, ch
  * Errors are KILN_ERR_IO (KILN_ERR_NOMEM for memory), their message starting with path. */
 enum { RT_FILE_OUT_NEW = 1, RT_FILE_TMP_BASE_MAX = 255 - 11 - 8 };
 typedef struct RtFileOut {
-    char *path; /* malloc'd copy of the final path */
-    char *tmp;  /* malloc'd temporary's path; NULL once committed or aborted */
-    int fd;     /* open on tmp (read-write), or -1 */
+    char *path;    /* malloc'd copy of the final path */
+    char *tmp;     /* malloc'd temporary's path; NULL once committed or aborted */
+    char *journal; /* malloc'd: tmp + "-journal" (SQLite's side file), removed with it; may be NULL */
+    int fd;        /* open on tmp (read-write), or -1 */
     int flags;
 } RtFileOut;
 
@@ -74,6 +75,10 @@ KilnStatus rt_file_out_begin(RtFileOut *o, const char *path, int flags, char *er
 KilnStatus rt_file_out_commit(RtFileOut *o, char *err, int errlen);
 /* Closes and removes the temporary and releases o. NULL or a released o is fine. */
 void rt_file_out_abort(RtFileOut *o);
+/* For programs (the CLI calls it first): SIGINT, SIGTERM, SIGHUP and SIGQUIT remove the temporaries in
+ * flight (and their SQLite journals) before the process dies of the signal, and SIGXFSZ is ignored so
+ * that a write past a file-size limit fails and its error path removes the temporary. */
+void rt_file_out_on_signals(void);
 
 /* 1 when paths a and b name the same file: both exist with the same st_dev and st_ino (a hard link, a
  * symbolic link or another spelling of one path), or their parent directories resolve (realpath) to one

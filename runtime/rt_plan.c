@@ -369,7 +369,16 @@ static void load_kernels(Loader *L)
             f[c] = (const char *)sqlite3_column_text(st, 1 + c);
         rt_pkg_binary_hash(data, size, p->target, f[0], f[1], f[2], f[3], sqlite3_column_int(st, 5),
                            sqlite3_column_int(st, 6), want);
-        if (!data || !size || !hash || RT_HASH_DIFFERS(strcmp(hash, want))) {
+        if (!data || !size) {
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary is empty", k->name, p->target);
+            break;
+        }
+        if (!f[3] || strcmp(f[3], k->name)) { /* the code's symbol is the kernel's name (ir/kfam.c) */
+            fail(L, KILN_ERR_CORRUPT, "kernel %s: %s binary's entry %.80s is not the kernel's name", k->name,
+                 p->target, f[3] ? f[3] : "(none)");
+            break;
+        }
+        if (!hash || RT_HASH_DIFFERS(strcmp(hash, want))) {
             fail(L, KILN_ERR_CORRUPT,
                  "kernel %s: %s binary damaged (hash %s, stored %s; it covers the code, its config, grid and "
                  "launch fields)",

@@ -40,6 +40,8 @@ typedef struct Rule {
     int64_t plane[RT_PLAN_MAX_ARGS];          /* > 0: the bytes a quantized weight's param reads */
     unsigned char is_plane[RT_PLAN_MAX_ARGS]; /* scales, zeros: at an offset into w's tensor, or a tensor
                                                  of their own (then only the dtype is checked) */
+    int64_t at[RT_PLAN_MAX_ARGS];             /* a plane's offset in w's tensor (the planar layout:
+                                                 codes, then scales, then zeros) */
     int has_grid;
     RtGridAxis grid[3];
     int threads;      /* > 0: CUDA threads per block (WARPS * 32) */
@@ -181,8 +183,10 @@ static void rule_matmul(const RtPlanKernel *k, const char *cfg, Rule *r)
     for (int p = 0; wb && p < 2; p++) {
         int w = pidx(k, planes[p][0]), sc = pidx(k, planes[p][1]), z = pidx(k, planes[p][2]);
         if (w >= 0) r->plane[w] = wb;
-        if (w >= 0 && sc >= 0) r->shape[sc] = r->shape[w], r->plane[sc] = sb, r->is_plane[sc] = 1;
-        if (w >= 0 && z >= 0) r->shape[z] = r->shape[w], r->plane[z] = zb, r->is_plane[z] = 1;
+        if (w >= 0 && sc >= 0)
+            r->shape[sc] = r->shape[w], r->plane[sc] = sb, r->is_plane[sc] = 1, r->at[sc] = wb;
+        if (w >= 0 && z >= 0)
+            r->shape[z] = r->shape[w], r->plane[z] = zb, r->is_plane[z] = 1, r->at[z] = wb + sb;
     }
     int64_t BN = cfg_i(cfg, r, "BN"), ny = cdiv(N, BN);
     if (group) ny += cdiv(N2, BN) + (N3 ? cdiv(N3, BN) : 0);
@@ -563,7 +567,10 @@ static void check_arg(Check *c, int step, const RtPlanKernel *k, const RtPlanLau
                 return;
             }
         }
-        if (r->plane[i] > 0 && (a->offset > w->nbytes || r->plane[i] > w->nbytes - a->offset))
+        if (a->offset && (r->is_plane[i] ? a->offset != r->at[i] : r->plane[i] > 0))
+            bad(c, step, k, "param %s reads weight %s at offset %lld, but its plane starts at %lld", pn,
+                w->name, (long long)a->offset, (long long)(r->is_plane[i] ? r->at[i] : 0));
+        else if (r->plane[i] > 0 && (a->offset > w->nbytes || r->plane[i] > w->nbytes - a->offset))
             bad(c, step, k, "param %s reads %lld bytes at offset %lld of weight %s, which has %lld", pn,
                 (long long)r->plane[i], (long long)a->offset, w->name, (long long)w->nbytes);
         else if (r->plane[i] <= 0 && a->offset)
@@ -696,7 +703,11 @@ KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errle
     if (s0 != KILN_OK) return s0;
     Check c = {.p = p, .path = path, .err = err, .errlen = errlen};
     unsigned char *written = calloc((size_t)p->n_bufs + 1, 1);
-    if (!written) return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    int *writer = calloc((size_t)p->n_bufs + 1, sizeof *writer);
+    if (!written || !writer) {
+        free(written), free(writer);
+        return rt_file_errf(err, errlen, KILN_ERR_NOMEM, "%s: out of memory", path);
+    }
     for (int i = 0; i < p->n_launches && !c.s; i++) {
         const RtPlanLaunch *l = &p->launches[i];
         const RtPlanKernel *k = &p->kernels[l->kernel];
@@ -719,15 +730,31 @@ KilnStatus rt_plan_check(const RtPlan *p, const char *path, char *err, int errle
                 bad(&c, i, k, "param %s reads %s before any step writes it (steps deleted or out of order)",
                     k->param_names[a], p->bufs[x->index].name);
         }
-        for (int a = 0; a < l->n_args; a++)
-            if (l->args[a].kind == RT_ARG_ACT && (k->param_mem[a] & RT_PLAN_STORES))
-                written[l->args[a].index] = 1;
+        /* one writer per value: a launch stores into an activation no other launch stores (the graph's
+         * values are SSA), except a scratch its params both load and store in every launch that uses it
+         * (split-K slices) and split attention's output, which its merge (the next step) writes when the
+         * keys were split; and within a launch, a buffer it stores is bound to that param only */
+        for (int a = 0; a < l->n_args && !c.s; a++) {
+            const RtPlanArg *x = &l->args[a];
+            if (x->kind != RT_ARG_ACT || !(k->param_mem[a] & RT_PLAN_STORES)) continue;
+            int scratch = k->param_mem[a] == (RT_PLAN_LOADS | RT_PLAN_STORES);
+            int merge = !strcmp(k->family, "attention_merge") && writer[x->index] == i - 1 &&
+                        !strcmp(p->kernels[p->launches[i - 1].kernel].family, "attention");
+            if (written[x->index] && !merge && (written[x->index] != 2 || !scratch))
+                bad(&c, i, k, "param %s writes %s, which an earlier step wrote (one writer per value)",
+                    k->param_names[a], p->bufs[x->index].name);
+            for (int o = 0; o < l->n_args && !c.s; o++)
+                if (o != a && l->args[o].kind == RT_ARG_ACT && l->args[o].index == x->index)
+                    bad(&c, i, k, "params %s and %s are both bound to %s, which the kernel writes",
+                        k->param_names[a], k->param_names[o], p->bufs[x->index].name);
+            if (!c.s) written[x->index] = scratch ? 2 : 1, writer[x->index] = i;
+        }
     }
     for (int b = 0; b < p->n_bufs && !c.s; b++)
         if (p->bufs[b].output && p->bufs[b].kind == RT_BUF_ACT && !written[b])
             c.s = rt_file_errf(err, errlen, KILN_ERR_CORRUPT,
                                "%s: output %s (buffer %s) is written by no step of the launch plan", path,
                                p->bufs[b].output, p->bufs[b].name);
-    free(written);
+    free(written), free(writer);
     return c.s;
 }

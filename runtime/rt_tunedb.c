@@ -465,7 +465,8 @@ static KilnStatus rt_tdb_validate(RtTdb *t, int *version, char *err, int errlen)
     if (rc == SQLITE_OK) rc = sqlite3_step(st);
     if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
         const char *mv = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
-        if (!mv || atoll(mv) != v)
+        char *end = NULL;
+        if (!mv || strtoll(mv, &end, 10) != v || end == mv || *end)
             s = rt_pkg_errf(err, errlen, KILN_ERR_CORRUPT,
                             "%s: corrupt tuning DB (meta.schema_version %s, user_version %lld)", t->path,
                             mv ? mv : "missing", (long long)v);

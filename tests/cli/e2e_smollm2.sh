@@ -87,7 +87,7 @@ gguf_case "GGUF context_length differs: a warning" 0 \
   "kiln: warning: $d/m.gguf: llama.context_length is 4096, the package's max_seq_len 8192 (the package's is used)" \
   llama.context_length 4096 --prompt-ids "1 2 3"
 gguf_case "GGUF with a broken tokenizer" 1 \
-  "kiln: the weights file's tokenizer is broken: tokenizer: eos token id 99999999 is out of range (49152 tokens)" \
+  "kiln: $d/m.gguf: the weights file's tokenizer is broken: tokenizer: eos token id 99999999 is out of range (49152 tokens)" \
   tokenizer.ggml.eos_token_id 99999999 --prompt hi
 rm -f "$d/m.gguf"
 

@@ -10,6 +10,7 @@
 #       as the default store.
 #   F13 --set numbers go through cli_num's strict rules; empty target lists, repeated single-valued
 #       options are refused; a refused import leaves no new store; a legal 250-byte output name works.
+#   (session 22) a compile killed by SIGINT/SIGTERM or stopped by the file-size limit leaves nothing.
 set -u
 . "$(dirname "$0")/checks.bash"
 command -v sqlite3 > /dev/null || { in_ci && { echo "FAIL: no sqlite3 shell (CI=true)"; exit 1; }
@@ -160,5 +161,19 @@ if (cd "$w" && "$kiln" compile "$recipe" --model tiny -o "$long" 2> "$d/err") &&
    ! ls -A "$w" | grep -q '\.tmp\.'
 then ok "compile -o a 250-byte name"; else bad "compile -o a 250-byte name: $(cat "$d/err")"; fi
 rm -f "$w/$long"
+
+# an interrupted compile (SIGINT, SIGTERM) and one past the file-size limit leave no temporary
+for sig in INT TERM; do
+  (cd "$w" && timeout -s $sig 0.3 "$kiln" compile "$recipe" --model tiny --set n_layers=8 --target host --no-cache \
+     -o sig.kiln > /dev/null 2>&1)
+  rc=$?
+  if [ -z "$(ls -A "$w" | grep 'sig\.kiln')" ] && [ $rc != 0 ]; then ok "compile killed by SIG$sig (rc $rc): nothing left"
+  else bad "compile killed by SIG$sig (rc $rc): left $(ls -A "$w" | tr '\n' ' ')"; fi
+done
+(cd "$w" && ulimit -f 100 && "$kiln" compile "$recipe" --model tiny --target host -o big.kiln > /dev/null 2> "$d/err")
+rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] && [ -z "$(ls -A "$w" | grep 'big\.kiln')" ] &&
+  ok "compile past the file-size limit: one line, nothing left" ||
+  bad "compile past the file-size limit (rc $rc): $(cat "$d/err"); left $(ls -A "$w" | tr '\n' ' ')"
 
 checks_done hostile_cli

@@ -87,8 +87,12 @@ for v in 4294967297 2147483648 -1 x 1e3 0x10 +1 99999999999999999999; do
 done
 expect "run --prompt-ids ''" 2 "kiln run: --prompt-ids wants at least one token id, got ''" \
   run p.kiln --random-weights 1 --prompt-ids ''
-expect "run --prompt-ids ' , '" 2 "kiln run: --prompt-ids wants at least one token id, got ''" \
+expect "run --prompt-ids ' , '" 2 "kiln run: --prompt-ids wants $ids_want, got ''" \
   run p.kiln --random-weights 1 --prompt-ids ' , '
+expect "run --prompt-ids '1,,2'" 2 "kiln run: --prompt-ids wants $ids_want, got ',,'" \
+  run p.kiln --random-weights 1 --prompt-ids '1,,2'
+expect "run --prompt-ids '1 2,'" 2 "kiln run: --prompt-ids wants $ids_want, got 'a trailing comma'" \
+  run p.kiln --random-weights 1 --prompt-ids '1 2,'
 expect "run --max-tokens (no value)" 2 "kiln run: --max-tokens wants a value" "${run[@]}" --max-tokens
 expect "run --chat with ids" 2 "kiln run: --chat and --special apply to --prompt text, not --prompt-ids" \
   "${run[@]}" --chat

@@ -39,9 +39,40 @@ run "$d/tiny.kiln" --random-weights 1 > /dev/null 2> "$d/err" && ok "the untouch
 tamper "kernel bound to a smaller weight" tiny.kiln \
   "UPDATE launch_plan SET args = replace(args, 'o_proj.weight', 'k_proj.weight') WHERE step = 6" \
   "step 6 (kernel matmul_64_64_bf16_none): param w needs a weight of shape [64,64], weight model.layers.0.self_attn.k_proj.weight is [32,64]"
-tamper "weight plane past its tensor" w4.kiln \
+tamper "weight plane moved" w4.kiln \
   "UPDATE launch_plan SET args = replace(args, 'q_proj.weight@2304', 'q_proj.weight@2400') WHERE step = 2" \
-  "step 2 (kernel qmatmul_64_64_bf16_none_w4a16_32_1_f16): param zeros reads 128 bytes at offset 2400 of weight model.layers.0.self_attn.q_proj.weight, which has 2432"
+  "step 2 (kernel qmatmul_64_64_bf16_none_w4a16_32_1_f16): param zeros reads weight model.layers.0.self_attn.q_proj.weight at offset 2400, but its plane starts at 2304"
+tamper "weight plane misaligned" w4.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'q_proj.weight@2048', 'q_proj.weight@2049') WHERE step = 2" \
+  "step 2 (kernel qmatmul_64_64_bf16_none_w4a16_32_1_f16): param scales reads weight model.layers.0.self_attn.q_proj.weight at offset 2049, but its plane starts at 2048"
+tamper "weight codes off their start" w4.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'weight:model.layers.0.self_attn.q_proj.weight weight', 'weight:model.layers.0.self_attn.q_proj.weight@1 weight') WHERE step = 2" \
+  "step 2 (kernel qmatmul_64_64_bf16_none_w4a16_32_1_f16): param w reads weight model.layers.0.self_attn.q_proj.weight at offset 1, but its plane starts at 0"
+tamper "weight plane past its tensor" w4.kiln \
+  "UPDATE weights SET shape = '[64,32]', nbytes = 1216 WHERE name = 'model.layers.0.self_attn.q_proj.weight'" \
+  "launch of qmatmul_64_64_bf16_none_w4a16_32_1_f16: argument 2 'weight:model.layers.0.self_attn.q_proj.weight@2048' does not fit"
+tamper "a step inserted that overwrites a live value" tiny.kiln \
+  "UPDATE launch_plan SET step = step + 100 WHERE step >= 7; UPDATE launch_plan SET step = step - 99 WHERE step >= 107;
+   INSERT INTO launch_plan VALUES (7, 6, 'act:%21 weight:model.layers.0.self_attn.o_proj.weight act:%7 sym:T')" \
+  "step 7 (kernel matmul_64_64_bf16_none): param out writes %7, which an earlier step wrote (one writer per value)"
+tamper "a launch reading and writing one buffer" tiny.kiln \
+  "UPDATE launch_plan SET args = 'act:%21 weight:model.layers.0.self_attn.o_proj.weight act:%21 sym:T' WHERE step = 6" \
+  "step 6 (kernel matmul_64_64_bf16_none): param out writes %21, which an earlier step wrote (one writer per value)"
+tamper "in place on a fresh buffer" tiny.kiln \
+  "UPDATE launch_plan SET args = 'act:%7 weight:model.layers.0.input_layernorm.weight act:%7 sym:T' WHERE step = 1" \
+  "step 1 (kernel rmsnorm_64_1e_05_bf16_0): param out writes %7, which an earlier step wrote (one writer per value)"
+tamper "two outputs of a launch in one buffer" tiny.kiln \
+  "UPDATE launch_plan SET args = replace(args, 'act:%14 act:%15', 'act:%14 act:%14') WHERE step = 2" \
+  "step 2 (kernel matmul_64_64_bf16_group_32_32): params out2 and out3 are both bound to %14, which the kernel writes"
+tamper "an input the engine does not provide" tiny.kiln \
+  "INSERT INTO buffers VALUES ('extra', 'input', 'i32', '[T]', -1, 0, NULL)" \
+  "package input extra [T]: not one this engine provides"
+tamper "binary entry another symbol" tiny.kiln "UPDATE binaries SET entry = 'getpid' WHERE kernel_id = 6" \
+  "kernel matmul_64_64_bf16_none: host binary's entry getpid is not the kernel's name"
+tamper "binary truncated" tiny.kiln "UPDATE binaries SET data = substr(data, 1, 5000) WHERE kernel_id = 6" \
+  "kernel matmul_64_64_bf16_none: host code is not a whole ELF64 shared object (5000 bytes)"
+tamper "binary empty" tiny.kiln "UPDATE binaries SET data = x'' WHERE kernel_id = 6" \
+  "kernel matmul_64_64_bf16_none: host binary is empty"
 tamper "input of another dtype" tiny.kiln \
   "UPDATE launch_plan SET args = replace(args, 'input:tokens', 'input:sampling') WHERE step = 0" \
   "step 0 (kernel embedding_64_256_bf16): param ids is ptr<i32>, buffer sampling is f32"
@@ -128,7 +159,7 @@ run "$d/big.kiln" --random-weights 1 > /dev/null 2> "$d/err"; rc=$?
 # config rows edited with a matching config_hash (an integrity hash, not a signature): still contradictions
 rehash() { python3 - "$1" "$2" << 'EOF'
 import sqlite3, sys
-db = sqlite3.connect(sys.argv[1]); db.execute(sys.argv[2])
+db = sqlite3.connect(sys.argv[1]); db.executescript(sys.argv[2])
 h = 0xcbf29ce484222325
 for k, v in db.execute("SELECT key, value FROM config ORDER BY key"):
     for x in ("%s=%s\n" % (k, v)).encode(): h = ((h ^ x) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
@@ -138,10 +169,15 @@ EOF
 retamper() { cp "$d/tiny.kiln" "$d/re.kiln"; rehash "$d/re.kiln" "$2"
   run "$d/re.kiln" --random-weights 1 > /dev/null 2> "$d/err"; local rc=$?
   if [ $rc = 1 ] && [ "$(cat "$d/err")" = "kiln: $3" ]; then ok "$1"; else bad "$1 (rc $rc): $(cat "$d/err")"; fi; }
-retamper "page_size against the caches' pages" "UPDATE config SET value = '16' WHERE key = 'page_size'" \
-  "package input k_cache.0 [P,8,2,16]: pages of another size than config page_size 16"
+retamper "page_size against the kernels' pages" "UPDATE config SET value = '16' WHERE key = 'page_size'" \
+  "$d/re.kiln: config page_size is 16, but kernel kv_write_2_16_8_bf16_1_10000_none_4 has page_size=8"
+retamper "page_size and the caches' pages against the kernels" \
+  "UPDATE config SET value = '1' WHERE key = 'page_size'; UPDATE buffers SET shape = '[P,1,2,128]' WHERE name LIKE '_\_cache.%' ESCAPE '\\'" \
+  "$d/re.kiln: config page_size is 1, but kernel kv_write_2_16_8_bf16_1_10000_none_4 has page_size=8"
+retamper "head counts against the kernels" "UPDATE config SET value = '8' WHERE key = 'n_heads'" \
+  "$d/re.kiln: config n_heads is 8, but kernel kv_write_2_16_8_bf16_1_10000_none_4 has H=4"
 retamper "max_seq_len past 32 bits" "UPDATE config SET value = '4294967300' WHERE key = 'max_seq_len'" \
-  "package config max_seq_len '4294967300': want an integer in 1..16777216"
+  "$d/re.kiln: package config max_seq_len '4294967300': want an integer in 1..16777216"
 retamper "vocab_size against the logits" "UPDATE config SET value = '128' WHERE key = 'vocab_size'" \
   "$d/re.kiln: output logits is not an f32 activation of 256 x 128"
 

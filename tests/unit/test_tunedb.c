@@ -361,6 +361,12 @@ static void test_hostile(void)
     raw(kf_at("meta.db"),
         "PRAGMA journal_mode=DELETE; UPDATE meta SET value = '7' WHERE key = 'schema_version';");
     expect_refused(kf_at("meta.db"), RT_TDB_READ, KILN_ERR_CORRUPT, "meta.schema_version 7");
+    char sv[128];
+    snprintf(sv, sizeof sv, "UPDATE meta SET value = '%dabc' WHERE key = 'schema_version';",
+             RT_TDB_SCHEMA_VERSION);
+    raw(kf_at("meta.db"), sv);
+    snprintf(sv, sizeof sv, "meta.schema_version %dabc", RT_TDB_SCHEMA_VERSION); /* trailing junk: corrupt */
+    expect_refused(kf_at("meta.db"), RT_TDB_READ, KILN_ERR_CORRUPT, sv);
 
     /* damaged b-tree pages and a truncated file */
     db = open_w(kf_at("damaged.db"));
@@ -637,6 +643,10 @@ static void test_put_pin(void)
     bad.p20_us = 6;
     KT_CHECK(at_store_put(db, &bad, NULL, err, sizeof err) == KILN_ERR_ARG && strstr(err, "p20"),
              "p20 > median: %s", err);
+    bad = result(fp, "p3", "T=1", "BLOCK=64", 5);
+    bad.p20_us = bad.median_us = 1e-300; /* would beat every honest time forever */
+    KT_CHECK(at_store_put(db, &bad, NULL, err, sizeof err) == KILN_ERR_ARG && strstr(err, "0.001 <= p20"),
+             "an impossible time: %s", err);
     bad = result("0123456789abcdef", "p3", "T=1", "BLOCK=64", 5);
     KT_CHECK(at_store_put(db, &bad, NULL, err, sizeof err) == KILN_ERR_ARG && strstr(err, "not registered"),
              "unknown device: %s", err);
