@@ -7,7 +7,12 @@
 # split rows past the workspace, config rows that contradict the plan even with a recomputed hash — each
 # refused by `kiln run` with exit 1 and one exact line; a tuning store whose binary's grid was edited is imported and its
 # kernel falls back to the default (one log line, the same tokens); NaN weights fail the open (an all-NaN
-# checkpoint by the default sample, a single NaN only with --check-weights).
+# checkpoint by the default sample, a single NaN only with --check-weights). Session 22: a family or spec
+# not what the kernel IR was built from, a quantized weight bound to a plain param or off its plane
+# offsets, i32 arguments bound to the wrong value, a config and grid edited together, a binary entry that
+# names another symbol or truncated code, a step that overwrites a live value or works in place, config
+# head counts and page size against the kernels. Edits are followed by rehash_binaries.py (REHASH=0 keeps
+# the stored hashes), so the checks behind the hashes are what is tested.
 set -u
 . "$(dirname "$0")/checks.bash"
 command -v sqlite3 > /dev/null || { in_ci && { echo "FAIL: no sqlite3 shell (CI=true)"; exit 1; }
