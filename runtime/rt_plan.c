@@ -96,12 +96,15 @@ static void load_weights(Loader *L)
     p->weights = calloc((size_t)p->n_weights + 1, sizeof *p->weights);
     sqlite3_stmt *st = query(L, "SELECT name, dtype, shape, nbytes FROM weights ORDER BY name");
     if (!p->weights) fail(L, KILN_ERR_NOMEM, "out of memory");
-    for (int i = 0; st && !L->s && i < p->n_weights && sqlite3_step(st) == SQLITE_ROW; i++) {
+    int i = 0;
+    for (; st && !L->s && i < p->n_weights && sqlite3_step(st) == SQLITE_ROW; i++) {
         RtPlanWeight *w = &p->weights[i];
         w->name = dup_col(L, st, 0), w->dtype = dup_col(L, st, 1), w->shape = dup_col(L, st, 2);
         w->nbytes = sqlite3_column_int64(st, 3);
         if (w->nbytes < 0) fail(L, KILN_ERR_CORRUPT, "weight %s: negative size", w->name);
     }
+    if (st && !L->s && i < p->n_weights) /* fewer rows than count(*): a damaged table */
+        fail(L, KILN_ERR_CORRUPT, "weights table: %d rows read of %d", i, p->n_weights);
     sqlite3_finalize(st);
 }
 
@@ -112,7 +115,8 @@ static void load_buffers(Loader *L)
     p->bufs = calloc((size_t)p->n_bufs + 1, sizeof *p->bufs);
     sqlite3_stmt *st = query(L, "SELECT name, kind, dtype, shape, offset, bytes, output FROM buffers");
     if (!p->bufs) fail(L, KILN_ERR_NOMEM, "out of memory");
-    for (int i = 0; st && !L->s && i < p->n_bufs && sqlite3_step(st) == SQLITE_ROW; i++) {
+    int i = 0;
+    for (; st && !L->s && i < p->n_bufs && sqlite3_step(st) == SQLITE_ROW; i++) {
         RtPlanBuf *b = &p->bufs[i];
         b->name = dup_col(L, st, 0), b->dtype = dup_col(L, st, 2), b->shape = dup_col(L, st, 3);
         const char *kind = (const char *)sqlite3_column_text(st, 1);
@@ -130,6 +134,8 @@ static void load_buffers(Loader *L)
                  kind ? kind : "");
         }
     }
+    if (st && !L->s && i < p->n_bufs) /* fewer rows than count(*): a damaged table */
+        fail(L, KILN_ERR_CORRUPT, "buffers table: %d rows read of %d", i, p->n_bufs);
     sqlite3_finalize(st);
 }
 
@@ -414,7 +420,7 @@ static void load_kernels(Loader *L)
 static int find_weight(const RtPlan *p, const char *name)
 {
     for (int i = 0; i < p->n_weights; i++)
-        if (!strcmp(p->weights[i].name, name)) return i;
+        if (p->weights[i].name && !strcmp(p->weights[i].name, name)) return i;
     return -1;
 }
 
