@@ -215,19 +215,18 @@ static void fe_hook(lua_State *L, lua_Debug *ar)
 static int fe_print(lua_State *L)
 {
     int n = lua_gettop(L);
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addstring(&b, "recipe: ");
-    for (int i = 1; i <= n; i++) {
-        if (i > 1) luaL_addchar(&b, '\t');
-        luaL_tolstring(L, i, NULL);
-        luaL_addvalue(&b);
+    fputs("recipe: ", stderr);
+    for (int i = 1; i <= n; i++) { /* one line: control bytes print as '?' (no forged lines, no escapes) */
+        if (i > 1) fputc('\t', stderr);
+        size_t len;
+        const char *t = luaL_tolstring(L, i, &len);
+        for (size_t j = 0; j < len; j++) {
+            unsigned char ch = (unsigned char)t[j];
+            fputc(ch < 0x20 || ch == 0x7f ? '?' : ch, stderr);
+        }
+        lua_pop(L, 1);
     }
-    luaL_addchar(&b, '\n');
-    luaL_pushresult(&b);
-    size_t len;
-    const char *s = lua_tolstring(L, -1, &len);
-    fwrite(s, 1, len, stderr);
+    fputc('\n', stderr);
     return 0;
 }
 

@@ -42,8 +42,11 @@ IrStatus ir_diag_set(IrDiag *d, IrStatus s, const char *fmt, ...)
         va_start(ap, fmt);
         vsnprintf(d->msg, sizeof d->msg, fmt, ap);
         va_end(ap);
-        for (char *p = d->msg; *p; p++) /* one line, always */
-            if (*p == '\n' || *p == '\r') *p = ' ';
+        for (char *p = d->msg; *p; p++) /* one line, always, and no terminal escapes (ESC, ...) */
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+            else if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
         d->status = s;
     }
     return s;
@@ -244,8 +247,7 @@ IrStatus ir_file_read(const char *path, size_t max_bytes, char **out, size_t *le
     struct stat st;
     *out = NULL, *len = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0)
-        return ir_diag_set(d, IR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return ir_diag_set(d, IR_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     IrStatus s = IR_OK;
     if (fstat(fd, &st) != 0)
         s = ir_diag_set(d, IR_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));

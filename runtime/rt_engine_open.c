@@ -63,6 +63,62 @@ static KilnStatus config_int(KilnEngine *e, KilnPackage *pkg, const char *key, i
     return KILN_OK;
 }
 
+/* The config rows that decide how the engine and the weight readers work (head counts and page size: the
+ * engine pages the cache and reorders a GGUF file's Q/K rows by them; widths, eps and RoPE: what a
+ * weights file is checked against) must be what the kernels were compiled for: each kernel's spec values
+ * against the config's, and one KV write per layer. A config edited with its hash recomputed is caught. */
+static KilnStatus config_agrees(KilnEngine *e, KilnPackage *pkg, const char *package)
+{
+    static const struct {
+        const char *family, *key, *config;
+    } t[] = {{"attention", "H", "n_heads"},
+             {"attention", "Hkv", "n_kv_heads"},
+             {"attention", "page_size", "page_size"},
+             {"attention", "window", "sliding_window"},
+             {"kv_write", "H", "n_heads"},
+             {"kv_write", "Hkv", "n_kv_heads"},
+             {"kv_write", "page_size", "page_size"},
+             {"kv_write", "theta", "rope_theta"},
+             {"kv_write", "scaling", "rope_scaling"},
+             {"rmsnorm", "C", "hidden_size"},
+             {"rmsnorm", "eps", "rms_eps"},
+             {"embedding", "C", "hidden_size"},
+             {"embedding", "V", "vocab_size"}};
+    const RtPlan *p = e->plan;
+    for (int i = 0; i < p->n_kernels; i++)
+        for (size_t j = 0; j < sizeof t / sizeof t[0]; j++) {
+            const RtPlanKernel *k = &p->kernels[i];
+            if (strcmp(k->family, t[j].family)) continue;
+            char want[64], buf[64], *end = NULL;
+            size_t kl = strlen(t[j].key);
+            const char *at = k->spec;
+            while ((at = strstr(at, t[j].key)) && !(at[-1] == ' ' && at[kl] == '='))
+                at += kl;
+            const char *have = config_value(pkg, t[j].config, buf, sizeof buf);
+            if (!at || !have) continue; /* a spec or config without the key: nothing to compare */
+            snprintf(want, sizeof want, "%.*s", (int)strcspn(at + kl + 1, " "), at + kl + 1);
+            double a = strtod(want, &end);
+            int num = end != want && !*end, same = !strcmp(want, have);
+            if (num && !same) {
+                double b = strtod(have, &end);
+                same = end != have && !*end && fabs(a - b) <= 1e-6 * fabs(a);
+            }
+            if (!same)
+                return rt_engine_fail(e, KILN_ERR_CORRUPT, "%s: config %s is %s, but kernel %s has %s=%s",
+                                      package, t[j].config, have, k->name, t[j].key, want);
+        }
+    char buf[64];
+    const char *layers = config_value(pkg, "n_layers", buf, sizeof buf);
+    int writes = 0;
+    for (int i = 0; i < p->n_launches; i++)
+        writes += !strcmp(p->kernels[p->launches[i].kernel].family, "kv_write");
+    if (layers && writes && strtoll(layers, NULL, 10) != writes)
+        return rt_engine_fail(e, KILN_ERR_CORRUPT,
+                              "%s: config n_layers is %s, but the plan writes %d KV caches", package, layers,
+                              writes);
+    return KILN_OK;
+}
+
 /* A config value as a real number, or NAN when the package has none (or it is not a number). */
 static double config_real(KilnPackage *pkg, const char *key)
 {
@@ -456,23 +512,7 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
         if (s == KILN_OK) s = config_int(e, pkg, "n_heads", 1, 1, 1024, &heads);
         if (s == KILN_OK) s = config_int(e, pkg, "n_kv_heads", 1, 1, 1024, &kv_heads);
         e->vocab = (int32_t)vocab, e->heads = (int)heads, e->kv_heads = (int)kv_heads;
-        /* the config's head counts and page size are what the attention kernels were compiled for (the
-         * engine pages the cache, and a GGUF file's Q/K rows are reordered, by the config's) */
-        int64_t ps = 16;
-        if (s == KILN_OK) s = config_int(e, pkg, "page_size", 16, 1, 1024, &ps);
-        for (int i = 0; s == KILN_OK && i < p->n_kernels; i++) {
-            const RtPlanKernel *k = &p->kernels[i];
-            if (strcmp(k->family, "attention") && strcmp(k->family, "kv_write")) continue;
-            const char *key[] = {"H", "Hkv", "page_size"}, *cfg[] = {"n_heads", "n_kv_heads", "page_size"};
-            const int64_t have[] = {heads, kv_heads, ps};
-            for (int j = 0; j < 3 && s == KILN_OK; j++) {
-                int64_t v = rt_plan_config_i(k->spec, key[j], -1);
-                if (v >= 0 && v != have[j])
-                    s = rt_engine_fail(e, KILN_ERR_CORRUPT,
-                                       "%s: config %s is %lld, but kernel %s has %s=%lld", package, cfg[j],
-                                       (long long)have[j], k->name, key[j], (long long)v);
-            }
-        }
+        if (s == KILN_OK) s = config_agrees(e, pkg, package);
         e->buf_next_tokens = rt_plan_output(p, "next_tokens");
         int lg = rt_plan_output(p, "logits");
         const RtPlanBuf *nt = e->buf_next_tokens >= 0 ? &p->bufs[e->buf_next_tokens] : NULL;

@@ -1098,6 +1098,26 @@ int rt_w_finite(const RtWeightSpec *spec, const void *data, int full, int64_t *a
              {"q4_0", 18, 32, 1, {0}},      {"q4_1", 20, 32, 2, {0, 2}}, {"q8_0", 34, 32, 1, {0}},
              {"q4_k", 144, 256, 2, {0, 2}}, {"q6_k", 210, 256, 1, {208}}};
     const unsigned char *p = data;
+    /* e4m3fn codes (NaN: 0x7f, 0xff; no infinities), plain or the planar f8g<G> weight's codes [N, K]
+     * followed by its f32 scales */
+    int f8 = !strcmp(spec->dtype, "f8e4m3"), f8g = !strncmp(spec->dtype, "f8g", 3);
+    if (f8 || f8g) {
+        int64_t codes = f8g ? (spec->rank == 2 ? spec->shape[0] * spec->shape[1] : 0) : spec->nbytes;
+        if (codes < 0 || codes > spec->nbytes) codes = spec->nbytes;
+        int64_t scales = (spec->nbytes - codes) / 4;
+        for (int pass = 0; pass < 2; pass++) {
+            int64_t n = pass ? scales : codes, step = full || n <= 64 ? 1 : n / 64;
+            for (int64_t i = 0; i < n; i = i == n - 1 ? n : i + step < n ? i + step : n - 1) {
+                uint32_t v = 0;
+                if (pass) memcpy(&v, p + codes + i * 4, 4);
+                if (pass ? (v & 0x7f800000u) == 0x7f800000u : (p[i] & 0x7f) == 0x7f) {
+                    *at = pass ? codes + i : i; /* a scale: counted after the codes */
+                    return 0;
+                }
+            }
+        }
+        return 1;
+    }
     for (size_t t = 0; t < sizeof k / sizeof k[0]; t++) {
         if (strcmp(spec->dtype, k[t].dtype)) continue;
         int64_t n = spec->nbytes / k[t].unit, step = full || n <= 64 ? 1 : n / 64;

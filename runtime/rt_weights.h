@@ -136,7 +136,9 @@ int64_t rt_w_unpermute_row(int64_t hf_row, int64_t n_rows, int64_t n_head);
 /* Checks weight data (spec's dtype, spec->nbytes bytes at data, as rt_w_read wrote it) for NaN and Inf:
  * full 0 looks at about 64 values spread over the tensor (for GGUF block formats the f16 scales of about
  * 64 blocks), full 1 at every one. Returns 1 when all it looked at are finite, else 0 with the first
- * bad element's index in *at. Dtypes it cannot read cheaply (w4g*, f8g*) count as finite. */
+ * bad element's index in *at. FP8 (f8e4m3, and f8g*'s codes then f32 scales: a scale's index counts
+ * after the N * K codes) is checked the same way; w4g* counts as finite here (its repacker refuses
+ * non-finite scales, rt_quant). */
 int rt_w_finite(const RtWeightSpec *spec, const void *data, int full, int64_t *at);
 
 #endif

@@ -162,6 +162,12 @@ if (cd "$w" && "$kiln" compile "$recipe" --model tiny -o "$long" 2> "$d/err") &&
 then ok "compile -o a 250-byte name"; else bad "compile -o a 250-byte name: $(cat "$d/err")"; fi
 rm -f "$w/$long"
 
+# a recipe's print and error text reach the terminal as one line each, control bytes as '?'
+printf 'print("hello\\nforged line\\27[2J x\\ry")\nerror("bad \\27[2J\\nforged")\n' > "$d/evil.lua"
+(cd "$w" && "$kiln" compile "$d/evil.lua" -o evil.kiln > /dev/null 2> "$d/err"); rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 2 ] && clean "$d/err" && ! ls -A "$w" | grep -q evil &&
+  ok "recipe print/error text: one line each, no control bytes" || bad "recipe text (rc $rc): $(cat -v "$d/err")"
+
 # an interrupted compile (SIGINT, SIGTERM) and one past the file-size limit leave no temporary
 for sig in INT TERM; do
   (cd "$w" && timeout -s $sig 0.3 "$kiln" compile "$recipe" --model tiny --set n_layers=8 --target host --no-cache \

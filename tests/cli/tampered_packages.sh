@@ -184,7 +184,13 @@ retamper "head counts against the kernels" "UPDATE config SET value = '8' WHERE 
 retamper "max_seq_len past 32 bits" "UPDATE config SET value = '4294967300' WHERE key = 'max_seq_len'" \
   "$d/re.kiln: package config max_seq_len '4294967300': want an integer in 1..16777216"
 retamper "vocab_size against the logits" "UPDATE config SET value = '128' WHERE key = 'vocab_size'" \
-  "$d/re.kiln: output logits is not an f32 activation of 256 x 128"
+  "$d/re.kiln: config vocab_size is 128, but kernel embedding_64_256_bf16 has V=256"
+retamper "rms_eps against the kernels" "UPDATE config SET value = '0.1' WHERE key = 'rms_eps'" \
+  "$d/re.kiln: config rms_eps is 0.1, but kernel rmsnorm_64_1e_05_bf16_0 has eps=1e-05"
+retamper "rope_theta against the kernels" "UPDATE config SET value = '500000' WHERE key = 'rope_theta'" \
+  "$d/re.kiln: config rope_theta is 500000, but kernel kv_write_2_16_8_bf16_1_10000_none_4 has theta=10000"
+retamper "n_layers against the plan" "UPDATE config SET value = '3' WHERE key = 'n_layers'" \
+  "$d/re.kiln: config n_layers is 3, but the plan writes 2 KV caches"
 
 # NaN weights: the default sample catches an all-NaN checkpoint; one NaN off the sample needs --check-weights
 python3 - "$d/w.safetensors" "$d" << 'EOF'
@@ -204,6 +210,19 @@ rc=$(nanrun one.safetensors)
 rc=$(nanrun one.safetensors --check-weights)
 [ "$rc" = 1 ] && [ "$(cat "$d/err")" = "kiln: $d/one.safetensors: weight model.embed_tokens.weight: element 100 is NaN or Inf (every value checked)" ] &&
   ok "one NaN found by --check-weights" || bad "one NaN, --check-weights (rc $rc): $(cat "$d/err")"
+
+# FP8 weights: a NaN code (e4m3fn 0x7f) found by --check-weights, a NaN or Inf scale by the sample
+if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --set weight_dtype=f8g32 -o "$d/f8.kiln" 2> "$d/err"; then
+  for m in nan-code nan-scale inf-scale; do
+    python3 "$src/tests/cli/fp8_checkpoint.py" "$d/f8.kiln" "$d/$m.safetensors" $m
+    extra=(); [ $m = nan-code ] && extra=(--check-weights)
+    run "$d/f8.kiln" --weights "$d/$m.safetensors" "${extra[@]}" > /dev/null 2> "$d/err"; rc=$?
+    [ $rc = 1 ] && grep -qx "kiln: $d/$m.safetensors: weight model.layers.0.self_attn.q_proj.weight: element [0-9]* is NaN or Inf (.*)" "$d/err" &&
+      ok "FP8 checkpoint with a $m refused" || bad "FP8 $m (rc $rc): $(cat "$d/err")"
+  done
+else
+  bad "compile f8g32: $(cat "$d/err")"
+fi
 
 # A tuning store from elsewhere whose binary's grid was edited: imported, then at engine load that kernel
 # falls back to its default with one log line, and the tokens are those of a run without the store.
