@@ -17,9 +17,13 @@
  *     the same tokens as plain decoding, greedy and sampled, mixed in a batch with n-gram and plain
  *     requests under KV pressure (the draft pool checked after every step too); a draft of another
  *     vocabulary is refused at open; KILN_SPEC_DRAFT without a draft model is refused at submit.
+ *   - the distribution of sampled speculation: 3072 seeds, chi-square of the joint of three tokens against
+ *     the target's probabilities (kiln_engine_score), with the power to reject the draft's and another
+ *     temperature's (test_distribution).
  * Needs the kiln CLI (KILN_BIN, to compile the package) and the LLVM host backend.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +250,207 @@ static void test_draft(const char *src, const char *kiln, int32_t prompts[][64],
     draft_path[0] = 0;
 }
 
+/* Sampled speculation draws from the target's distribution. DN requests with seeds base + i, T 0.3 and
+ * top-k DK, three tokens each (the first from the prompt's step, the next two from verify steps of k 2):
+ * the joint of the three, binned by each token's rank in its allowed set (DK^3 bins), against the
+ * target's own probabilities from kiln_engine_score (kref_sample_probs over the same allowed sets), by
+ * chi-square (the 1e-4 tail bound). Plain requests, the n-gram proposer, a 1-layer draft model and the
+ * target as its own draft run the same seeds and must draw the same tokens; the self-draft keeps every
+ * draft, the 1-layer draft rejects some. The test's power is checked on the same counts: against the
+ * draft model's joint and the target's at T 0.5 the statistic must exceed the bound. */
+enum { DN = 3072, DK = 4, DB = DK * DK * DK };
+
+typedef struct Draw {
+    int32_t t[3];
+    int n;
+    KilnRequestStats rs;
+    KilnEngine *e;
+} Draw;
+
+static int on_draw(void *user, int64_t req, int32_t tok, KilnFinish fin)
+{
+    Draw *d = user;
+    if (tok >= 0 && d->n < 3) d->t[d->n++] = tok;
+    if (fin != KILN_FINISH_NONE && tok >= 0) {
+        d->rs.size = (int)sizeof d->rs;
+        KT_CHECK(kiln_engine_request_stats(d->e, req, &d->rs) == KILN_OK, "request stats");
+    }
+    return 0;
+}
+
+/* The allowed set of logit row x under s, ranked (most likely first) into set[], and its tokens'
+ * probabilities into pr[]; with fix, set[] is given (another model's set) and pr[] gets this row's
+ * probabilities of those tokens (0 outside its own allowed set). */
+static void allowed(const float *x, int V, const KilnSampling *s, int fix, int32_t set[DK], double pr[DK])
+{
+    double *p = malloc(sizeof(double) * (size_t)V);
+    KT_CHECK(p != NULL, "out of memory");
+    if (!p) return;
+    kref_sample_probs(x, V, s->temperature, kref_sample_threshold(x, V, s->temperature, s->top_k, 1, 0), p);
+    for (int r = 0; r < DK; r++) {
+        int best = -1;
+        for (int j = 0; !fix && j < V; j++) {
+            int taken = 0;
+            for (int q = 0; q < r; q++)
+                taken |= set[q] == j;
+            if (p[j] > 0 && !taken && (best < 0 || p[j] > p[best])) best = j;
+        }
+        if (!fix) set[r] = best;
+        pr[r] = set[r] >= 0 ? p[set[r]] : 0;
+    }
+    free(p);
+}
+
+static int rank_of(const int32_t set[DK], int32_t t)
+{
+    for (int r = 0; r < DK; r++)
+        if (set[r] == t) return r;
+    return -1;
+}
+
+/* The joint over bins (r0 * DK + r1) * DK + r2 of the engine at path (the target, or a draft model) for
+ * prompt p; the sets are each position's allowed set per prefix (s0, s1[r0], s2[r0][r1]): this engine's
+ * own (written), or with fix another's (read; the draft's probabilities of the target's bins). */
+static void joint(const char *path, const int32_t *p, int n, const KilnSampling *s, int fix, double *pj,
+                  int32_t s0[DK], int32_t s1[DK][DK], int32_t s2[DK][DK][DK])
+{
+    char save[512], want[512];
+    snprintf(save, sizeof save, "%s", pkg_path);
+    snprintf(want, sizeof want, "%s", path); /* path may be pkg_path */
+    snprintf(pkg_path, sizeof pkg_path, "%s", want);
+    KilnEngine *e = open_engine(0, 0, 1);
+    snprintf(pkg_path, sizeof pkg_path, "%s", save);
+    if (!e) return;
+    int V = kiln_engine_vocab(e);
+    float *lg = malloc(sizeof(float) * (size_t)(n + 2) * (size_t)V);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)(n + 2));
+    KT_CHECK(lg && t, "out of memory");
+    double p0[DK], p1[DK], p2[DK];
+    memcpy(t, p, (size_t)n * sizeof *t);
+    KT_CHECK(lg && t && kiln_engine_score(e, t, n, lg) == KILN_OK, "score: %s", kiln_engine_errmsg(e));
+    allowed(lg + (size_t)(n - 1) * V, V, s, fix, s0, p0);
+    for (int a = 0; a < DK; a++) {
+        t[n] = s0[a];
+        KT_CHECK(kiln_engine_score(e, t, n + 1, lg) == KILN_OK, "score: %s", kiln_engine_errmsg(e));
+        allowed(lg + (size_t)n * V, V, s, fix, s1[a], p1);
+        for (int b = 0; b < DK; b++) {
+            t[n + 1] = s1[a][b];
+            KT_CHECK(kiln_engine_score(e, t, n + 2, lg) == KILN_OK, "score: %s", kiln_engine_errmsg(e));
+            allowed(lg + (size_t)(n + 1) * V, V, s, fix, s2[a][b], p2);
+            for (int c = 0; c < DK; c++)
+                pj[(a * DK + b) * DK + c] = p0[a] * p1[b] * p2[c];
+        }
+    }
+    free(lg), free(t);
+    kiln_engine_close(e);
+}
+
+/* Pearson's statistic of counts against N * pj. The mass outside the bins (1 - sum pj, observed 0: a
+ * distribution that puts mass elsewhere) is a bin of its own; bins are pooled from the least expected up
+ * until the pool expects 5 or more and no bin left alone expects fewer. *df receives the degrees of
+ * freedom. */
+static double chi2(const int *counts, const double *pj, int N, int *df)
+{
+    int order[DB], pool_o = 0, bins = 0;
+    double sum = 0, pool_e = 0, stat = 0;
+    for (int i = 0; i < DB; i++) {
+        sum += pj[i], order[i] = i;
+        for (int j = i; j > 0 && pj[order[j]] < pj[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1], order[j - 1] = t;
+        }
+    }
+    double out = sum < 1 ? N * (1 - sum) : 0;
+    if (out >= 5)
+        stat += out, bins++;
+    else
+        pool_e = out;
+    for (int k = 0; k < DB; k++) {
+        int i = order[k];
+        double ex = N * pj[i];
+        if (ex < 5 || pool_e < 5) {
+            pool_e += ex, pool_o += counts[i];
+            continue;
+        }
+        stat += (counts[i] - ex) * (counts[i] - ex) / ex, bins++;
+    }
+    if (pool_e > 0)
+        stat += (pool_o - pool_e) * (pool_o - pool_e) / pool_e, bins++;
+    else if (pool_o > 0)
+        stat = INFINITY; /* drawn where the distribution puts nothing */
+    *df = bins > 1 ? bins - 1 : 1;
+    return stat;
+}
+
+static void test_distribution(const int32_t *prompt, int n, const char *draft, uint64_t base)
+{
+    char one[512];
+    snprintf(one, sizeof one, "%s", draft);
+    KilnSampling s;
+    kiln_sampling_init(&s);
+    s.max_tokens = 3, s.ignore_eos = 1, s.temperature = 0.3f, s.top_k = DK;
+    static double pt[DB], pq[DB], pc[DB];
+    static int32_t s0[DK], s1[DK][DK], s2[DK][DK][DK];
+    joint(pkg_path, prompt, n, &s, 0, pt, s0, s1, s2);
+    joint(one, prompt, n, &s, 1, pq, s0, s1, s2);
+    KilnSampling cold = s;
+    cold.temperature = 0.5f;
+    joint(pkg_path, prompt, n, &cold, 1, pc, s0, s1, s2);
+    snprintf(draft_path, sizeof draft_path, "%s", one);
+    static Draw d[4][DN];
+    static const int modes[4] = {KILN_SPEC_NONE, KILN_SPEC_NGRAM, KILN_SPEC_DRAFT, KILN_SPEC_DRAFT};
+    KilnEngine *e = open_engine(0, 0, 1);
+    if (!e) return;
+    for (int m = 0; m < 4; m++) {
+        if (m == 3) { /* the target as its own draft: every draft kept */
+            kiln_engine_close(e);
+            snprintf(draft_path, sizeof draft_path, "%s", pkg_path);
+            if (!(e = open_engine(0, 0, 1))) return;
+        }
+        for (int i0 = 0; i0 < DN; i0 += 64) {
+            for (int i = i0; i < i0 + 64 && i < DN; i++) {
+                KilnSampling r = s;
+                r.seed = base + (uint64_t)i, r.spec = modes[m], r.spec_k = 2;
+                memset(&d[m][i], 0, sizeof d[m][i]);
+                d[m][i].e = e;
+                KT_CHECK(kiln_engine_submit(e, prompt, n, &r, on_draw, &d[m][i], NULL) == KILN_OK,
+                         "submit: %s", kiln_engine_errmsg(e));
+            }
+            drain(e);
+        }
+    }
+    kiln_engine_close(e);
+    draft_path[0] = 0;
+    static int counts[DB];
+    int64_t prop[4] = {0}, acc[4] = {0};
+    for (int i = 0; i < DN; i++) {
+        for (int m = 1; m < 4; m++) {
+            KT_CHECK(d[0][i].n == 3 && !memcmp(d[0][i].t, d[m][i].t, sizeof d[0][i].t),
+                     "seed %llu: speculation (mode %d) drew other tokens", (unsigned long long)(base + i), m);
+            prop[m] += d[m][i].rs.spec_proposed, acc[m] += d[m][i].rs.spec_accepted;
+        }
+        int a = rank_of(s0, d[2][i].t[0]), b = a < 0 ? -1 : rank_of(s1[a], d[2][i].t[1]),
+            c = b < 0 ? -1 : rank_of(s2[a][b], d[2][i].t[2]);
+        KT_CHECK(c >= 0, "seed %llu: a token outside the top-%d set", (unsigned long long)(base + i), DK);
+        if (c >= 0) counts[(a * DK + b) * DK + c]++;
+    }
+    int df, dfq, dfc;
+    double x = chi2(counts, pt, DN, &df), xq = chi2(counts, pq, DN, &dfq), xc = chi2(counts, pc, DN, &dfc);
+    printf("distribution: chi-square %.1f (df %d, bound %.1f) against the target, %.1f (df %d) against the "
+           "draft, %.1f (df %d) against the target at T 0.5; drafts kept: n-gram %lld of %lld, 1-layer draft "
+           "%lld of %lld, self-draft %lld of %lld\n",
+           x, df, kref_chi2_bound(df), xq, dfq, xc, dfc, (long long)acc[1], (long long)prop[1],
+           (long long)acc[2], (long long)prop[2], (long long)acc[3], (long long)prop[3]);
+    KT_CHECK(df > 0 && x < kref_chi2_bound(df), "sampled speculation: chi-square %.1f > %.1f (df %d)", x,
+             kref_chi2_bound(df), df);
+    KT_CHECK(xq > kref_chi2_bound(dfq), "the test cannot tell the target from its draft (%.1f, df %d)", xq,
+             dfq);
+    KT_CHECK(xc > kref_chi2_bound(dfc), "the test cannot tell T 0.3 from T 0.5 (%.1f, df %d)", xc, dfc);
+    KT_CHECK(acc[3] == prop[3] && prop[3] > 0 && acc[2] < prop[2],
+             "self-draft %lld of %lld kept (want all), 1-layer draft %lld of %lld (want a rejection)",
+             (long long)acc[3], (long long)prop[3], (long long)acc[2], (long long)prop[2]);
+}
+
 int main(void)
 {
     const char *kiln = getenv("KILN_BIN"), *src = getenv("KILN_SOURCE_DIR");
@@ -415,6 +620,7 @@ int main(void)
         kiln_engine_close(e);
     }
     test_draft(src, kiln, prompts, lens, ref, &plain, S);
+    test_distribution(prompts[6], lens[6], kf_at("tiny1.kiln"), kref_next(&g));
     printf("speculation: %lld of %lld draft tokens accepted over the runs\n", (long long)spec_accepted,
            (long long)spec_proposed);
     KT_CHECK(spec_accepted > 0 && spec_accepted < spec_proposed,
