@@ -2,19 +2,28 @@
  * (one open of the target and its draft: an 8B model with random weights takes most of a minute to open,
  * so one `kiln run` per row does not fit a device call). Issue 28's figures (docs/BENCHMARKS.md).
  *
- *   bench_spec PACKAGE [--draft PACKAGE] [--new N] [--seed S]
+ *   bench_spec PACKAGE [--draft PACKAGE] [--new N] [--lead L] [--seed S] [--db TUNE_DB] [--probe]
  *
  * Random weights (rt_engine_open, seed S; the draft gets its own from the same seed). Workloads, each a
  * batch submitted at once and run to the end (greedy, EOS ignored, N new tokens per request):
  *   b1 / b8 / b32   random prompts of 32 ids: plain, n-gram k 4 and 8, the draft model k 4;
- *   copy b1 / b8    each prompt followed by its own plain continuation (N tokens): the request continues
- *                   text it has seen, as in editing and RAG; with random weights the continuation repeats
- *                   what the model fell into, so the n-gram proposer's acceptance is what it measures.
+ *   predict b1/b8/b32  the b rows' prompts with their plain continuation handed over as
+ *                   sampling.prediction (OpenAI's predicted outputs): the n-gram proposer drafts from it
+ *                   while the output follows it (acceptance 1 where the ids equal plain decoding's);
+ *   copy b1/b8/b32  a prompt followed by its own plain continuation (L tokens, default 512): the request
+ *                   continues text it has seen, as in editing and RAG. A model with random weights cannot
+ *                   copy, but its greedy text falls into a cycle sooner or later: of 4B random prompts
+ *                   the B whose continuations end in a cycle are taken (the line says how many did), so
+ *                   the next N tokens are in the prompt already (acceptance near 1).
+ * After each copy ngram4 row: the draft model's projected speed-up at that batch as a function of its
+ * acceptance rate a, from measured costs: (1 - a^(k+1)) / (1 - a) tokens per (a verify step of k 4, the
+ * copy row's, + 4 draft rounds, the draft row's mean draft step) against the copy plain decode step.
  * Each row: tok/s (new tokens after each request's first / wall time from the first token to the last),
  * the ratio to the plain row of the same prompts, acceptance, tokens per verify, the engine's mean decode
  * and verify step times (KilnEngineStats) and whether every request's ids equal the plain row's.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +32,15 @@
 #include "runtime/kiln.h"
 #include "runtime/rt_engine.h"
 
-enum { MAXB = 32, PROMPT = 32, MAXN = 1024 };
+enum { MAXB = 32, POOL = 4 * MAXB, PROMPT = 32, MAXN = 1024 };
 
 typedef struct Req {
     int32_t prompt[PROMPT + MAXN];
     int n_prompt;
     int32_t out[MAXN];
     int n_out;
+    const int32_t *pred; /* sampling.prediction (NULL: none), n_pred tokens */
+    int n_pred;
     double t_first, t_last;
 } Req;
 
@@ -54,7 +65,7 @@ static int on_token(void *user, int64_t id, int32_t tok, KilnFinish fin)
 }
 
 typedef struct Row {
-    double tps, acc, per_verify, decode_ms, verify_ms, draft_ms;
+    double tps, acc, per_verify, decode_ms, verify_ms, draft_ms, round_ms;
 } Row;
 
 /* Runs requests r[0..B) with the proposer spec (k drafts) and fills row. 0, or -1 on an engine error. */
@@ -66,6 +77,7 @@ static int run(KilnEngine *e, Req *r, int B, int new_tokens, int spec, int k, Ro
         KilnSampling s;
         kiln_sampling_init(&s);
         s.max_tokens = new_tokens, s.ignore_eos = 1, s.spec = spec, s.spec_k = k;
+        s.prediction = r[i].pred, s.n_prediction = r[i].n_pred;
         r[i].n_out = 0;
         if (kiln_engine_submit(e, r[i].prompt, r[i].n_prompt, &s, on_token, &r[i], NULL) != KILN_OK) {
             fprintf(stderr, "submit: %s\n", kiln_engine_errmsg(e));
@@ -94,6 +106,21 @@ static int run(KilnEngine *e, Req *r, int B, int new_tokens, int spec, int k, Ro
     row->decode_ms = ds ? 1e3 * (b.decode_seconds - a.decode_seconds) / (double)ds : 0;
     row->verify_ms = vs ? 1e3 * (b.verify_seconds - a.verify_seconds) / (double)vs : 0;
     row->draft_ms = steps ? 1e3 * (b.draft_seconds - a.draft_seconds) / (double)steps : 0;
+    row->round_ms = b.draft_steps > a.draft_steps
+                        ? 1e3 * (b.draft_seconds - a.draft_seconds) / (double)(b.draft_steps - a.draft_steps)
+                        : 0;
+    return 0;
+}
+
+/* The period (1..256) of the cycle that the last 64 of t[0..n) repeat, or 0. */
+static int loop_period(const int32_t *t, int n)
+{
+    for (int p = 1; p <= 256 && p + 64 <= n; p++) {
+        int i = 0;
+        while (i < 64 && t[n - 1 - i] == t[n - 1 - i - p])
+            i++;
+        if (i == 64) return p;
+    }
     return 0;
 }
 
@@ -119,6 +146,22 @@ static int same_ids(const Req *a, const Req *b, int B)
     return 1;
 }
 
+/* The draft model's projection at batch B: tokens per verify at acceptance a (k drafts, each kept with
+ * probability a while the chain holds, plus the target's own token) over one verify step of k drafts
+ * (verify_ms: the copy workload's, where nearly every verify checks k) and k draft rounds (round_ms: the
+ * draft row's mean draft step), against the plain decode step. */
+static void print_projection(int B, int k, double verify_ms, double round_ms, double decode_ms)
+{
+    double ms = verify_ms + k * round_ms;
+    printf("  projected b%d draft%d (verify %.3f + %d x %.3f ms draft, decode %.3f ms):", B, k, verify_ms, k,
+           round_ms, decode_ms);
+    for (int i = 5; i <= 9; i++) {
+        double a = i / 10.0, tokens = (1 - pow(a, k + 1)) / (1 - a);
+        printf(" a %.1f %.2fx", a, ms > 0 ? tokens * decode_ms / ms : 0);
+    }
+    printf("\n");
+}
+
 static void print_row(const char *name, const Row *x, const Row *plain, int same)
 {
     printf("%-16s %9.1f %7.2fx %6.1f%% %6.2f %9.3f %9.3f %8.3f  %s\n", name, x->tps,
@@ -127,32 +170,82 @@ static void print_row(const char *name, const Row *x, const Row *plain, int same
     fflush(stdout);
 }
 
+/* --probe: each kernel's time in one step of a single sequence of n tokens and n logit rows (the
+ * matmuls' M of a decode step of n sequences, or of a verify step of n / 5 sequences with k 4), the
+ * least of 5 probes, microseconds per step. */
+static void probe_table(KilnEngine *e)
+{
+    static const int ns[] = {1, 8, 32, 40, 160};
+    enum { NN = sizeof ns / sizeof ns[0] };
+    const RtPlan *p = rt_engine_plan(e);
+    double *us = calloc((size_t)p->n_kernels * (NN + 1), sizeof *us), *one = us + (size_t)p->n_kernels * NN;
+    int32_t tokens[160];
+    for (int i = 0; i < 160; i++)
+        tokens[i] = 1000 + i * 7;
+    for (int j = 0; us && j < NN; j++)
+        for (int rep = 0; rep < 5; rep++) {
+            RtEngineProbe pr = {.kernel_us = one};
+            if (rt_engine_probe(e, tokens, ns[j], ns[j], &pr) != KILN_OK) {
+                fprintf(stderr, "probe: %s\n", kiln_engine_errmsg(e));
+                free(us);
+                return;
+            }
+            for (int k = 0; k < p->n_kernels; k++)
+                if (!rep || one[k] < us[k * NN + j]) us[k * NN + j] = one[k];
+        }
+    printf("probe: one sequence of n tokens, n rows; us per step (least of 5)\n%-44s", "kernel");
+    for (int j = 0; j < NN; j++)
+        printf(" %8s%-3d", "n=", ns[j]);
+    printf("\n");
+    double tot[NN] = {0};
+    for (int k = 0; us && k < p->n_kernels; k++) {
+        printf("%-44.44s", p->kernels[k].name);
+        for (int j = 0; j < NN; j++)
+            printf(" %11.1f", us[k * NN + j]), tot[j] += us[k * NN + j];
+        printf("\n");
+    }
+    printf("%-44s", "total");
+    for (int j = 0; j < NN; j++)
+        printf(" %11.1f", tot[j]);
+    printf("\n");
+    free(us);
+}
+
 int main(int argc, char **argv)
 {
-    const char *pkg = NULL, *draft = NULL;
-    int N = 192;
+    const char *pkg = NULL, *draft = NULL, *db = NULL;
+    int N = 192, L = 512, probe = 0;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--draft") && i + 1 < argc)
             draft = argv[++i];
         else if (!strcmp(argv[i], "--new") && i + 1 < argc)
             N = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--db") && i + 1 < argc)
+            db = argv[++i];
+        else if (!strcmp(argv[i], "--probe"))
+            probe = 1;
+        else if (!strcmp(argv[i], "--lead") && i + 1 < argc)
+            L = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
             seed = strtoull(argv[++i], NULL, 10);
         else if (!pkg)
             pkg = argv[i];
         else {
-            fprintf(stderr, "usage: bench_spec PACKAGE [--draft PACKAGE] [--new N] [--seed S]\n");
+            fprintf(stderr, "usage: bench_spec PACKAGE [--draft PACKAGE] [--new N] [--lead L] [--seed S]\n");
             return 2;
         }
     }
-    if (!pkg || N < 2 || N > MAXN) {
-        fprintf(stderr, "usage: bench_spec PACKAGE [--draft PACKAGE] [--new N (2..%d)] [--seed S]\n", MAXN);
+    if (!pkg || N < 2 || N > MAXN || L < 2 || L > MAXN) {
+        fprintf(
+            stderr,
+            "usage: bench_spec PACKAGE [--draft PACKAGE] [--new N (2..%d)] [--lead L (2..%d)] [--seed S]\n",
+            MAXN, MAXN);
         return 2;
     }
     KilnEngineOptions o;
     kiln_engine_options_init(&o);
-    o.draft_package = draft;
+    o.draft_package = draft, o.tune_db = db;
     KilnEngine *e = NULL;
     char err[512];
     double t = now_s();
@@ -162,6 +255,10 @@ int main(int argc, char **argv)
     }
     printf("%s: opened in %.1f s, %d new tokens per request, greedy, random weights (seed %llu)%s%s\n",
            kiln_engine_device(e), now_s() - t, N, seed, draft ? ", draft " : "", draft ? draft : "");
+    KilnEngineStats st0;
+    kiln_engine_stats(e, &st0, sizeof st0);
+    printf("tuning store %s: %d kernels tuned, %d nearest, %d default\n", db ? db : "(none)",
+           st0.kernels_tuned, st0.kernels_nearest, st0.kernels_default);
     printf("%-16s %9s %8s %7s %6s %9s %9s %8s\n", "row", "tok/s", "vs plain", "accept", "tok/vf", "decode ms",
            "verify ms", "draft ms");
     static Req plain[MAXB], r[MAXB];
@@ -170,7 +267,7 @@ int main(int argc, char **argv)
     for (int bi = 0; bi < 3 && !status; bi++) {
         int B = batches[bi];
         char name[32];
-        Row p, x;
+        Row p, x, dr = {0};
         prompts(plain, B, (unsigned)B, kiln_engine_vocab(e));
         if (B == 1 && run(e, plain, B, N, KILN_SPEC_NONE, 0, &p)) return 1; /* warm-up: graphs captured */
         if (run(e, plain, B, N, KILN_SPEC_NONE, 0, &p)) return 1;
@@ -188,27 +285,54 @@ int main(int argc, char **argv)
             if (run(e, r, B, N, rows[j].spec, rows[j].k, &x)) return 1;
             snprintf(name, sizeof name, "b%d %s", B, rows[j].what);
             print_row(name, &x, &p, same_ids(r, plain, B));
+            if (rows[j].spec == KILN_SPEC_DRAFT) dr = x;
         }
-        if (B == 32) break;
-        /* copy: each prompt followed by its own plain continuation */
+        /* predicted: the plain row's prompts with its continuation as the prediction (the copy workload
+         * with the text handed over, as an editor does with the file it edits) */
+        static Req pred_out[MAXB];
+        memcpy(pred_out, plain, sizeof *plain * (size_t)B);
+        for (int k = 4; k <= 8; k += 4) {
+            memcpy(r, plain, sizeof *r * (size_t)B);
+            for (int i = 0; i < B; i++)
+                r[i].pred = pred_out[i].out, r[i].n_pred = pred_out[i].n_out;
+            if (run(e, r, B, N, KILN_SPEC_NGRAM, k, &x)) return 1;
+            snprintf(name, sizeof name, "predict b%d ngram%d", B, k);
+            print_row(name, &x, &p, same_ids(r, plain, B));
+        }
+        /* copy: 4B random prompts run L tokens plainly; the B whose continuations loop (random weights
+         * cannot copy a text, but greedy decoding falls into cycles: the continuation is then in the
+         * prompt already), else the first others, become prompts of their continuation */
+        static Req pool[POOL];
         Req *c = r;
-        for (int i = 0; i < B; i++) {
-            c[i] = plain[i];
-            memcpy(c[i].prompt + PROMPT, plain[i].out, (size_t)plain[i].n_out * sizeof c[i].prompt[0]);
-            c[i].n_prompt = PROMPT + plain[i].n_out;
-        }
+        prompts(pool, 4 * B, 1000u + (unsigned)B, kiln_engine_vocab(e));
+        if (run(e, pool, 4 * B, L, KILN_SPEC_NONE, 0, &x)) return 1;
+        int taken = 0, loops = 0;
+        for (int pass = 0; pass < 2 && taken < B; pass++)
+            for (int i = 0; i < 4 * B && taken < B; i++) {
+                int lp = loop_period(pool[i].out, pool[i].n_out);
+                loops += !pass && lp;
+                if ((pass == 0) != (lp > 0)) continue;
+                c[taken] = pool[i];
+                memcpy(c[taken].prompt + PROMPT, pool[i].out, (size_t)pool[i].n_out * sizeof c[0].prompt[0]);
+                c[taken].n_prompt = PROMPT + pool[i].n_out;
+                taken++;
+            }
+        printf("copy b%d: %d of %d continuations of %d tokens end in a loop; %d of the %d taken do\n", B,
+               loops, 4 * B, L, loops < B ? loops : B, B);
         static Req cp[MAXB];
-        memcpy(cp, c, sizeof cp);
+        memcpy(cp, c, sizeof *c * (size_t)B);
         if (run(e, cp, B, N, KILN_SPEC_NONE, 0, &p)) return 1;
         snprintf(name, sizeof name, "copy b%d plain", B);
         print_row(name, &p, &p, 1);
         for (int k = 4; k <= 8; k += 4) {
-            memcpy(c, cp, sizeof cp);
+            memcpy(c, cp, sizeof *c * (size_t)B);
             if (run(e, c, B, N, KILN_SPEC_NGRAM, k, &x)) return 1;
             snprintf(name, sizeof name, "copy b%d ngram%d", B, k);
             print_row(name, &x, &p, same_ids(c, cp, B));
+            if (k == 4 && dr.round_ms > 0) print_projection(B, 4, x.verify_ms, dr.round_ms, p.decode_ms);
         }
     }
+    if (probe) probe_table(e);
     kiln_engine_close(e);
     return status;
 }

@@ -4,7 +4,7 @@
 # bf16 target, a Llama-3.2-1B-shaped bf16 draft, random weights (acceptance then says what the random
 # models repeat, not what real text gives; the draft's acceptance is near 0, so its rows measure the cost
 # of a bad draft with adaptive k).
-# Usage (repo root, build folder carried): bash bench/run_issue28.sh build-gpu
+# Usage (repo root, build folder carried): bash bench/run_issue28.sh build-gpu [--probe]
 # Build first (here): cmake -S . -B build-gpu -DKILN_WITH_LLVM=OFF -DCMAKE_BUILD_TYPE=Release &&
 #   cmake --build build-gpu -j2 --target kiln_cli bench_spec &&
 #   build/kiln compile recipes/llama.lua --model llama-3-8b --target sm_90a -o build-gpu/pkgs/l3.kiln &&
@@ -12,7 +12,8 @@
 # Opening the 8B model with random weights takes most of a minute: give the call 400 s or more.
 set -u
 B=${1:-build-gpu}
+shift $(( $# > 0 ? 1 : 0 ))
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 draft=()
 [ -f "$B/pkgs/l32.kiln" ] && draft=(--draft "$B/pkgs/l32.kiln")
-timeout 560 "$B/bench/bench_spec" "$B/pkgs/l3.kiln" "${draft[@]}" --new "${NEW:-192}"
+timeout 560 "$B/bench/bench_spec" "$B/pkgs/l3.kiln" "${draft[@]}" --new "${NEW:-192}" "$@"

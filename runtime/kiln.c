@@ -72,6 +72,17 @@ KilnStatus kiln_sampling_check(const KilnSampling *given, int vocab, char *err, 
     if (s.spec < KILN_SPEC_NONE || s.spec > KILN_SPEC_DRAFT)
         return rt_file_errf(err, errlen, KILN_ERR_ARG,
                             "sampling.spec %d: want 0 (none), 1 (ngram) or 2 (draft)", s.spec);
+    if (s.n_prediction < 0 || s.n_prediction > KILN_MAX_PREDICTION)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.n_prediction %d: want 0..%d", s.n_prediction,
+                            KILN_MAX_PREDICTION);
+    if (s.n_prediction && !s.prediction)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.prediction NULL with n_prediction %d",
+                            s.n_prediction);
+    for (int i = 0; i < s.n_prediction; i++)
+        if (s.prediction[i] < 0 || (vocab > 0 && s.prediction[i] >= vocab))
+            return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                                "sampling.prediction[%d] %d: want 0..%d (the vocabulary)", i,
+                                (int)s.prediction[i], vocab > 0 ? vocab - 1 : INT32_MAX);
     if (s.spec != KILN_SPEC_NONE && (s.spec_k < 1 || s.spec_k > KILN_MAX_SPEC_K))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.spec_k %d: want 1..%d", s.spec_k,
                             KILN_MAX_SPEC_K);

@@ -182,7 +182,14 @@ typedef struct KilnSampling {
     int spec;   /* KILN_SPEC_NONE (default), KILN_SPEC_NGRAM or KILN_SPEC_DRAFT */
     int spec_k; /* draft tokens per step at most, 1..KILN_MAX_SPEC_K (default 4); adapted down (and
                    paused) while the target rejects the drafts; read only when spec is on */
+    /* The output the caller expects (OpenAI's "predicted outputs": the file being edited, a quoted
+     * passage), each id in the vocabulary, copied at submit; non-NULL when n_prediction > 0. With spec
+     * NGRAM the proposer reads it first: while the output follows it, its next tokens are the drafts; once
+     * they part, the lookup searches it before the request's own tokens. Decides speed, never output. */
+    const int32_t *prediction;
+    int n_prediction; /* 0..KILN_MAX_PREDICTION */
 } KilnSampling;
+#define KILN_MAX_PREDICTION (1 << 20) /* n_prediction */
 
 /* Proposers (KilnSampling.spec). NGRAM: prompt lookup, no model: the longest suffix (4 tokens down to 1)
  * of the request's tokens that occurred before proposes what followed it (copying, editing, RAG). */
@@ -245,6 +252,7 @@ typedef struct KilnEngineStats {
      * verify_steps against decode_seconds / decode_steps); the draft model's proposals before steps */
     int64_t decode_steps, verify_steps;
     double decode_seconds, verify_seconds, draft_seconds;
+    int64_t draft_steps; /* the draft model's steps (its catch-up and decode rounds) in draft_seconds */
 } KilnEngineStats;
 /* Writes min(size, sizeof(KilnEngineStats)) bytes of the stats to st (pass sizeof *st: a caller built
  * against an older, shorter struct gets its fields). */

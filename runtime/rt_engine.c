@@ -137,17 +137,20 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     r->cap = n + 64;
     r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
     r->stop = s->n_stop ? malloc((size_t)s->n_stop * sizeof *r->stop) : NULL;
-    if (!r->tokens || (s->n_stop && !r->stop)) {
-        free(r->tokens), free(r->stop);
+    r->pred = s->n_prediction ? malloc((size_t)s->n_prediction * sizeof *r->pred) : NULL;
+    if (!r->tokens || (s->n_stop && !r->stop) || (s->n_prediction && !r->pred)) {
+        free(r->tokens), free(r->stop), free(r->pred);
         return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
     }
     memcpy(r->tokens, prompt, (size_t)n * sizeof *prompt);
     if (s->n_stop) memcpy(r->stop, s->stop_tokens, (size_t)s->n_stop * sizeof *r->stop);
+    if (s->n_prediction) memcpy(r->pred, s->prediction, (size_t)s->n_prediction * sizeof *r->pred);
+    r->n_pred = s->n_prediction;
     r->n_tokens = r->n_prompt = n;
     r->seq = r->dseq = -1;
     r->state = REQ_WAITING;
     r->s = *s;
-    r->s.stop_tokens = r->stop;
+    r->s.stop_tokens = r->stop, r->s.prediction = r->pred;
     if (s->spec) rt_spec_init(&r->spec, s->spec_k);
     r->cb = cb, r->user = user;
     r->id = e->next_id++;
@@ -230,7 +233,7 @@ static void reap(KilnEngine *e)
         }
         if (r->seq >= 0 && !keep_prefix(e, r)) rt_kv_seq_free(e->kv, r->seq);
         if (r->dseq >= 0) rt_kv_seq_free(e->draft->kv, r->dseq);
-        free(r->tokens), free(r->stop);
+        free(r->tokens), free(r->stop), free(r->pred);
     }
     e->n_reqs = j;
     /* callbacks last: they may submit requests (e->reqs may move) */
@@ -370,7 +373,22 @@ static void propose(KilnEngine *e, Req *r, int room, int rows_left)
     if (k > room - 1) k = room - 1;
     if (k > rows_left - 1) k = rows_left - 1;
     if (k <= 0) return;
-    r->n_draft = r->s.spec == KILN_SPEC_DRAFT ? k : rt_spec_ngram(r->tokens, r->n_tokens, k, r->draft);
+    if (r->s.spec == KILN_SPEC_DRAFT) {
+        r->n_draft = k;
+        return;
+    }
+    /* n-gram: the prediction while the output follows it, else a lookup in it, else in the tokens */
+    int g = r->n_tokens - r->n_prompt;
+    const int32_t *out = r->tokens + r->n_prompt;
+    while (r->pred_at < g && r->pred_at < r->n_pred && out[r->pred_at] == r->pred[r->pred_at])
+        r->pred_at++;
+    int n = 0;
+    if (r->pred_at == g && g < r->n_pred) {
+        n = r->n_pred - g < k ? r->n_pred - g : k;
+        memcpy(r->draft, r->pred + g, (size_t)n * sizeof *r->draft);
+    }
+    if (!n && r->n_pred) n = rt_spec_lookup(r->tokens, r->n_tokens, r->pred, r->n_pred, k, r->draft);
+    r->n_draft = n ? n : rt_spec_ngram(r->tokens, r->n_tokens, k, r->draft);
 }
 
 /* Picks this step's sequences and chunks into e->in. Returns the number of items. */
@@ -516,6 +534,23 @@ static KilnStatus dump_launch(KilnEngine *e, int i, const int64_t sym[RT_SYM_COU
 }
 
 /* Runs every launch of the plan for a step of the given sizes. */
+/* Kernel k's binary for a launch with argument values vals. In a step of decodes and verifies only
+ * (e->route_rows: its sequences), a kernel with rows takes the binary its sequences' decode step takes
+ * when that binary covers the step's rows in one tile of BM (so no extra waves: a small-M binary run
+ * over several row tiles costs up to 2x, measured at batch 8 with k 4): a verify row then runs the tiles
+ * and K order of the decode it stands for, and its draws are plain decoding's (matmul variants differ in
+ * rounding, and near-ties flip tokens). Otherwise the rows decide, as for any step (docs/RUNTIME.md). */
+static int pick_binary(const KilnEngine *e, const RtPlanKernel *k, int64_t *vals)
+{
+    int b = rt_plan_pick(k, vals);
+    if (e->route_rows <= 0 || k->m_param < 0 || vals[k->m_param] <= e->route_rows) return b;
+    int64_t m = vals[k->m_param];
+    vals[k->m_param] = e->route_rows;
+    int d = rt_plan_pick(k, vals);
+    vals[k->m_param] = m;
+    return k->bins[d].bm >= m ? d : b;
+}
+
 static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const int64_t rtv[RT_RTV_COUNT])
 {
     const RtPlan *p = e->plan;
@@ -543,7 +578,7 @@ static KilnStatus run_plan(KilnEngine *e, const int64_t sym[RT_SYM_COUNT], const
             }
         }
         unsigned grid[3];
-        int b = rt_plan_pick(k, vals);
+        int b = pick_binary(e, k, vals);
         if (e->probe_bucket) {
             int tb = rt_plan_bucket(k, vals), *have = &e->probe_bucket[l->kernel];
             *have = *have == -1 || *have == tb ? tb : -2;
@@ -757,6 +792,7 @@ static KilnStatus draft_propose(KilnEngine *e)
         if (!B) break;
         int32_t next[256], *out = R <= 256 ? next : malloc((size_t)R * sizeof *out);
         if (!out) s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
+        e->stats.draft_steps++;
         if (s == KILN_OK && (s = run_batch(d, B, R)) == KILN_OK)
             s = rt_exec_get(d->x, out, d->arena + (uint64_t)d->plan->bufs[d->buf_next_tokens].offset,
                             (size_t)R * 4, d->err, sizeof d->err);
@@ -810,7 +846,10 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             }
     }
     if (B > 0) {
-        if ((s = run_batch(e, B, R)) != KILN_OK) return fail_all(e, s);
+        e->route_rows = kind == 2 ? B : 0; /* verifies compute as their decodes would (pick_binary) */
+        s = run_batch(e, B, R);
+        e->route_rows = 0;
+        if (s != KILN_OK) return fail_all(e, s);
         int32_t next[1024];
         int32_t *out = R <= 1024 ? next : malloc((size_t)R * sizeof *out);
         if (!out) s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");

@@ -28,6 +28,8 @@ typedef struct Req {
     KilnFinish finish; /* set when it ends; reported at the end of the step */
     KilnSampling s;
     int32_t *stop;
+    int32_t *pred; /* KilnSampling.prediction, copied (NULL: none), n_pred tokens; pred_at: how many of */
+    int n_pred, pred_at; /* the generated tokens follow it (== generated while they all do) */
     KilnTokenCallback cb;
     void *user;
     RtSpecState spec; /* speculative decoding (r->s.spec on) */
@@ -91,6 +93,7 @@ struct KilnEngine {
     int n_graphs, use_graphs, profile, share_prefixes;
     int tuning;           /* a tuning store was given */
     int probing;          /* rt_engine_probe: every launch of the step is marked */
+    int route_rows;       /* > 0: the step's matmuls pick binaries as for this many rows (pick_binary) */
     int *probe_bucket;    /* while probing, per kernel: the bucket its launches met (-1, -2: none, mixed) */
     const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
     int in_callback;      /* > 0 while a request callback runs: step and score are refused */

@@ -65,7 +65,7 @@ typedef struct RtPlanBinary {
     int block, smem;
     int64_t bm;    /* the config's BM (0: none) */
     int64_t split; /* the config's SPLIT_K (1: none): > 1 serves at most bm rows (matmul ws=1) */
-    void *data; /* the binary, hash verified */
+    void *data;    /* the binary, hash verified */
     size_t size;
 } RtPlanBinary;
 
@@ -75,11 +75,11 @@ typedef struct RtPlanKernel {
     char *params;  /* the params text, "x:ptr<bf16> n_rows:i32" */
     int n_params;
     char *param_names[RT_PLAN_MAX_ARGS];
-    int param_is_ptr[RT_PLAN_MAX_ARGS]; /* else an i32 scalar (the only scalar type a plan passes) */
+    int param_is_ptr[RT_PLAN_MAX_ARGS];     /* else an i32 scalar (the only scalar type a plan passes) */
     char param_dtype[RT_PLAN_MAX_ARGS][12]; /* pointers: the element dtype ("bf16" of ptr<bf16>) */
     unsigned char param_rdonly[RT_PLAN_MAX_ARGS]; /* the kernel IR marks it rdonly (never written) */
     unsigned char param_mem[RT_PLAN_MAX_ARGS];    /* RT_PLAN_LOADS | RT_PLAN_STORES: the kernel IR's */
-    int m_param;                        /* the i32 param "M" (rows of a linear layer), or -1 */
+    int m_param;                                  /* the i32 param "M" (rows of a linear layer), or -1 */
     /* the target's binaries, by config: first the package's (n_pkg; several when the compiler added
      * small-M variants of a linear layer), then tuned ones (rt_plan_binary_add); rt_plan_pick chooses
      * per launch */

@@ -41,6 +41,21 @@ int rt_spec_ngram(const int32_t *t, int n, int k, int32_t *out)
     return 0;
 }
 
+int rt_spec_lookup(const int32_t *t, int n, const int32_t *c, int m, int k, int32_t *out)
+{
+    if (k <= 0) return 0;
+    for (int g = n < RT_SPEC_NGRAM_MAX ? n : RT_SPEC_NGRAM_MAX; g >= 1; g--) {
+        const int32_t *suffix = t + n - g;
+        for (int i = m - g - 1; i >= 0; i--) {
+            if (c[i] != suffix[0] || memcmp(c + i, suffix, (size_t)g * sizeof *c)) continue;
+            int w = m - (i + g) < k ? m - (i + g) : k;
+            memcpy(out, c + i + g, (size_t)w * sizeof *out);
+            return w;
+        }
+    }
+    return 0;
+}
+
 int rt_spec_accept(const int32_t *draft, const int32_t *target, int n_draft)
 {
     int a = 0;

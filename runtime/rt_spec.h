@@ -40,6 +40,10 @@ int rt_spec_budget(RtSpecState *s);
  * the repetition, k tokens, not only the p that follow the match). Returns k (0: no suffix recurs, or
  * k <= 0). */
 int rt_spec_ngram(const int32_t *t, int n, int k, int32_t *out);
+/* The same lookup in another text: the longest suffix of t[0..n) (RT_SPEC_NGRAM_MAX tokens down to 1)
+ * found in c[0..m) with a token after it (the latest such occurrence) proposes up to k of the tokens
+ * that follow it in c. Returns how many were written to out (0: no match). */
+int rt_spec_lookup(const int32_t *t, int n, const int32_t *c, int m, int k, int32_t *out);
 
 /* The acceptance rule of a chain verify: target[j] is the target model's token after the request's
  * last token and drafts 0..j-1 (j = 0..n_draft), each drawn as the request would draw it without

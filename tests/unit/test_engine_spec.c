@@ -517,6 +517,36 @@ int main(void)
         count(&b);
     }
 
+    /* a prediction (sampling.prediction, read by the n-gram proposer): the request's own continuation is
+     * kept whole; one that parts from it for 5 tokens, then follows again (the lookup finds its way back),
+     * and a random one leave the tokens as they are */
+    for (int i = 1; i < NP; i += 2) {
+        int32_t pred[NEW];
+        KilnSampling b = spec;
+        b.prediction = pred, b.n_prediction = NEW;
+        for (int variant = 0; variant < 3; variant++) {
+            for (int j = 0; j < NEW; j++)
+                pred[j] = variant == 2                       ? (int32_t)(kref_next(&g) % (uint64_t)V)
+                          : variant == 1 && j >= 5 && j < 10 ? (ref[i].tok[j] + 1) % V
+                                                             : ref[i].tok[j];
+            Out o;
+            run_alone(prompts[i], lens[i], &b, &o);
+            KT_CHECK(same(&o, &ref[i]), "prediction %d, prompt %d: the tokens changed", variant, i);
+            KT_CHECK(variant || (o.rs.spec_accepted == o.rs.spec_proposed && o.rs.spec_proposed >= NEW / 2),
+                     "exact prediction, prompt %d: %lld of %lld kept", i, (long long)o.rs.spec_accepted,
+                     (long long)o.rs.spec_proposed);
+            /* before it parts, 4 drafts at most can be kept (tokens 1..4): more means it was found again */
+            KT_CHECK(variant != 1 || o.rs.spec_accepted > 4, "prediction that parts, prompt %d: %lld kept",
+                     i, (long long)o.rs.spec_accepted);
+            count(&o);
+        }
+        char why[256];
+        pred[3] = V;
+        KT_CHECK(kiln_sampling_check(&b, V, why, sizeof why) == KILN_ERR_ARG &&
+                     strstr(why, "sampling.prediction[3]"),
+                 "a prediction outside the vocabulary: %s", why);
+    }
+
     /* a batch: even requests speculate, odd ones do not; the last three join after 5 steps; then the
      * same with 4 tokens per step (chunked prefill; drafts within the step's room) */
     for (int step_tokens = 0; step_tokens <= 4; step_tokens += 4) {
