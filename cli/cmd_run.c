@@ -269,7 +269,7 @@ int cli_run(int argc, char **argv)
     const char *pkg = NULL, *weights = NULL, *db = NULL;
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0, no_db = 0;
-    int special = 0, random = 0;
+    int special = 0, random = 0, spec_k_given = 0;
     uint64_t random_seed = 0;
     KilnSampling s;
     kiln_sampling_init(&s);
@@ -295,6 +295,7 @@ int cli_run(int argc, char **argv)
         if (number) {
             if (run_number(a, v, &s, &o, &random_seed)) return 2;
             random |= !strcmp(a, "--random-weights");
+            spec_k_given |= !strcmp(a, "--spec-k");
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
             verbose = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -348,6 +349,10 @@ int cli_run(int argc, char **argv)
         fprintf(
             stderr,
             "kiln run: --spec draft goes with --draft PACKAGE, and --draft-weights PATH with --weights\n");
+        return 2;
+    }
+    if (spec_k_given && s.spec == KILN_SPEC_NONE) {
+        fprintf(stderr, "kiln run: --spec-k goes with --spec ngram or --spec draft\n");
         return 2;
     }
     if ((chat || special) && ids_given) {

@@ -96,6 +96,8 @@ expect "run --prompt-ids '1 2,'" 2 "kiln run: --prompt-ids wants $ids_want, got 
 expect "run --max-tokens (no value)" 2 "kiln run: --max-tokens wants a value" "${run[@]}" --max-tokens
 expect "run --chat with ids" 2 "kiln run: --chat and --special apply to --prompt text, not --prompt-ids" \
   "${run[@]}" --chat
+expect "run --spec-k without --spec" 2 "kiln run: --spec-k goes with --spec ngram or --spec draft" \
+  "${run[@]}" --spec-k 3
 nl=$'1\n2'
 expect "run --max-tokens with a newline" 2 \
   "kiln run: --max-tokens wants a whole number in 1..16777216, got '1\\x0a2'" "${run[@]}" --max-tokens "$nl"
