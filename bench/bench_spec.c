@@ -2,11 +2,14 @@
  * (one open of the target and its draft: an 8B model with random weights takes most of a minute to open,
  * so one `kiln run` per row does not fit a device call). Issue 28's figures (docs/BENCHMARKS.md).
  *
- *   bench_spec PACKAGE [--draft PACKAGE] [--new N] [--lead L] [--seed S] [--db TUNE_DB] [--probe]
+ *   bench_spec PACKAGE [--draft PACKAGE] [--branches B] [--new N] [--lead L] [--seed S] [--db TUNE_DB]
+ *              [--probe]
  *
  * Random weights (rt_engine_open, seed S; the draft gets its own from the same seed). Workloads, each a
  * batch submitted at once and run to the end (greedy, EOS ignored, N new tokens per request):
- *   b1 / b8 / b32   random prompts of 32 ids: plain, n-gram k 4 and 8, the draft model k 4;
+ *   b1 / b8 / b32   random prompts of 32 ids: plain, n-gram k 4 and 8, the draft model k 4 (and, with
+ *                   --branches B > 1 and a target compiled with tree=true, k 4 as a draft tree of B
+ *                   candidates per depth: 4 + 4 (B - 1) tokens verified per request);
  *   predict b1/b8/b32  the b rows' prompts with their plain continuation handed over as
  *                   sampling.prediction (OpenAI's predicted outputs): the n-gram proposer drafts from it
  *                   while the output follows it (acceptance 1 where the ids equal plain decoding's);
@@ -69,7 +72,9 @@ typedef struct Row {
 } Row;
 
 /* Runs requests r[0..B) with the proposer spec (k drafts) and fills row. 0, or -1 on an engine error. */
-static int run(KilnEngine *e, Req *r, int B, int new_tokens, int spec, int k, Row *row)
+static int branches = 1; /* --branches: spec_branches of the draft tree row */
+
+static int run(KilnEngine *e, Req *r, int B, int new_tokens, int spec, int k, int tree, Row *row)
 {
     KilnEngineStats a, b;
     kiln_engine_stats(e, &a, sizeof a);
@@ -77,6 +82,7 @@ static int run(KilnEngine *e, Req *r, int B, int new_tokens, int spec, int k, Ro
         KilnSampling s;
         kiln_sampling_init(&s);
         s.max_tokens = new_tokens, s.ignore_eos = 1, s.spec = spec, s.spec_k = k;
+        s.spec_branches = tree ? branches : 1;
         s.prediction = r[i].pred, s.n_prediction = r[i].n_pred;
         r[i].n_out = 0;
         if (kiln_engine_submit(e, r[i].prompt, r[i].n_prompt, &s, on_token, &r[i], NULL) != KILN_OK) {
@@ -223,6 +229,8 @@ int main(int argc, char **argv)
             N = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--db") && i + 1 < argc)
             db = argv[++i];
+        else if (!strcmp(argv[i], "--branches") && i + 1 < argc)
+            branches = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--probe"))
             probe = 1;
         else if (!strcmp(argv[i], "--lead") && i + 1 < argc)
@@ -236,7 +244,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!pkg || N < 2 || N > MAXN || L < 2 || L > MAXN) {
+    if (!pkg || N < 2 || N > MAXN || L < 2 || L > MAXN || branches < 1 || branches > KILN_MAX_SPEC_BRANCHES) {
         fprintf(
             stderr,
             "usage: bench_spec PACKAGE [--draft PACKAGE] [--new N (2..%d)] [--lead L (2..%d)] [--seed S]\n",
@@ -269,23 +277,26 @@ int main(int argc, char **argv)
         char name[32];
         Row p, x, dr = {0};
         prompts(plain, B, (unsigned)B, kiln_engine_vocab(e));
-        if (B == 1 && run(e, plain, B, N, KILN_SPEC_NONE, 0, &p)) return 1; /* warm-up: graphs captured */
-        if (run(e, plain, B, N, KILN_SPEC_NONE, 0, &p)) return 1;
+        if (B == 1 && run(e, plain, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1; /* warm-up: graphs captured */
+        if (run(e, plain, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1;
         snprintf(name, sizeof name, "b%d plain", B);
         print_row(name, &p, &p, 1);
         struct {
             const char *what;
-            int spec, k;
-        } rows[] = {
-            {"ngram4", KILN_SPEC_NGRAM, 4}, {"ngram8", KILN_SPEC_NGRAM, 8}, {"draft4", KILN_SPEC_DRAFT, 4}};
-        for (int j = 0; j < 3; j++) {
+            int spec, k, tree;
+        } rows[] = {{"ngram4", KILN_SPEC_NGRAM, 4, 0},
+                    {"ngram8", KILN_SPEC_NGRAM, 8, 0},
+                    {"draft4", KILN_SPEC_DRAFT, 4, 0},
+                    {"tree4", KILN_SPEC_DRAFT, 4, 1}};
+        for (int j = 0; j < 4; j++) {
             if (rows[j].spec == KILN_SPEC_DRAFT && !draft) continue;
+            if (rows[j].tree && branches < 2) continue;
             if (B == 32 && rows[j].k == 8) continue;
             memcpy(r, plain, sizeof r);
-            if (run(e, r, B, N, rows[j].spec, rows[j].k, &x)) return 1;
+            if (run(e, r, B, N, rows[j].spec, rows[j].k, rows[j].tree, &x)) return 1;
             snprintf(name, sizeof name, "b%d %s", B, rows[j].what);
             print_row(name, &x, &p, same_ids(r, plain, B));
-            if (rows[j].spec == KILN_SPEC_DRAFT) dr = x;
+            if (rows[j].spec == KILN_SPEC_DRAFT && !rows[j].tree) dr = x;
         }
         /* predicted: the plain row's prompts with its continuation as the prediction (the copy workload
          * with the text handed over, as an editor does with the file it edits) */
@@ -295,7 +306,7 @@ int main(int argc, char **argv)
             memcpy(r, plain, sizeof *r * (size_t)B);
             for (int i = 0; i < B; i++)
                 r[i].pred = pred_out[i].out, r[i].n_pred = pred_out[i].n_out;
-            if (run(e, r, B, N, KILN_SPEC_NGRAM, k, &x)) return 1;
+            if (run(e, r, B, N, KILN_SPEC_NGRAM, k, 0, &x)) return 1;
             snprintf(name, sizeof name, "predict b%d ngram%d", B, k);
             print_row(name, &x, &p, same_ids(r, plain, B));
         }
@@ -305,7 +316,7 @@ int main(int argc, char **argv)
         static Req pool[POOL];
         Req *c = r;
         prompts(pool, 4 * B, 1000u + (unsigned)B, kiln_engine_vocab(e));
-        if (run(e, pool, 4 * B, L, KILN_SPEC_NONE, 0, &x)) return 1;
+        if (run(e, pool, 4 * B, L, KILN_SPEC_NONE, 0, 0, &x)) return 1;
         int taken = 0, loops = 0;
         for (int pass = 0; pass < 2 && taken < B; pass++)
             for (int i = 0; i < 4 * B && taken < B; i++) {
@@ -321,12 +332,12 @@ int main(int argc, char **argv)
                loops, 4 * B, L, loops < B ? loops : B, B);
         static Req cp[MAXB];
         memcpy(cp, c, sizeof *c * (size_t)B);
-        if (run(e, cp, B, N, KILN_SPEC_NONE, 0, &p)) return 1;
+        if (run(e, cp, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1;
         snprintf(name, sizeof name, "copy b%d plain", B);
         print_row(name, &p, &p, 1);
         for (int k = 4; k <= 8; k += 4) {
             memcpy(c, cp, sizeof *c * (size_t)B);
-            if (run(e, c, B, N, KILN_SPEC_NGRAM, k, &x)) return 1;
+            if (run(e, c, B, N, KILN_SPEC_NGRAM, k, 0, &x)) return 1;
             snprintf(name, sizeof name, "copy b%d ngram%d", B, k);
             print_row(name, &x, &p, same_ids(c, cp, B));
             if (k == 4 && dr.round_ms > 0) print_projection(B, 4, x.verify_ms, dr.round_ms, p.decode_ms);

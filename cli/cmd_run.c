@@ -38,6 +38,8 @@ static const char run_usage[] =
     "  --draft PACKAGE     the draft model (the target's vocabulary), with --draft-weights PATH (with\n"
     "                      --random-weights S it takes random weights from S too)\n"
     "  --spec-k K          draft tokens per step at most, 1..32 (default 4; adapted to what is accepted)\n"
+    "  --spec-branches B   with --spec draft: B candidates per depth, 1..8 (default 1, a chain): a draft\n"
+    "                      tree verified in one step (a target compiled with --set tree=true)\n"
     "  --device D          auto (default), host, or a GPU number 0..1023\n"
     "  --kv-cache-mb N     KV-cache pool size, 1..16777216 and within the device's memory (default: from\n"
     "                      free memory)\n"
@@ -236,6 +238,8 @@ static int run_number(const char *a, const char *v, KilnSampling *s, KilnEngineO
         if (!rc && s->top_p <= 0) rc = cli_num_error("run", a, "a number in (0, 1]", v); /* below FLT_MIN */
     } else if (!strcmp(a, "--spec-k")) {
         if (!(rc = cli_num_int("run", a, v, 1, KILN_MAX_SPEC_K, &i))) s->spec_k = (int)i;
+    } else if (!strcmp(a, "--spec-branches")) {
+        if (!(rc = cli_num_int("run", a, v, 1, KILN_MAX_SPEC_BRANCHES, &i))) s->spec_branches = (int)i;
     } else if (!strcmp(a, "--spec")) {
         if (!strcmp(v, "ngram") || !strcmp(v, "none"))
             s->spec = !strcmp(v, "ngram") ? KILN_SPEC_NGRAM : KILN_SPEC_NONE;
@@ -269,7 +273,7 @@ int cli_run(int argc, char **argv)
     const char *pkg = NULL, *weights = NULL, *db = NULL;
     const char *prompts[MAX_PROMPTS];
     int n_prompts = 0, ids_given = 0, verbose = 0, chat = 0, want_ids = 0, want_prompt_ids = 0, no_db = 0;
-    int special = 0, random = 0, spec_k_given = 0;
+    int special = 0, random = 0, spec_k_given = 0, branches_given = 0;
     uint64_t random_seed = 0;
     KilnSampling s;
     kiln_sampling_init(&s);
@@ -284,7 +288,8 @@ int cli_run(int argc, char **argv)
         int number = !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                      !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
                      !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") ||
-                     !strcmp(a, "--random-weights") || !strcmp(a, "--spec") || !strcmp(a, "--spec-k");
+                     !strcmp(a, "--random-weights") || !strcmp(a, "--spec") || !strcmp(a, "--spec-k") ||
+                     !strcmp(a, "--spec-branches");
         if ((takes || number) && !v) {
             fprintf(stderr, "kiln run: %s wants a value\n", a);
             return 2;
@@ -296,6 +301,7 @@ int cli_run(int argc, char **argv)
             if (run_number(a, v, &s, &o, &random_seed)) return 2;
             random |= !strcmp(a, "--random-weights");
             spec_k_given |= !strcmp(a, "--spec-k");
+            branches_given |= !strcmp(a, "--spec-branches");
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
             verbose = 1;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -353,6 +359,10 @@ int cli_run(int argc, char **argv)
     }
     if (spec_k_given && s.spec == KILN_SPEC_NONE) {
         fprintf(stderr, "kiln run: --spec-k goes with --spec ngram or --spec draft\n");
+        return 2;
+    }
+    if (branches_given && s.spec != KILN_SPEC_DRAFT) {
+        fprintf(stderr, "kiln run: --spec-branches goes with --spec draft\n");
         return 2;
     }
     if ((chat || special) && ids_given) {
@@ -459,6 +469,9 @@ int cli_run(int argc, char **argv)
                     (long long)st.spec_verifies, (long long)st.spec_accepted, (long long)st.spec_proposed,
                     100.0 * (double)st.spec_accepted / (double)(st.spec_proposed ? st.spec_proposed : 1),
                     (double)(st.spec_accepted + st.spec_verifies) / (double)st.spec_verifies);
+        if (st.spec_siblings)
+            fprintf(stderr, "kiln: draft trees: %lld sibling tokens verified, %lld kept\n",
+                    (long long)st.spec_siblings, (long long)st.spec_sibling_hits);
         char draft[64] = "";
         if (st.draft_seconds > 0)
             snprintf(draft, sizeof draft, ", draft model %.3f ms per step",

@@ -309,7 +309,8 @@ static IrStatus infer_attention(const Ctx *c, GirType *out)
     TRY(want_rank(c, 5, 1, "cu_q"));
     TRY(want_dtype(c, 5, GIR_I32, "cu_q"));
     if (c->n_in == 7) { /* tree verify: one i64 ancestor mask per query token */
-        if (strcmp(mode, "verify")) return fail(c, "a tree_mask input needs mode verify (got '%s')", mode);
+        if (strcmp(mode, "verify") && strcmp(mode, "mixed"))
+            return fail(c, "a tree_mask input needs mode verify or mixed (got '%s')", mode);
         TRY(want_rank(c, 6, 1, "tree_mask"));
         TRY(want_dtype(c, 6, GIR_I64, "tree_mask"));
         TRY(want_dim(c, T(c, 6)->dim[0], T(c, 0)->dim[0], "tree_mask length"));

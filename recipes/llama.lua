@@ -5,7 +5,8 @@
 --
 -- Runtime inputs (symbolic dims): T tokens in this step, B sequences, B+1 their offsets, P pages in the
 -- KV pool, MP max pages per sequence, R rows that need logits (the last token of each sequence, or the
--- k+1 positions of a speculative verify).
+-- k+1 positions of a speculative verify). With tree = true, tree_mask: per token, the chunk tokens it
+-- may see (bit i: the sequence's i-th token of this step; -1: causal).
 
 local base = {
   dtype = "bf16",
@@ -23,6 +24,8 @@ local base = {
   rope_low_freq_factor = 1.0,
   rope_high_freq_factor = 4.0,
   rope_original_max_pos = 8192,
+  tree = false,              -- true: attention takes a tree_mask input (speculative decoding's draft trees,
+                             -- kiln.h spec_branches); plain steps pass -1 (causal), at a small cost in prefill
 }
 
 local function config(t)
@@ -98,6 +101,7 @@ local function build(g, c)
   local block_table = g:input("block_table", "i32", {"B", "MP"})
   local seq_lens = g:input("seq_lens", "i32", {"B"})
   local cu_q = g:input("cu_q", "i32", {"B+1"})
+  local tree_mask = c.tree and g:input("tree_mask", "i64", {"T"}) or nil
 
   local rope = { theta = c.rope_theta, head_dim = D, scaling = c.rope_scaling }
   if c.rope_scaling ~= "none" then rope.factor = c.rope_factor end
@@ -139,7 +143,8 @@ local function build(g, c)
     local kc = g:input(("k_cache.%d"):format(l), dt, {"P", ps, Hkv, D})
     local vc = g:input(("v_cache.%d"):format(l), dt, {"P", ps, Hkv, D})
     kc, vc = g:kv_write(k, v, kc, vc, slots, kv)
-    local o = g:attention(q, kc, vc, block_table, seq_lens, cu_q, attn)
+    local o = tree_mask and g:attention(q, kc, vc, block_table, seq_lens, cu_q, tree_mask, attn)
+              or g:attention(q, kc, vc, block_table, seq_lens, cu_q, attn)
     x = g:add(x, proj(o, p .. "self_attn.o_proj", C, H * D))
     h = g:rms_norm(x, weight(p .. "post_attention_layernorm.weight", {C}), norm)
     local m = g:silu_mul(proj(h, p .. "mlp.gate_proj", F, C), proj(h, p .. "mlp.up_proj", F, C))

@@ -188,6 +188,12 @@ typedef struct KilnSampling {
      * they part, the lookup searches it before the request's own tokens. Decides speed, never output. */
     const int32_t *prediction;
     int n_prediction; /* 0..KILN_MAX_PREDICTION */
+    /* KILN_SPEC_DRAFT: candidates per depth, 1..KILN_MAX_SPEC_BRANCHES (default 1: a chain). b > 1 makes
+     * a draft tree: beside each draft token, the draft model's next b - 1 most likely tokens at that
+     * depth are verified in the same step (a token tree, up to 64 tokens a request), and a sibling the
+     * target drew is kept with the target's token after it. Needs a target package compiled with
+     * `--set tree=true` (its attention takes the tree mask); on others the chain alone is verified. */
+    int spec_branches;
 } KilnSampling;
 #define KILN_MAX_PREDICTION (1 << 20) /* n_prediction */
 
@@ -196,7 +202,8 @@ typedef struct KilnSampling {
 /* DRAFT: the engine's draft model (KilnEngineOptions.draft_package) decodes k tokens greedily ahead of the
  * target, batched over the requests that use it. */
 typedef enum KilnSpec { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM = 1, KILN_SPEC_DRAFT = 2 } KilnSpec;
-#define KILN_MAX_SPEC_K 32 /* spec_k */
+#define KILN_MAX_SPEC_K        32 /* spec_k */
+#define KILN_MAX_SPEC_BRANCHES 8  /* spec_branches */
 
 /* Greedy, 256 tokens, seed 0, no speculation (spec_k 4 when it is turned on). */
 KILN_API void kiln_sampling_init(KilnSampling *s);
@@ -253,6 +260,9 @@ typedef struct KilnEngineStats {
     int64_t decode_steps, verify_steps;
     double decode_seconds, verify_seconds, draft_seconds;
     int64_t draft_steps; /* the draft model's steps (its catch-up and decode rounds) in draft_seconds */
+    /* draft trees (spec_branches > 1): sibling tokens verified, and verifies that kept a sibling (each
+     * such verify's kept drafts in spec_accepted count the sibling) */
+    int64_t spec_siblings, spec_sibling_hits;
 } KilnEngineStats;
 /* Writes min(size, sizeof(KilnEngineStats)) bytes of the stats to st (pass sizeof *st: a caller built
  * against an older, shorter struct gets its fields). */

@@ -95,6 +95,7 @@ void kiln_sampling_init(KilnSampling *s)
     s->top_p = 1.0f;
     s->max_tokens = 256;
     s->spec_k = 4;
+    s->spec_branches = 1;
 }
 
 KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
@@ -259,6 +260,28 @@ static KilnStatus copy_page(KilnEngine *e, const RtKvCopy *c)
     return KILN_OK;
 }
 
+/* Copies the K/V of sequence seq's token slot `from` to slot `to` in every paged input (a draft tree's
+ * kept sibling, computed after the chain, to the place of the draft it replaces). */
+static KilnStatus copy_slot(KilnEngine *e, int32_t seq, int from, int to)
+{
+    const int32_t *pg = NULL;
+    int32_t np = rt_kv_seq_pages(e->kv, seq, &pg);
+    if (from / e->page_size >= np || to / e->page_size >= np)
+        return rt_engine_fail(e, KILN_ERR_ARG, "slot %d or %d past sequence %d's %d pages", from, to, seq,
+                              np);
+    for (int i = 0; i < e->plan->n_bufs; i++) {
+        const RtPlanBuf *b = &e->plan->bufs[i];
+        if (b->kind != RT_BUF_INPUT || strncmp(b->shape, "[P,", 3)) continue;
+        uint64_t page = (uint64_t)(e->input_cap[i] / e->n_pages), row = page / (uint64_t)e->page_size;
+        uint64_t src = (uint64_t)pg[from / e->page_size] * page + (uint64_t)(from % e->page_size) * row;
+        uint64_t dst = (uint64_t)pg[to / e->page_size] * page + (uint64_t)(to % e->page_size) * row;
+        KilnStatus s =
+            rt_exec_copy(e->x, e->inputs[i] + dst, e->inputs[i] + src, (size_t)row, e->err, sizeof e->err);
+        if (s != KILN_OK) return s;
+    }
+    return KILN_OK;
+}
+
 /* Adds up to `room` tokens of request r to the step. Returns the tokens added (0: none fit), or -1 when
  * the KV pool is full for it. */
 /* Prefix sharing: a request without a sequence starts as a fork of the live or cached sequence whose
@@ -312,7 +335,7 @@ static int schedule_one(KilnEngine *e, Req *r, int room, KilnStatus *s)
     if (r->seq < 0 && e->share_prefixes) share_prefix(e, r);
     int chunk = r->n_tokens - r->n_done;
     if (chunk > room) chunk = room;
-    if (chunk == 1 && r->n_draft) chunk += r->n_draft; /* a decode with drafts: room was checked */
+    if (chunk == 1 && r->n_draft) chunk += r->n_draft + r->n_sib; /* a verify: room was checked */
     if (chunk <= 0) return 0;
     if (r->seq < 0 && rt_kv_seq_create(e->kv, &r->seq) != KILN_OK) return -1;
     RtKvCopy cow;
@@ -348,12 +371,16 @@ static void row_sampling(const Req *r, int j, float sp[4])
 
 /* The most drafts request r may verify now, from k: at most k + 1 new tokens come out of a verify, so
  * within its max_tokens, and its positions stay below the context and the pool. */
+/* The tokens a sequence may hold: the context, and the whole KV pool. */
+static int64_t spec_ctx(const KilnEngine *e)
+{
+    return e->max_ctx < (int64_t)e->n_pages * e->page_size ? e->max_ctx : (int64_t)e->n_pages * e->page_size;
+}
+
 static int spec_cap(const KilnEngine *e, const Req *r, int k)
 {
     if (r->s.max_tokens > 0 && k > r->s.max_tokens - r->generated - 1) k = r->s.max_tokens - r->generated - 1;
-    int64_t ctx =
-        e->max_ctx < (int64_t)e->n_pages * e->page_size ? e->max_ctx : (int64_t)e->n_pages * e->page_size;
-    if (k > ctx - 1 - r->n_tokens) k = (int)(ctx - 1 - r->n_tokens);
+    if (k > spec_ctx(e) - 1 - r->n_tokens) k = (int)(spec_ctx(e) - 1 - r->n_tokens);
     return k;
 }
 
@@ -363,9 +390,24 @@ static int spec_ready(const Req *r)
     return r->s.spec && r->seq >= 0 && r->n_done == r->n_tokens - 1;
 }
 
+/* Draft trees: the siblings request r verifies beside its n_draft drafts, within the tokens and rows
+ * left (lim counts the last token and the drafts too) and the attention's 64-token tree mask. */
+static void propose_siblings(const KilnEngine *e, Req *r, int lim)
+{
+    r->n_sib = r->sib_w = 0;
+    int w = r->s.spec_branches - 1 < e->vocab - 1 ? r->s.spec_branches - 1 : e->vocab - 1;
+    if (e->in_tree_mask < 0 || w <= 0 || r->n_draft <= 0) return;
+    if (lim > RT_SPEC_TREE_MAX) lim = RT_SPEC_TREE_MAX;
+    /* the siblings' slots too stay within the context and the pool (spec_cap kept the chain's) */
+    if (lim > spec_ctx(e) - r->n_tokens) lim = (int)(spec_ctx(e) - r->n_tokens);
+    int depths = (lim - 1 - r->n_draft) / w;
+    if (depths > r->n_draft) depths = r->n_draft;
+    if (depths > 0) r->n_sib = depths * w, r->sib_w = w;
+}
+
 static void propose(KilnEngine *e, Req *r, int room, int rows_left)
 {
-    r->n_draft = 0;
+    r->n_draft = r->n_sib = r->sib_w = 0;
     if (!spec_ready(r)) return;
     /* the draft model's tokens were made before the step (draft_propose); n-gram ones are made here */
     int k = spec_cap(e, r, r->s.spec == KILN_SPEC_DRAFT ? r->n_pre : rt_spec_budget(&r->spec));
@@ -375,6 +417,7 @@ static void propose(KilnEngine *e, Req *r, int room, int rows_left)
     if (k <= 0) return;
     if (r->s.spec == KILN_SPEC_DRAFT) {
         r->n_draft = k;
+        propose_siblings(e, r, room < rows_left ? room : rows_left);
         return;
     }
     /* n-gram: the prediction while the output follows it, else a lookup in it, else in the tokens */
@@ -397,7 +440,7 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
     StepIn *in = &e->in;
     int n = 0, T = 0, rows = 0, live = 0, seen = 0;
     for (int i = 0; i < e->n_reqs; i++) {
-        e->reqs[i].n_draft = 0;
+        e->reqs[i].n_draft = e->reqs[i].n_sib = 0;
         live += e->reqs[i].state != REQ_DONE;
     }
     for (int pass = 0; pass < 2 && *s == KILN_OK; pass++) {
@@ -410,7 +453,7 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
             propose(e, r, e->max_step_tokens - T, e->max_rows - rows - later);
             int got = schedule_one(e, r, e->max_step_tokens - T, s);
             if (got < 0 && r->n_draft) { /* no pages for the drafts: a plain decode (which may preempt) */
-                r->n_draft = 0;
+                r->n_draft = r->n_sib = 0;
                 got = schedule_one(e, r, e->max_step_tokens - T, s);
             }
             while (got < 0 && pass == 0) {
@@ -435,26 +478,32 @@ static int schedule(KilnEngine *e, int *n_rows, KilnStatus *s)
             r->state = REQ_RUNNING;
             in->items[n] = (RtKvStepSeq){r->seq, got};
             in->item_req[n] = i;
-            int known = got - r->n_draft; /* the request's own tokens; its drafts follow */
+            int known = got - r->n_draft - r->n_sib; /* the request's own tokens; drafts, siblings follow */
             memcpy(in->tokens + T, r->tokens + r->n_done, (size_t)known * sizeof *in->tokens);
             memcpy(in->tokens + T + known, r->draft, (size_t)r->n_draft * sizeof *in->tokens);
-            rows += r->n_done + known == r->n_tokens ? 1 + r->n_draft : 0;
+            for (int q = 0; q < r->n_sib; q++)
+                in->tokens[T + known + r->n_draft + q] = r->sib[q / r->sib_w][q % r->sib_w];
+            rows += r->n_done + known == r->n_tokens ? 1 + r->n_draft + r->n_sib : 0;
             T += got;
             n++;
         }
     }
     /* a logit row for each sequence whose chunk reaches its last known token, and one for each draft
-     * token after it (row j draws the request's token generated + j, as without speculation) */
+     * token after it (row j draws the request's token generated + j, as without speculation) and each
+     * sibling (one at depth j draws token generated + j + 1, as the draft beside it) */
     int R = 0;
+    e->step_tree = 0;
     for (int k = 0, t = 0; k < n; k++) {
         Req *r = &e->reqs[in->item_req[k]];
         t += in->items[k].n_new;
-        if (r->n_done + in->items[k].n_new - r->n_draft < r->n_tokens) continue;
-        for (int j = 0; j <= r->n_draft; j++, R++) {
-            in->logit_rows[R] = t - 1 - r->n_draft + j;
+        int last = t - 1 - r->n_draft - r->n_sib;
+        if (r->n_done + in->items[k].n_new - r->n_draft - r->n_sib < r->n_tokens) continue;
+        for (int j = 0; j <= r->n_draft + r->n_sib; j++, R++) {
+            in->logit_rows[R] = last + j;
             in->row_req[R] = in->item_req[k];
-            row_sampling(r, j, in->sampling + 4 * R);
+            row_sampling(r, j <= r->n_draft ? j : 1 + (j - 1 - r->n_draft) / r->sib_w, in->sampling + 4 * R);
         }
+        e->step_tree |= r->n_sib > 0;
     }
     *n_rows = R;
     return n;
@@ -631,6 +680,25 @@ static KilnStatus run_graph(KilnEngine *e, int B, int q, int n_splits, const int
 
 /* Runs the plan over in->items[0..B), whose tokens are in in->tokens and whose R logit rows and sampling
  * parameters are set: builds the step arrays, uploads every input, launches every kernel. */
+/* The tree mask of a step's T tokens (-1: plain causal) and, for a draft tree's siblings (after the
+ * chain in the chunk: [last, d0..d(k-1), siblings by depth]), their positions: a sibling at depth j
+ * stands where d(j) stands and sees the chunk's tokens 0..j (the last token, d0..d(j-1)) and itself. */
+static void tree_layout(KilnEngine *e, int B, int T)
+{
+    StepIn *in = &e->in;
+    for (int t = 0; t < T; t++)
+        in->tree_mask[t] = -1;
+    for (int k = 0; k < B && e->step_tree; k++) {
+        const Req *r = &e->reqs[in->item_req[k]];
+        int base = in->cu_q[k + 1] - 1 - r->n_draft - r->n_sib; /* the last known token's index */
+        for (int q = 0; q < r->n_sib; q++) {
+            int j = q / r->sib_w, c = 1 + r->n_draft + q; /* depth, index in the chunk (< 64) */
+            in->tree_mask[base + c] = (int64_t)((((uint64_t)1 << (j + 1)) - 1) | ((uint64_t)1 << c));
+            in->positions[base + c] = in->positions[base] + 1 + j;
+        }
+    }
+}
+
 static KilnStatus run_batch(KilnEngine *e, int B, int R)
 {
     StepIn *in = &e->in;
@@ -638,6 +706,9 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
     for (int k = 0; k < B; k++) {
         const int32_t *pg;
         int32_t np = rt_kv_seq_pages(e->kv, in->items[k].seq, &pg);
+        if (np > e->max_pages) /* a sequence past the context: a scheduling bug, never a wrong read */
+            return rt_engine_fail(e, KILN_ERR_ARG, "sequence %d holds %d pages, a context %d",
+                                  (int)in->items[k].seq, (int)np, (int)e->max_pages);
         if (np > mp) mp = np;
         uniform &= in->items[k].n_new == q;
     }
@@ -654,6 +725,7 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
     if (rt_kv_step_build(e->kv, in->items, B, &st) != KILN_OK)
         return rt_engine_fail(e, KILN_ERR_ARG, "step: %s", rt_kv_errmsg(e->kv));
     size_t T = (size_t)st.n_tokens;
+    if (e->in_tree_mask >= 0) tree_layout(e, B, (int)T);
     int64_t sym[RT_SYM_COUNT] = {0}, rtv[RT_RTV_COUNT] = {0};
     sym[RT_SYM_T] = st.n_tokens, sym[RT_SYM_B] = B, sym[RT_SYM_MP] = mp, sym[RT_SYM_R] = R;
     sym[RT_SYM_P] = e->n_pages;
@@ -671,7 +743,8 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
         (s = put_input(e, e->in_seq_lens, in->seq_lens, (size_t)B * 4)) ||
         (s = put_input(e, e->in_cu_q, in->cu_q, (size_t)(B + 1) * 4)) ||
         (s = put_input(e, e->in_logit_rows, in->logit_rows, (size_t)R * 4)) ||
-        (s = put_input(e, e->in_sampling, in->sampling, (size_t)R * 16)))
+        (s = put_input(e, e->in_sampling, in->sampling, (size_t)R * 16)) ||
+        (s = put_input(e, e->in_tree_mask, in->tree_mask, T * 8)))
         return s;
     if (!graph) return run_plan(e, sym, rtv);
     return run_graph(e, B, q, (int)rtv[RT_RTV_N_SPLITS], sym, rtv);
@@ -742,6 +815,50 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
  * (docs/RUNTIME.md, "Speculative decoding"). A request that does not fit a round (the draft's step room, its
  * KV pool) or whose draft returns an id outside the vocabulary proposes what it has so far: a plain decode at
  * worst. */
+/* The b - 1 largest of x[0..V) but x[skip] (ties: the smaller id; NaN never), into top (descending). */
+static int top_b(const float *x, int V, int32_t skip, int b, int32_t *top)
+{
+    int n = 0;
+    for (int32_t v = 0; v < V; v++) {
+        if (v == skip || isnan(x[v]) || (n == b && !(x[v] > x[top[n - 1]]))) continue;
+        int at = n < b ? n++ : n - 1;
+        while (at > 0 && x[v] > x[top[at - 1]])
+            top[at] = top[at - 1], at--;
+        top[at] = v;
+    }
+    return n;
+}
+
+/* Draft trees: after a draft round of R rows (d->in: row j for candidate row_req[j], whose draft it
+ * drew), the siblings of each drawn draft for requests that verify trees: the draft's next
+ * spec_branches - 1 most likely tokens at that row (by its logits: what a greedy target takes; a
+ * sampled target's draw is most often among them too), read back from the draft's logits output (V
+ * floats a row; a device top-b kernel would spare the copy). Row j drew out[j], draft got[c] of its
+ * candidate c. */
+static KilnStatus draft_siblings(KilnEngine *e, const int *cand, const int *got, const int32_t *out, int R)
+{
+    KilnEngine *d = e->draft;
+    int lg = rt_plan_output(d->plan, "logits"), any = 0;
+    for (int j = 0; j < R && e->in_tree_mask >= 0; j++)
+        any |= e->reqs[cand[d->in.row_req[j]]].s.spec_branches > 1;
+    if (!any || lg < 0) return KILN_OK;
+    float *x = malloc((size_t)R * (size_t)d->vocab * sizeof *x);
+    if (!x) return rt_engine_fail(d, KILN_ERR_NOMEM, "out of memory for the draft's logits");
+    KilnStatus s = rt_exec_get(d->x, x, d->arena + (uint64_t)d->plan->bufs[lg].offset,
+                               (size_t)R * (size_t)d->vocab * sizeof *x, d->err, sizeof d->err);
+    for (int j = 0; s == KILN_OK && j < R; j++) {
+        int c = d->in.row_req[j];
+        Req *r = &e->reqs[cand[c]];
+        if (r->s.spec_branches < 2 || got[c] >= KILN_MAX_SPEC_K) continue;
+        int32_t *sib = r->sib[got[c]];
+        int n = top_b(x + (size_t)j * (size_t)d->vocab, d->vocab, out[j], r->s.spec_branches - 1, sib);
+        for (; n < r->s.spec_branches - 1; n++) /* fewer candidates than b - 1: repeats are harmless */
+            sib[n] = n ? sib[0] : out[j];
+    }
+    free(x);
+    return s;
+}
+
 static KilnStatus draft_propose(KilnEngine *e)
 {
     KilnEngine *d = e->draft;
@@ -796,6 +913,7 @@ static KilnStatus draft_propose(KilnEngine *e)
         if (s == KILN_OK && (s = run_batch(d, B, R)) == KILN_OK)
             s = rt_exec_get(d->x, out, d->arena + (uint64_t)d->plan->bufs[d->buf_next_tokens].offset,
                             (size_t)R * 4, d->err, sizeof d->err);
+        if (s == KILN_OK) s = draft_siblings(e, cand, got, out, R);
         if (s != KILN_OK && out) rt_engine_fail(e, s, "draft model: %s", d->err);
         for (int j = 0; s == KILN_OK && j < R; j++) {
             int c = in->row_req[j];
@@ -829,7 +947,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
     int kind = B > 0 ? 1 : 0; /* 1: every sequence decodes one token, 2: some verify and none prefills */
     for (int k = 0; k < B && kind; k++) {
         const Req *r = &e->reqs[in->item_req[k]];
-        if (in->items[k].n_new != 1 + r->n_draft || r->n_done + 1 != r->n_tokens)
+        if (in->items[k].n_new != 1 + r->n_draft + r->n_sib || r->n_done + 1 != r->n_tokens)
             kind = 0;
         else if (r->n_draft)
             kind = 2;
@@ -848,7 +966,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
     if (B > 0) {
         e->route_rows = kind == 2 ? B : 0; /* verifies compute as their decodes would (pick_binary) */
         s = run_batch(e, B, R);
-        e->route_rows = 0;
+        e->route_rows = 0, e->step_tree = 0;
         if (s != KILN_OK) return fail_all(e, s);
         int32_t next[1024];
         int32_t *out = R <= 1024 ? next : malloc((size_t)R * sizeof *out);
@@ -862,7 +980,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         }
         for (int k = 0; k < B; k++) {
             Req *r = &e->reqs[in->item_req[k]];
-            int lo = r->n_done, hi = lo + in->items[k].n_new - r->n_draft;
+            int lo = r->n_done, hi = lo + in->items[k].n_new - r->n_draft - r->n_sib;
             /* prompt tokens count once: not again when recomputed after a preemption */
             int p_lo = lo > r->n_prompt_counted ? lo : r->n_prompt_counted,
                 p_hi = hi < r->n_prompt ? hi : r->n_prompt;
@@ -878,17 +996,28 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
                 deliver(e, idx, out[i]);
                 continue;
             }
-            /* a verify: rows i..i+n_draft; keep the drafts the target drew, give back the rest's pages */
-            int nd = r->n_draft, a = rt_spec_accept(r->draft, out + i, nd);
-            rt_spec_record(&r->spec, nd, a);
-            e->stats.spec_verifies++, e->stats.spec_proposed += nd, e->stats.spec_accepted += a;
-            r->n_draft = 0;
+            /* a verify: rows i..i+n_draft, then the siblings'; keep the drafts the target drew, then a
+             * sibling equal to the target's token where the chain parts (its row gives the next token),
+             * and give back the rest's pages */
+            int nd = r->n_draft, ns = r->n_sib, a = rt_spec_accept(r->draft, out + i, nd), hit = -1;
+            for (int q = a * r->sib_w; a < nd && q < ns && q < (a + 1) * r->sib_w && hit < 0; q++)
+                if (r->sib[a][q - a * r->sib_w] == out[i + a]) hit = q;
+            KilnStatus kv = KILN_OK;
+            if (hit >= 0) /* its K/V to the slot of the draft it replaces, before those pages go */
+                kv = copy_slot(e, r->seq, r->n_done + nd + hit, r->n_done + a); /* n_done: the last's + 1 */
+            int kept = a + (hit >= 0);
+            rt_spec_record(&r->spec, nd, kept);
+            e->stats.spec_verifies++, e->stats.spec_proposed += nd, e->stats.spec_accepted += kept;
+            e->stats.spec_siblings += ns, e->stats.spec_sibling_hits += hit >= 0;
+            r->n_draft = r->n_sib = 0;
             for (int j = 0; j <= a && e->reqs[idx].state != REQ_DONE; j++)
                 deliver(e, idx, out[i + j]);
-            i += nd;
+            if (hit >= 0 && e->reqs[idx].state != REQ_DONE) deliver(e, idx, out[i + 1 + nd + hit]);
+            i += nd + ns;
             /* the kept drafts are computed tokens now (fewer when the request ended inside them) */
             r = &e->reqs[idx];
-            int done = r->n_done + a < r->n_tokens ? r->n_done + a : r->n_tokens;
+            int done = r->n_done + kept < r->n_tokens ? r->n_done + kept : r->n_tokens;
+            if ((s = kv) != KILN_OK) break; /* e->err says why */
             r->n_done = done, r->n_high = done > r->n_high ? done : r->n_high;
             if ((s = rt_kv_seq_truncate(e->kv, r->seq, done)) != KILN_OK) {
                 rt_engine_fail(e, s, "KV cache: %s", rt_kv_errmsg(e->kv));

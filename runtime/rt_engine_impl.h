@@ -37,11 +37,16 @@ typedef struct Req {
     int n_pre;        /* KILN_SPEC_DRAFT: drafts the draft model made this step (before the step's limits) */
     int n_draft;      /* draft tokens in this step's chunk, after the request's last token */
     int32_t draft[KILN_MAX_SPEC_K];
+    /* draft trees (spec_branches b > 1): the draft's next b - 1 tokens beside draft j (sib[j], made with
+     * it); this step verifies sib_w of them at each of the first n_sib / sib_w depths, after the chain */
+    int32_t sib[KILN_MAX_SPEC_K][KILN_MAX_SPEC_BRANCHES - 1];
+    int n_sib, sib_w;
 } Req;
 
 /* What one step feeds the plan (host copies of the input buffers). */
 typedef struct StepIn {
     int32_t *tokens, *positions, *slots, *block_table, *seq_lens, *cu_q, *logit_rows;
+    int64_t *tree_mask; /* per token: bit i = may see chunk token i (-1: causal; a draft tree's siblings) */
     float *sampling;
     int *row_req; /* request index of each logit row */
     RtKvStepSeq *items;
@@ -82,6 +87,8 @@ struct KilnEngine {
     int buf_next_tokens;
     /* input buffer indices the engine fills, -1 when the plan has none */
     int in_tokens, in_positions, in_slots, in_block_table, in_seq_lens, in_cu_q, in_logit_rows, in_sampling;
+    int in_tree_mask; /* packages compiled with tree=true: draft trees can be verified */
+    int step_tree;    /* this step verifies some draft tree (run_batch writes its mask and positions) */
     Req *reqs;
     int n_reqs, cap_reqs;
     int64_t next_id;

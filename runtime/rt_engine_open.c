@@ -336,6 +336,7 @@ static int64_t input_need(const KilnEngine *e, const char *name)
     if (!strcmp(name, "logit_rows")) return (int64_t)e->max_rows * 4;
     if (!strcmp(name, "cu_q")) return (B + 1) * 4;
     if (!strcmp(name, "sampling")) return (int64_t)e->max_rows * 16;
+    if (!strcmp(name, "tree_mask")) return T * 8;
     return 0;
 }
 
@@ -395,8 +396,8 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
     if (!(e->inputs = calloc((size_t)p->n_bufs + 1, sizeof *e->inputs)) ||
         !(e->input_cap = calloc((size_t)p->n_bufs + 1, sizeof *e->input_cap)))
         return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
-    static const char *const known[] = {"tokens",   "positions", "slots",      "block_table",
-                                        "seq_lens", "cu_q",      "logit_rows", "sampling"};
+    static const char *const known[] = {"tokens", "positions",  "slots",    "block_table", "seq_lens",
+                                        "cu_q",   "logit_rows", "sampling", "tree_mask"};
     for (int i = 0; i < p->n_bufs; i++) {
         const RtPlanBuf *b = &p->bufs[i];
         int starts_p = 0, ok = 0;
@@ -426,6 +427,7 @@ static KilnStatus alloc_inputs(KilnEngine *e, KilnPackage *pkg, int64_t kv_budge
     e->in_slots = input_index(e, "slots"), e->in_block_table = input_index(e, "block_table");
     e->in_seq_lens = input_index(e, "seq_lens"), e->in_cu_q = input_index(e, "cu_q");
     e->in_logit_rows = input_index(e, "logit_rows"), e->in_sampling = input_index(e, "sampling");
+    e->in_tree_mask = input_index(e, "tree_mask");
     if (e->in_tokens < 0 || e->in_logit_rows < 0)
         return rt_engine_fail(e, KILN_ERR_UNSUPPORTED, "package has no tokens or logit_rows input");
     rt_engine_log(e, "KV cache: %d pages of %d tokens (%.1f MB), up to %d sequences x %d tokens per step",
@@ -439,12 +441,13 @@ static KilnStatus alloc_step_arrays(KilnEngine *e)
     StepIn *in = &e->in;
     size_t T = (size_t)e->max_step_tokens, B = (size_t)e->max_seqs, R = (size_t)e->max_rows;
     in->tokens = calloc(T, 4), in->positions = calloc(T, 4), in->slots = calloc(T, 4);
+    in->tree_mask = calloc(T, 8);
     in->block_table = calloc(B * (size_t)e->max_pages, 4), in->seq_lens = calloc(B, 4),
     in->cu_q = calloc(B + 1, 4);
     in->logit_rows = calloc(R, 4), in->sampling = calloc(R * 4, 4), in->row_req = calloc(R, sizeof(int));
     in->items = calloc(B, sizeof *in->items), in->item_req = calloc(B, sizeof(int));
-    if (!in->tokens || !in->positions || !in->slots || !in->block_table || !in->seq_lens || !in->cu_q ||
-        !in->logit_rows || !in->sampling || !in->row_req || !in->items || !in->item_req)
+    if (!in->tokens || !in->positions || !in->slots || !in->tree_mask || !in->block_table || !in->seq_lens ||
+        !in->cu_q || !in->logit_rows || !in->sampling || !in->row_req || !in->items || !in->item_req)
         return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
     return KILN_OK;
 }
@@ -638,7 +641,8 @@ void kiln_engine_close(KilnEngine *e)
     free(e->kernels), free(e->weights), free(e->inputs), free(e->input_cap);
     StepIn *in = &e->in;
     free(in->tokens), free(in->positions), free(in->slots), free(in->block_table), free(in->seq_lens);
-    free(in->cu_q), free(in->logit_rows), free(in->sampling), free(in->row_req), free(in->items);
+    free(in->cu_q), free(in->tree_mask), free(in->logit_rows), free(in->sampling), free(in->row_req),
+        free(in->items);
     free(in->item_req);
     rt_kv_destroy(e->kv);
     rt_tok_destroy(e->tok);

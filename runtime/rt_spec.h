@@ -15,6 +15,7 @@
 
 enum {
     RT_SPEC_NGRAM_MAX = 4, /* the longest suffix the n-gram proposer matches */
+    RT_SPEC_TREE_MAX = 64, /* tokens a draft tree verifies at most (the attention tree mask: 64 bits) */
     RT_SPEC_MISS_PAUSE = 3 /* verifies in a row that accept nothing before speculation pauses */
 };
 

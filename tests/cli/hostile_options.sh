@@ -98,6 +98,10 @@ expect "run --chat with ids" 2 "kiln run: --chat and --special apply to --prompt
   "${run[@]}" --chat
 expect "run --spec-k without --spec" 2 "kiln run: --spec-k goes with --spec ngram or --spec draft" \
   "${run[@]}" --spec-k 3
+expect "run --spec-branches with ngram" 2 "kiln run: --spec-branches goes with --spec draft" \
+  "${run[@]}" --spec ngram --spec-branches 2
+expect "run --spec-branches 9" 2 "kiln run: --spec-branches wants a whole number in 1..8, got '9'" \
+  "${run[@]}" --spec draft --spec-branches 9
 nl=$'1\n2'
 expect "run --max-tokens with a newline" 2 \
   "kiln run: --max-tokens wants a whole number in 1..16777216, got '1\\x0a2'" "${run[@]}" --max-tokens "$nl"

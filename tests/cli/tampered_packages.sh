@@ -117,7 +117,7 @@ tamper "params edited" tiny.kiln "UPDATE kernels SET params = replace(params, 'x
   "kernel matmul_64_64_bf16_none: params 'x:ptr<f32> w:ptr<bf16> out:ptr<bf16> M:i32' disagree with its kernel IR"
 ch=$(sqlite3 "$d/tiny.kiln" "SELECT value FROM meta WHERE key = 'config_hash'")
 tamper "config rows edited" tiny.kiln "UPDATE config SET value = '3' WHERE key = 'n_layers'" \
-  "corrupt package (config rows hash to a0b1ad06d6db1505, meta config_hash says $ch: edited)"
+  "corrupt package (config rows hash to db78c9f3a805d9f2, meta config_hash says $ch: edited)"
 
 # the buffer and weight tables, the meta maxima and the config as untrusted data (the plan's shapes are
 # symbolic: the tables are what make them fit)

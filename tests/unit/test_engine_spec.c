@@ -17,6 +17,10 @@
  *     the same tokens as plain decoding, greedy and sampled, mixed in a batch with n-gram and plain
  *     requests under KV pressure (the draft pool checked after every step too); a draft of another
  *     vocabulary is refused at open; KILN_SPEC_DRAFT without a draft model is refused at submit.
+ *   - draft trees (spec_branches > 1; test_tree): a target compiled with tree=true decodes plainly as the
+ *     plain package does; trees of 4 and 8 x 8 (capped at the 64-token mask) keep the plain tokens, greedy
+ *     and sampled, alone and in a batch with chains, n-gram and plain requests under KV pressure, and
+ *     keep some siblings (not all); the plain package verifies the chain; spec_branches 0 and 9 refused.
  *   - the distribution of sampled speculation: 3072 seeds, chi-square of the joint of three tokens against
  *     the target's probabilities (kiln_engine_score), with the power to reject the draft's and another
  *     temperature's (test_distribution).
@@ -247,6 +251,130 @@ static void test_draft(const char *src, const char *kiln, int32_t prompts[][64],
                  strstr(err, "vocabulary of 128 tokens, the target's is 256"),
              "draft of another vocabulary: %s", err);
     kiln_engine_close(e);
+    draft_path[0] = 0;
+}
+
+/* One request alone on a fresh engine; *st gets the engine's counters at the end. */
+static void run_stats(const int32_t *p, int n, const KilnSampling *s, Out *o, KilnEngineStats *st)
+{
+    memset(st, 0, sizeof *st);
+    KilnEngine *e = open_engine(0, 0, 1);
+    if (!e) return;
+    submit(e, p, n, s, o);
+    drain(e);
+    kiln_engine_stats(e, st, sizeof *st);
+    kiln_engine_close(e);
+}
+
+/* Draft trees (spec_branches > 1): a target compiled with tree=true, the 1-layer draft of test_draft.
+ * The tree package decodes plainly as the plain one does (its attention with every mask -1); with
+ * trees, greedy and sampled requests keep their tokens while siblings are kept (the draft's second
+ * choices where its first was wrong), alone and in a batch with chains, n-gram and plain requests under
+ * KV pressure; 8 branches of 8 drafts stay within the 64-token mask; the plain package verifies the chain
+ * alone; spec_branches 0 and 9 are refused. */
+static void test_tree(const char *src, const char *kiln, int32_t prompts[][64], const int *lens,
+                      const Out *ref, const KilnSampling *plain, int S)
+{
+    char cmd[2048], cache[1200], tree_pkg[512], plain_pkg[512];
+    snprintf(tree_pkg, sizeof tree_pkg, "%s", kf_at("tiny_tree.kiln"));
+    snprintf(cmd, sizeof cmd,
+             "'%s' compile '%s/recipes/llama.lua' --model tiny --set tree=true --target host %s -o '%s'",
+             kiln, src, krun_compile_cache_flag(cache, sizeof cache), tree_pkg);
+    KT_CHECK(system(cmd) == 0, "%s", cmd);
+    snprintf(plain_pkg, sizeof plain_pkg, "%s", pkg_path);
+    snprintf(pkg_path, sizeof pkg_path, "%s", tree_pkg);
+    snprintf(draft_path, sizeof draft_path, "%s", kf_at("tiny1.kiln"));
+    KilnSampling tree = *plain, chain = *plain, ngram = *plain, hot = *plain, hot_tree;
+    tree.spec = chain.spec = KILN_SPEC_DRAFT, ngram.spec = KILN_SPEC_NGRAM;
+    tree.spec_branches = 4;
+    hot.temperature = 0.8f, hot.top_k = 40, hot.seed = 7;
+    hot_tree = hot, hot_tree.spec = KILN_SPEC_DRAFT, hot_tree.spec_branches = 3, hot_tree.spec_k = 5;
+    int64_t sib = 0, hits = 0;
+    KilnEngineStats st;
+    for (int i = 0; i < NP; i++) {
+        Out a, b;
+        run_stats(prompts[i], lens[i], plain, &a, &st);
+        KT_CHECK(same(&a, &ref[i]), "tree package, plain decoding, prompt %d: differs from the plain package",
+                 i);
+        run_stats(prompts[i], lens[i], &tree, &b, &st);
+        KT_CHECK(same(&b, &ref[i]), "tree, prompt %d: %d tokens differ from plain", i, b.n);
+        KT_CHECK(st.spec_sibling_hits <= st.spec_verifies && st.spec_accepted <= st.spec_proposed,
+                 "tree, prompt %d: counters", i);
+        sib += st.spec_siblings, hits += st.spec_sibling_hits;
+        count(&b);
+        if (i % 2) continue;
+        run_alone(prompts[i], lens[i], &hot, &a);
+        run_stats(prompts[i], lens[i], &hot_tree, &b, &st);
+        KT_CHECK(same(&a, &b), "sampled tree, prompt %d: the tokens changed", i);
+        sib += st.spec_siblings, hits += st.spec_sibling_hits;
+    }
+    /* the widest tree: 8 drafts, 7 siblings each would be 65 tokens; the mask holds 64 */
+    KilnSampling wide = tree;
+    wide.spec_k = 8, wide.spec_branches = 8;
+    for (int i = 3; i < NP; i += 2) {
+        Out o;
+        run_stats(prompts[i], lens[i], &wide, &o, &st);
+        KT_CHECK(same(&o, &ref[i]), "8 x 8 tree, prompt %d differs", i);
+        KT_CHECK(st.spec_siblings > 0 && st.spec_siblings <= st.spec_verifies * 49,
+                 "8 x 8 tree, prompt %d: %lld siblings in %lld verifies", i, (long long)st.spec_siblings,
+                 (long long)st.spec_verifies);
+        sib += st.spec_siblings, hits += st.spec_sibling_hits;
+    }
+    /* near the end of the context (512 tokens) the siblings' slots stay within it: LENGTH at the same token
+     */
+    int32_t *p = malloc(500 * sizeof *p);
+    if (p) {
+        KilnSampling a = *plain, t = wide;
+        a.max_tokens = t.max_tokens = 0;
+        snprintf(draft_path, sizeof draft_path, "%s", tree_pkg); /* keeps every draft: k stays 8 */
+        for (int j = 0; j < 500; j++)
+            p[j] = prompts[7][j % lens[7]];
+        Out oa, ot;
+        run_alone(p, 500, &a, &oa);
+        run_stats(p, 500, &t, &ot, &st);
+        KT_CHECK(same(&oa, &ot) && ot.n == 12 && ot.finish == KILN_FINISH_LENGTH,
+                 "tree at the end of the context: %d tokens", ot.n);
+        free(p);
+        snprintf(draft_path, sizeof draft_path, "%s", kf_at("tiny1.kiln"));
+    }
+    printf("draft trees: %lld of %lld siblings kept\n", (long long)hits, (long long)sib);
+    KT_CHECK(hits > 0 && hits < sib, "draft trees: %lld of %lld siblings kept", (long long)hits,
+             (long long)sib);
+    /* a batch under KV pressure: trees, chains, n-gram and plain requests */
+    int64_t page_bytes = 2LL * 2 * S * 2 * 16 * 2;
+    KilnEngine *e = open_engine(0, page_bytes * 12, 1);
+    if (e) {
+        Out o[NP];
+        for (int i = 0; i < NP; i++)
+            submit(e, prompts[i], lens[i],
+                   i % 4 == 0   ? &tree
+                   : i % 4 == 1 ? &chain
+                   : i % 4 == 2 ? &ngram
+                                : plain,
+                   &o[i]);
+        drain(e);
+        kiln_engine_stats(e, &st, sizeof st);
+        for (int i = 0; i < NP; i++)
+            KT_CHECK(same(&o[i], &ref[i]), "mixed batch with trees: request %d differs", i);
+        KT_CHECK(st.preemptions > 0 && st.kv_pages_free == st.kv_pages && st.spec_siblings > 0,
+                 "mixed batch with trees: %lld preemptions, %d of %d free, %lld siblings",
+                 (long long)st.preemptions, st.kv_pages_free, st.kv_pages, (long long)st.spec_siblings);
+        KilnSampling b = tree;
+        b.spec_branches = 0;
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &b, NULL, NULL, NULL) == KILN_ERR_ARG &&
+                     strstr(kiln_engine_errmsg(e), "sampling.spec_branches 0: want 1..8"),
+                 "spec_branches 0: %s", kiln_engine_errmsg(e));
+        b.spec_branches = KILN_MAX_SPEC_BRANCHES + 1;
+        KT_CHECK(kiln_engine_submit(e, prompts[1], lens[1], &b, NULL, NULL, NULL) == KILN_ERR_ARG,
+                 "spec_branches 9");
+        kiln_engine_close(e);
+    }
+    /* a package without the tree mask verifies the chain */
+    snprintf(pkg_path, sizeof pkg_path, "%s", plain_pkg);
+    Out o;
+    run_stats(prompts[4], lens[4], &tree, &o, &st);
+    KT_CHECK(same(&o, &ref[4]) && st.spec_verifies > 0 && st.spec_siblings == 0,
+             "trees on a package without tree_mask: %lld siblings", (long long)st.spec_siblings);
     draft_path[0] = 0;
 }
 
@@ -536,8 +664,8 @@ int main(void)
                      "exact prediction, prompt %d: %lld of %lld kept", i, (long long)o.rs.spec_accepted,
                      (long long)o.rs.spec_proposed);
             /* before it parts, 4 drafts at most can be kept (tokens 1..4): more means it was found again */
-            KT_CHECK(variant != 1 || o.rs.spec_accepted > 4, "prediction that parts, prompt %d: %lld kept",
-                     i, (long long)o.rs.spec_accepted);
+            KT_CHECK(variant != 1 || o.rs.spec_accepted > 4, "prediction that parts, prompt %d: %lld kept", i,
+                     (long long)o.rs.spec_accepted);
             count(&o);
         }
         char why[256];
@@ -650,6 +778,7 @@ int main(void)
         kiln_engine_close(e);
     }
     test_draft(src, kiln, prompts, lens, ref, &plain, S);
+    test_tree(src, kiln, prompts, lens, ref, &plain, S);
     test_distribution(prompts[6], lens[6], kf_at("tiny1.kiln"), kref_next(&g));
     printf("speculation: %lld of %lld draft tokens accepted over the runs\n", (long long)spec_accepted,
            (long long)spec_proposed);

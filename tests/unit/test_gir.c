@@ -199,7 +199,8 @@ static void test_inference_errors(void)
     gir_graph_destroy(g);
 }
 
-/* Tree verify: attention's optional 7th input, an i64 ancestor mask per query token, in mode verify only. */
+/* Tree verify: attention's optional 7th input, an i64 ancestor mask per query token, in modes verify and
+ * mixed. */
 static void test_tree_attention(void)
 {
     Mini m = mini(2, 8);
@@ -218,10 +219,13 @@ static void test_tree_attention(void)
     KT_CHECK(!op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) && strstr(d.msg, "tree_mask"), "i32 tree: %s",
              d.msg);
     in[6] = tree;
-    aa[0] = gir_attr_str("mode", "mixed");
+    aa[0] = gir_attr_str("mode", "mixed"); /* a recipe's one graph for every step (llama.lua tree=true) */
     ir_diag_clear(&d);
-    KT_CHECK(!op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) && strstr(d.msg, "needs mode verify"),
-             "tree outside verify: %s", d.msg);
+    KT_CHECK(op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) != NULL, "tree in mode mixed: %s", d.msg);
+    aa[0] = gir_attr_str("mode", "prefill");
+    ir_diag_clear(&d);
+    KT_CHECK(!op1(g, GIR_OP_ATTENTION, in, 7, aa, 6, &d) && strstr(d.msg, "needs mode verify or mixed"),
+             "tree in prefill: %s", d.msg);
     gir_graph_destroy(g);
 }
 
@@ -291,8 +295,12 @@ static void test_name_index(void)
 static void test_names_and_sizes(void)
 {
     IrDiag d = {0};
-    static const char *const good[] = {"model.layers.0.self_attn.q_proj.weight", "blk.0.attn_q.weight",
-                                       "token_embd.weight", "k_cache.3", "lm_head.weight", "a/b:c+d-e"};
+    static const char *const good[] = {"model.layers.0.self_attn.q_proj.weight",
+                                       "blk.0.attn_q.weight",
+                                       "token_embd.weight",
+                                       "k_cache.3",
+                                       "lm_head.weight",
+                                       "a/b:c+d-e"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         KT_CHECK(gir_check_name("weight", good[i], strlen(good[i]), &d) == IR_OK, "%s: %s", good[i], d.msg);
     static const char *const bad_names[] = {"a\"b", "a\nb", "a b", "a#b", "a=b", "a,b", "\xc3\xa9", ""};
@@ -324,17 +332,18 @@ static void test_names_and_sizes(void)
     /* the builder refuses them too (not only the frontend), at the location */
     GirGraph *g = gir_graph_create("t");
     ir_diag_clear(&d);
-    KT_CHECK(!gir_leaf(g, GIR_OP_WEIGHT, "w\n%1 = weight \"x", gir_type(GIR_F32, 1, (GirDim[]){C(4)}), here, &d) &&
-                 !strncmp(d.msg, "test.lua:1: weight '", 20) && strstr(d.msg, "newline"),
-             "forged leaf: %s", d.msg);
+    KT_CHECK(
+        !gir_leaf(g, GIR_OP_WEIGHT, "w\n%1 = weight \"x", gir_type(GIR_F32, 1, (GirDim[]){C(4)}), here, &d) &&
+            !strncmp(d.msg, "test.lua:1: weight '", 20) && strstr(d.msg, "newline"),
+        "forged leaf: %s", d.msg);
     ir_diag_clear(&d);
-    KT_CHECK(!gir_leaf(g, GIR_OP_INPUT, "x", gir_type(GIR_F32, 2, (GirDim[]){S(g, "T"), C(IR_MAX_DIM + 1)}), here,
-                       &d) &&
+    KT_CHECK(!gir_leaf(g, GIR_OP_INPUT, "x", gir_type(GIR_F32, 2, (GirDim[]){S(g, "T"), C(IR_MAX_DIM + 1)}),
+                       here, &d) &&
                  strstr(d.msg, "dimension 2 is 2147483648"),
              "dim past 32 bits: %s", d.msg);
     ir_diag_clear(&d);
-    KT_CHECK(!gir_leaf(g, GIR_OP_INPUT, "x", gir_type(GIR_F32, 3, (GirDim[]){C(1 << 20), C(1 << 20), C(1 << 20)}),
-                       here, &d) &&
+    KT_CHECK(!gir_leaf(g, GIR_OP_INPUT, "x",
+                       gir_type(GIR_F32, 3, (GirDim[]){C(1 << 20), C(1 << 20), C(1 << 20)}), here, &d) &&
                  strstr(d.msg, "larger than 2^48 bytes"),
              "2^62 bytes: %s", d.msg);
     ir_diag_clear(&d);
@@ -348,7 +357,8 @@ static void test_names_and_sizes(void)
     sym[0] = INT64_MAX;
     KT_CHECK(!gir_type_bytes(&t, sym, &bytes), "overflow not caught");
     GirType q = gir_type(GIR_Q4_0, 2, (GirDim[]){C(64), C(256)});
-    KT_CHECK(gir_type_bytes(&q, NULL, &bytes) && bytes == 64 * 256 / 32 * 18, "q4_0 bytes %lld", (long long)bytes);
+    KT_CHECK(gir_type_bytes(&q, NULL, &bytes) && bytes == 64 * 256 / 32 * 18, "q4_0 bytes %lld",
+             (long long)bytes);
 }
 
 /* Fail the k-th arena allocation for every k until the build succeeds: never a crash, always a status. */
