@@ -15,6 +15,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in CI (CI=true) and wherever WERROR=ON is given.
 WERROR   ?= $(if $(filter true,$(CI)),ON,OFF)
 DEB_PKGS := cmake make gcc pkg-config liblua5.4-dev libsqlite3-dev sqlite3 llvm-22-dev lld-22 libzstd-dev \
+            libmicrohttpd-dev libjansson-dev \
             python3 python3-pip clang-14 libclang-rt-14-dev
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTHON   ?= python3
@@ -25,7 +26,7 @@ FETCH    := $(PYTHON) tests/e2e/fetch_model.py $(MODEL)
 # The end-to-end model: CI must have it (its test fails without it); elsewhere offline only warns.
 FETCH_TEST = $(FETCH) $(if $(filter true,$(CI)),,--optional)
 
-.PHONY: all deps build build-asan build-fuzz models run test test-asan test-full fuzz golden clean
+.PHONY: all deps pydeps build build-asan build-fuzz models run test test-asan test-full fuzz golden clean
 
 all: build
 
@@ -43,7 +44,13 @@ deps:
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DKILN_WERROR=$(WERROR)
 
-build: deps $(BUILD)/CMakeCache.txt
+# The openai client (PyPI) for the server's tests: pip into this Python when it allows, else --user past
+# Debian's externally-managed marker.
+pydeps:
+	@$(PYTHON) -c 'import openai' 2>/dev/null || $(PYTHON) -m pip install -q --disable-pip-version-check openai || \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check --user --break-system-packages openai
+
+build: deps pydeps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 # Does nothing when the file is there with the pinned SHA-256.

@@ -6,6 +6,7 @@
 #define KILN_CLI_H
 
 #include "frontend/fe.h"
+#include "kiln.h"
 #include "rt_tunedb.h"
 
 enum { CLI_MAX_SETS = 64, CLI_MAX_TARGETS = 8 };
@@ -55,6 +56,10 @@ int cli_inspect(const CliArgs *a);
 int cli_kernels(const CliArgs *a);
 /* `kiln run`: parses its own options (argv after "run"). */
 int cli_run(int argc, char **argv);
+/* `kiln serve`: parses its own options (argv after "serve"); docs/SERVER.md. */
+int cli_serve(int argc, char **argv);
+/* Appends the ids of text (kiln_engine_tokenize_v2 with flags) to *ids (*n of *cap, grown). */
+KilnStatus cli_add_text(KilnEngine *e, const char *text, int flags, int32_t **ids, int *n, int *cap);
 /* `kiln db ...` and `kiln tune ...` parse their own arguments (argv after the command name). */
 int cli_db(int argc, char **argv);
 int cli_tune(int argc, char **argv);

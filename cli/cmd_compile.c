@@ -86,7 +86,8 @@ int cli_compile(const CliArgs *a)
         return 2;
     }
     if (a->dump_after && !pl_dump_known(a->dump_after)) {
-        cli_error("--dump-after: unknown pass or stage '%s' (a pass, schedule, kernels or all)", a->dump_after);
+        cli_error("--dump-after: unknown pass or stage '%s' (a pass, schedule, kernels or all)",
+                  a->dump_after);
         return 2;
     }
     const CgTarget *tv[CLI_MAX_TARGETS];
@@ -119,11 +120,12 @@ int cli_compile(const CliArgs *a)
         return 1;
     }
     if (a->verbose) {
-        fprintf(stderr,
-                "kiln: compiled %s (%s): %d nodes, %d launches, %d kernels (%d not implemented yet)\n"
-                "kiln: frontend %.1f ms, passes %.1f ms, schedule %.1f ms, kernel IR %.1f ms, package %.1f ms\n",
-                a->input, st.model, st.nodes, st.launches, st.kernels, st.missing, st.ms_frontend, st.ms_passes,
-                st.ms_schedule, st.ms_kernels, st.ms_package);
+        fprintf(
+            stderr,
+            "kiln: compiled %s (%s): %d nodes, %d launches, %d kernels (%d not implemented yet)\n"
+            "kiln: frontend %.1f ms, passes %.1f ms, schedule %.1f ms, kernel IR %.1f ms, package %.1f ms\n",
+            a->input, st.model, st.nodes, st.launches, st.kernels, st.missing, st.ms_frontend, st.ms_passes,
+            st.ms_schedule, st.ms_kernels, st.ms_package);
         if (a->n_targets) {
             char targets[256] = "";
             for (int i = 0; i < a->n_targets; i++)

@@ -168,8 +168,7 @@ static int parse_ids(const char *s, int32_t **ids, int *n)
     return 0;
 }
 
-/* Appends the ids of len bytes at text (kiln_engine_tokenize_v2 with flags) to *ids (*n of *cap). */
-static KilnStatus add_text(KilnEngine *e, const char *text, int flags, int32_t **ids, int *n, int *cap)
+KilnStatus cli_add_text(KilnEngine *e, const char *text, int flags, int32_t **ids, int *n, int *cap)
 {
     int got = 0;
     size_t len = strlen(text);
@@ -195,11 +194,11 @@ static int tokenize(KilnEngine *e, const char *prompt, int chat, int special, in
     *ids = NULL, *n = 0;
     int user = (special ? KILN_TOKENIZE_SPECIAL : 0) | (chat ? KILN_TOKENIZE_NO_BOS : 0);
     KilnStatus st = KILN_OK;
-    if (chat) st = add_text(e, "<|im_start|>user\n", KILN_TOKENIZE_SPECIAL, ids, n, &cap);
-    if (st == KILN_OK) st = add_text(e, prompt, user, ids, n, &cap);
+    if (chat) st = cli_add_text(e, "<|im_start|>user\n", KILN_TOKENIZE_SPECIAL, ids, n, &cap);
+    if (st == KILN_OK) st = cli_add_text(e, prompt, user, ids, n, &cap);
     if (st == KILN_OK && chat)
-        st = add_text(e, "<|im_end|>\n<|im_start|>assistant\n", KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS,
-                      ids, n, &cap);
+        st = cli_add_text(e, "<|im_end|>\n<|im_start|>assistant\n",
+                          KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS, ids, n, &cap);
     if (st != KILN_OK || !*n) {
         cli_error("%s", st == KILN_ERR_NOMEM ? "out of memory"
                         : st != KILN_OK      ? kiln_engine_errmsg(e)

@@ -102,6 +102,14 @@ expect "run --spec-branches with ngram" 2 "kiln run: --spec-branches goes with -
   "${run[@]}" --spec ngram --spec-branches 2
 expect "run --spec-branches 9" 2 "kiln run: --spec-branches wants a whole number in 1..8, got '9'" \
   "${run[@]}" --spec draft --spec-branches 9
+expect "serve --port 0" 2 "kiln serve: --port wants a whole number in 1..65535, got '0'" \
+  serve p.kiln --random-weights 1 --port 0
+expect "serve --spec draft" 2 "kiln serve: --spec wants ngram or none, got 'draft'" \
+  serve p.kiln --random-weights 1 --spec draft
+expect "serve --max-queue 0" 2 "kiln serve: --max-queue wants a whole number in 1..65536, got '0'" \
+  serve p.kiln --random-weights 1 --max-queue 0
+expect "serve --port twice" 2 "kiln serve: --port given more than once" \
+  serve p.kiln --random-weights 1 --port 1 --port 2
 nl=$'1\n2'
 expect "run --max-tokens with a newline" 2 \
   "kiln run: --max-tokens wants a whole number in 1..16777216, got '1\\x0a2'" "${run[@]}" --max-tokens "$nl"
@@ -209,5 +217,8 @@ else
     "${tiny[@]}" --prompt-ids "1 256"
   expect "run: the largest id" 1 "kiln: submit: token 2147483647 at 0 is outside the vocabulary (256)" \
     "${tiny[@]}" --prompt-ids 2147483647
+  expect "serve without a tokenizer" 1 \
+    "kiln: $d/tiny.kiln: kiln serve needs a tokenizer (GGUF weights carry one): no tokenizer: random weights carry none (give token ids)" \
+    serve "$d/tiny.kiln" --random-weights 1 --device host --port $((20000 + RANDOM % 40000))
 fi
 checks_done hostile_options

@@ -1,0 +1,403 @@
+/* srv_api.c — the OpenAI API's JSON for `kiln serve` (docs/SERVER.md), through jansson: request bodies of
+ * /v1/completions and /v1/chat/completions into jobs (every field typed and ranged; an unknown field, or a
+ * known one kiln cannot honour yet, is a 400 that names it), and jobs into response bodies, stream chunks
+ * and error bodies. */
+#define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv.h"
+
+typedef struct Parse {
+    const SrvServer *sv;
+    SrvJob *j;
+    char *err;
+    size_t errlen;
+    int status;
+} Parse;
+
+static int bad(Parse *p, const char *fmt, const char *a, const char *b)
+{
+    snprintf(p->err, p->errlen, fmt, a, b);
+    if (!p->status) p->status = 400;
+    return -1;
+}
+
+/* A JSON number as a double (integers too); -1 with a 400 when v is not a number. */
+static int number(Parse *p, const char *key, json_t *v, double lo, double hi, double *out)
+{
+    if (!json_is_number(v)) return bad(p, "'%s' must be a number%s", key, "");
+    double x = json_number_value(v);
+    char range[96];
+    snprintf(range, sizeof range, " in [%g, %g], got %g", lo, hi, x);
+    if (!isfinite(x) || x < lo || x > hi) return bad(p, "'%s' must be a number%s", key, range);
+    *out = x;
+    return 0;
+}
+
+static int integer(Parse *p, const char *key, json_t *v, json_int_t lo, json_int_t hi, json_int_t *out)
+{
+    char range[96];
+    snprintf(range, sizeof range, " in [%lld, %lld]", (long long)lo, (long long)hi);
+    if (!json_is_integer(v)) return bad(p, "'%s' must be an integer%s", key, range);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) return bad(p, "'%s' must be an integer%s", key, range);
+    *out = x;
+    return 0;
+}
+
+static int boolean(Parse *p, const char *key, json_t *v, int *out)
+{
+    if (!json_is_boolean(v)) return bad(p, "'%s' must be true or false%s", key, "");
+    *out = json_is_true(v);
+    return 0;
+}
+
+static char *dup_str(Parse *p, const char *key, json_t *v)
+{
+    if (!json_is_string(v)) {
+        bad(p, "'%s' must be a string%s", key, "");
+        return NULL;
+    }
+    char *s = strdup(json_string_value(v));
+    if (!s) bad(p, "out of memory reading '%s'%s", key, "");
+    return s;
+}
+
+static int stops(Parse *p, json_t *v)
+{
+    if (json_is_null(v)) return 0;
+    json_t *one = json_is_string(v) ? v : NULL;
+    size_t n = one ? 1 : json_is_array(v) ? json_array_size(v) : 0;
+    if (!one && !json_is_array(v))
+        return bad(p, "'stop' must be a string or an array of strings%s%s", "", "");
+    if (n > SRV_MAX_STOP) return bad(p, "'stop' holds at most 4 strings%s%s", "", "");
+    for (size_t i = 0; i < n; i++) {
+        json_t *s = one ? one : json_array_get(v, i);
+        if (!json_is_string(s) || !json_string_length(s))
+            return bad(p, "'stop' must hold non-empty strings%s%s", "", "");
+        if (!(p->j->stop[p->j->n_stop] = dup_str(p, "stop", s))) return -1;
+        p->j->n_stop++;
+    }
+    return 0;
+}
+
+static int prompt(Parse *p, json_t *v)
+{
+    SrvJob *j = p->j;
+    if (json_is_array(v) && json_array_size(v) == 1 && json_is_string(json_array_get(v, 0)))
+        v = json_array_get(v, 0); /* a batch of one */
+    if (json_is_string(v)) return (j->prompt = dup_str(p, "prompt", v)) ? 0 : -1;
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (!n) return bad(p, "'prompt' must be a string or a non-empty array of token ids%s%s", "", "");
+    if (n > (size_t)p->sv->max_ctx)
+        return bad(p, "'prompt' holds more token ids than the context%s%s", "", "");
+    if (!(j->prompt_ids = malloc(n * sizeof *j->prompt_ids))) return bad(p, "out of memory%s%s", "", "");
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(v, i);
+        if (json_is_string(t))
+            return bad(p, "'prompt': a batch of several prompts is not supported%s%s", "", "");
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= p->sv->vocab) {
+            char what[64];
+            snprintf(what, sizeof what, "%d", p->sv->vocab - 1);
+            return bad(p, "'prompt': token ids must be integers in [0, %s]%s", what, "");
+        }
+        j->prompt_ids[i] = (int32_t)json_integer_value(t);
+    }
+    j->n_prompt_ids = (int)n;
+    return 0;
+}
+
+/* A message's content: a string, or an array of {"type": "text", "text": ...} parts (joined). */
+static char *content(Parse *p, json_t *v)
+{
+    if (json_is_string(v)) return dup_str(p, "content", v);
+    if (!json_is_array(v)) {
+        bad(p, "a message's 'content' must be a string or an array of text parts%s%s", "", "");
+        return NULL;
+    }
+    size_t len = 0;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        json_t *part = json_array_get(v, i), *type = json_object_get(part, "type");
+        json_t *text = json_object_get(part, "text");
+        if (!json_is_string(type) || strcmp(json_string_value(type), "text") || !json_is_string(text)) {
+            bad(p, "a message's content parts must be {\"type\": \"text\", \"text\": ...}%s%s", "", "");
+            return NULL;
+        }
+        len += json_string_length(text);
+    }
+    char *s = malloc(len + 1);
+    if (!s) {
+        bad(p, "out of memory%s%s", "", "");
+        return NULL;
+    }
+    s[0] = 0;
+    for (size_t i = 0, at = 0; i < json_array_size(v); i++) {
+        json_t *text = json_object_get(json_array_get(v, i), "text");
+        memcpy(s + at, json_string_value(text), json_string_length(text));
+        at += json_string_length(text);
+        s[at] = 0;
+    }
+    return s;
+}
+
+static int messages(Parse *p, json_t *v)
+{
+    SrvJob *j = p->j;
+    size_t n = json_is_array(v) ? json_array_size(v) : 0;
+    if (!n) return bad(p, "'messages' must be a non-empty array%s%s", "", "");
+    if (n > SRV_MAX_MESSAGES) return bad(p, "'messages' holds at most 1024 messages%s%s", "", "");
+    if (!(j->msgs = calloc(n, sizeof *j->msgs))) return bad(p, "out of memory%s%s", "", "");
+    for (size_t i = 0; i < n; i++, j->n_msgs++) {
+        json_t *m = json_array_get(v, i), *role = json_object_get(m, "role");
+        if (!json_is_object(m)) return bad(p, "each message must be an object%s%s", "", "");
+        const char *key;
+        json_t *val;
+        json_object_foreach(m, key, val)
+        {
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name"))
+                return bad(p, "unknown field 'messages[].%s'%s", key, "");
+        }
+        const char *r = json_is_string(role) ? json_string_value(role) : "";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "developer"))
+            return bad(p, "a message's 'role' must be system, developer, user or assistant%s%s", "", "");
+        if (!(j->msgs[i].role = strdup(!strcmp(r, "developer") ? "system" : r)) ||
+            !(j->msgs[i].content = content(p, json_object_get(m, "content"))))
+            return -1;
+    }
+    return 0;
+}
+
+/* One top-level field. */
+static int field(Parse *p, const char *key, json_t *v)
+{
+    SrvJob *j = p->j;
+    KilnSampling *s = &j->s;
+    int chat = j->kind == SRV_CHAT, b = 0;
+    double x;
+    json_int_t i;
+    if (!strcmp(key, "model")) {
+        if (!json_is_string(v)) return bad(p, "'model' must be a string%s%s", "", "");
+        if (strcmp(json_string_value(v), p->sv->model)) {
+            p->status = 404;
+            return bad(p, "the model '%s' does not exist (this server has '%s')", json_string_value(v),
+                       p->sv->model);
+        }
+        return 0;
+    }
+    if (!strcmp(key, "prompt") && !chat) return prompt(p, v);
+    if (!strcmp(key, "messages") && chat) return messages(p, v);
+    if (!strcmp(key, "max_tokens") || (chat && !strcmp(key, "max_completion_tokens"))) {
+        if (json_is_null(v)) return 0;
+        if (integer(p, key, v, 1, p->sv->max_ctx, &i)) return -1;
+        s->max_tokens = (int)i;
+        return 0;
+    }
+    if (!strcmp(key, "temperature")) {
+        if (json_is_null(v)) return 0;
+        if (number(p, key, v, 0, 2, &x)) return -1;
+        s->temperature = (float)x;
+        return 0;
+    }
+    if (!strcmp(key, "top_p")) {
+        if (json_is_null(v)) return 0;
+        if (number(p, key, v, 0, 1, &x)) return -1;
+        if (x <= 0) return bad(p, "'top_p' must be in (0, 1]%s%s", "", "");
+        s->top_p = (float)x;
+        return 0;
+    }
+    if (!strcmp(key, "top_k")) { /* vLLM's extension; -1 and 0: off */
+        if (json_is_null(v)) return 0;
+        if (integer(p, key, v, -1, 1 << 24, &i)) return -1;
+        s->top_k = i < 0 ? 0 : (int)i;
+        return 0;
+    }
+    if (!strcmp(key, "seed")) {
+        if (json_is_null(v)) return 0;
+        if (!json_is_integer(v)) return bad(p, "'seed' must be an integer%s%s", "", "");
+        s->seed = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    if (!strcmp(key, "stop")) return stops(p, v);
+    if (!strcmp(key, "stream")) return json_is_null(v) ? 0 : boolean(p, key, v, &j->stream);
+    if (!strcmp(key, "stream_options")) {
+        if (json_is_null(v)) return 0;
+        json_t *u = json_object_get(v, "include_usage");
+        if (!json_is_object(v) || json_object_size(v) != (u ? 1u : 0u))
+            return bad(p, "'stream_options' may hold only include_usage%s%s", "", "");
+        return u ? boolean(p, "stream_options.include_usage", u, &j->include_usage) : 0;
+    }
+    if (!strcmp(key, "echo") && !chat) return boolean(p, key, v, &j->echo);
+    if (!strcmp(key, "ignore_eos")) { /* vLLM's extension */
+        if (boolean(p, key, v, &b)) return -1;
+        s->ignore_eos = b;
+        return 0;
+    }
+    if (!strcmp(key, "user"))
+        return json_is_string(v) || json_is_null(v) ? 0 : bad(p, "'user' must be a string%s%s", "", "");
+    if (!strcmp(key, "n")) {
+        if (json_is_null(v)) return 0;
+        if (integer(p, key, v, 1, 128, &i)) return -1;
+        return i == 1 ? 0 : bad(p, "'n' above 1 is not supported yet%s%s", "", "");
+    }
+    if (!strcmp(key, "logprobs") && (json_is_null(v) || json_is_false(v))) return 0;
+    if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+        if (json_is_null(v)) return 0;
+        if (number(p, key, v, -2, 2, &x)) return -1;
+        return x == 0 ? 0 : bad(p, "'%s' other than 0 is not supported yet%s", key, "");
+    }
+    static const char *const later[] = {
+        "logprobs",           "top_logprobs",    "logit_bias", "min_p",
+        "repetition_penalty", "suffix",          "best_of",    "tools",
+        "tool_choice",        "response_format", "functions",  "function_call",
+        "parallel_tool_calls"};
+    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++)
+        if (!strcmp(key, later[k]) && !json_is_null(v)) return bad(p, "'%s' is not supported yet%s", key, "");
+    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++)
+        if (!strcmp(key, later[k])) return 0;
+    return bad(p, "unknown field '%s'%s", key, "");
+}
+
+int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJob **out, char *err,
+              size_t errlen)
+{
+    *out = NULL;
+    json_error_t je;
+    /* duplicate keys are refused (which one would win?); the whole body must be one JSON value */
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!root) {
+        snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+                 je.column);
+        return 400;
+    }
+    Parse p = {.sv = sv, .err = err, .errlen = errlen};
+    SrvJob *j = p.j = calloc(1, sizeof *j);
+    if (!j || !json_is_object(root)) {
+        json_decref(root);
+        free(j);
+        snprintf(err, errlen, j ? "the body must be a JSON object" : "out of memory");
+        return j ? 400 : 500;
+    }
+    j->refs = 1, j->kind = kind;
+    kiln_sampling_init(&j->s);
+    j->s.max_tokens = kind == SRV_CHAT ? 0 : 16; /* OpenAI's defaults: the context; 16 for completions */
+    j->s.spec = sv->spec, j->s.spec_k = sv->spec_k;
+    const char *key;
+    json_t *v;
+    int rc = 0;
+    json_object_foreach(root, key, v)
+    {
+        if ((rc = field(&p, key, v))) break;
+    }
+    if (!rc && !json_object_get(root, "model")) rc = bad(&p, "'model' is required%s%s", "", "");
+    if (!rc && kind == SRV_CHAT && !j->n_msgs) rc = bad(&p, "'messages' is required%s%s", "", "");
+    if (!rc && kind == SRV_COMPLETION && !j->prompt && !j->prompt_ids)
+        rc = bad(&p, "'prompt' is required%s%s", "", "");
+    if (!rc && j->include_usage && !j->stream) rc = bad(&p, "'stream_options' goes with stream%s%s", "", "");
+    json_decref(root);
+    if (rc) {
+        srv_job_release(j);
+        return p.status;
+    }
+    *out = j;
+    return 0;
+}
+
+void srv_job_release(SrvJob *j)
+{
+    if (!j || --j->refs > 0) return;
+    free(j->prompt), free(j->prompt_ids);
+    for (int i = 0; i < j->n_msgs; i++)
+        free(j->msgs[i].role), free(j->msgs[i].content);
+    free(j->msgs);
+    for (int i = 0; i < j->n_stop; i++)
+        free(j->stop[i]);
+    free(j->out), free(j->ids), free(j->text);
+    free(j);
+}
+
+static char *dump(json_t *o)
+{
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    return s;
+}
+
+char *srv_error_json(int status, const char *msg)
+{
+    const char *type = status == 401   ? "authentication_error"
+                       : status == 404 ? "not_found_error"
+                       : status == 429 ? "rate_limit_error"
+                       : status >= 500 ? "server_error"
+                                       : "invalid_request_error";
+    return dump(
+        json_pack("{s:{s:s,s:s,s:n,s:i}}", "error", "message", msg, "type", type, "param", "code", status));
+}
+
+static json_t *usage(const SrvJob *j)
+{
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt_tokens, "completion_tokens", j->n_ids,
+                     "total_tokens", j->n_prompt_tokens + j->n_ids);
+}
+
+/* The job's text [from, to) as a JSON string (the engine keeps it valid UTF-8 up to `emitted`). */
+static json_t *text_of(const SrvJob *j, size_t from, size_t to)
+{
+    return json_stringn_nocheck(j->text ? j->text + from : "", to - from);
+}
+
+char *srv_final_json(const SrvServer *sv, const SrvJob *j, const char *finish)
+{
+    json_t *text = text_of(j, 0, j->text_len), *choice;
+    if (j->kind == SRV_CHAT)
+        choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role", "assistant", "content",
+                           text, "logprobs", "finish_reason", finish);
+    else
+        choice =
+            json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text, "logprobs", "finish_reason", finish);
+    return dump(json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", j->id, "object",
+                          j->kind == SRV_CHAT ? "chat.completion" : "text_completion", "created",
+                          (json_int_t)j->created, "model", sv->model, "choices", choice, "usage", usage(j)));
+}
+
+char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const char *text, size_t len, int first,
+                    const char *finish, int with_usage)
+{
+    json_t *choices = json_array();
+    if (!with_usage) {
+        json_t *t = json_stringn_nocheck(text ? text : "", len), *c;
+        if (j->kind == SRV_CHAT) {
+            json_t *delta = json_object();
+            if (first) json_object_set_new(delta, "role", json_string("assistant"));
+            if (len || !finish)
+                json_object_set_new(delta, "content", t);
+            else
+                json_decref(t);
+            c = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "logprobs");
+        } else {
+            c = json_pack("{s:i,s:o,s:n}", "index", 0, "text", t, "logprobs");
+        }
+        json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
+        json_array_append_new(choices, c);
+    }
+    json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object",
+                          j->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)j->created, "model", sv->model, "choices", choices);
+    if (o && j->include_usage) json_object_set_new(o, "usage", with_usage ? usage(j) : json_null());
+    char *s = dump(o);
+    if (!s) return NULL;
+    size_t n = strlen(s);
+    char *ev = malloc(n + 9);
+    if (ev) memcpy(ev, "data: ", 6), memcpy(ev + 6, s, n), memcpy(ev + 6 + n, "\n\n", 3);
+    free(s);
+    return ev;
+}
+
+char *srv_models_json(const SrvServer *sv)
+{
+    return dump(json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", sv->model, "object",
+                          "model", "created", 0, "owned_by", "kiln"));
+}

@@ -1,0 +1,345 @@
+/* srv_engine.c — `kiln serve`'s engine thread (docs/SERVER.md): the only caller of the KilnEngine. It
+ * takes queued jobs, renders and tokenizes their prompts, submits them, steps the engine while anything
+ * runs, and turns each request's tokens into text for its client: detokenized incrementally, a UTF-8
+ * sequence never split, stop strings never shown (the text is held back while it could still be the start
+ * of one), finished with the usage counts. The HTTP side only reads what this thread writes under
+ * SrvServer.mu, and is woken (its connection resumed) when there is news. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "rt_file.h" /* rt_now_s */
+#include "srv.h"
+
+void srv_job_wake(SrvJob *j)
+{
+    extern void srv_http_resume(void *conn);
+    if (j->suspended && j->conn) {
+        j->suspended = 0;
+        srv_http_resume(j->conn);
+    }
+}
+
+int srv_job_emit(SrvServer *sv, SrvJob *j, const char *bytes, size_t n)
+{
+    (void)sv;
+    if (j->out_len + n > j->out_cap) {
+        size_t cap = (j->out_len + n) * 2 + 256;
+        char *o = realloc(j->out, cap);
+        if (!o) return -1;
+        j->out = o, j->out_cap = cap;
+    }
+    memcpy(j->out + j->out_len, bytes, n);
+    j->out_len += n;
+    srv_job_wake(j);
+    return 0;
+}
+
+/* Ends a job before it ran: status and message for the client. */
+static void reject(SrvServer *sv, SrvJob *j, int status, const char *msg)
+{
+    pthread_mutex_lock(&sv->mu);
+    j->state = SRV_REJECTED, j->status = status;
+    snprintf(j->err, sizeof j->err, "%s", msg);
+    sv->n_live--;
+    srv_job_wake(j);
+    srv_job_release(j); /* the engine's reference */
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* The prompt's ids: the text (plain: a user's "<|im_end|>" stays text), the given ids, or the chat
+ * rendered with the ChatML template (its control tokens parsed, the messages' text not). */
+static KilnStatus prompt_ids(SrvServer *sv, SrvJob *j, int32_t **ids, int *n)
+{
+    int cap = 0;
+    KilnStatus st = KILN_OK;
+    *ids = NULL, *n = 0;
+    if (j->kind == SRV_COMPLETION && j->prompt_ids) {
+        if (!(*ids = malloc((size_t)j->n_prompt_ids * sizeof **ids))) return KILN_ERR_NOMEM;
+        memcpy(*ids, j->prompt_ids, (size_t)j->n_prompt_ids * sizeof **ids);
+        *n = j->n_prompt_ids;
+        return KILN_OK;
+    }
+    if (j->kind == SRV_COMPLETION) return cli_add_text(sv->e, j->prompt, 0, ids, n, &cap);
+    for (int m = 0; m < j->n_msgs && st == KILN_OK; m++) {
+        char head[64]; /* the role is one of srv_api.c's four words: template text, parsed */
+        snprintf(head, sizeof head, "<|im_start|>%s\n", j->msgs[m].role);
+        st = cli_add_text(sv->e, head, KILN_TOKENIZE_SPECIAL | (m ? KILN_TOKENIZE_NO_BOS : 0), ids, n, &cap);
+        if (st == KILN_OK) st = cli_add_text(sv->e, j->msgs[m].content, KILN_TOKENIZE_NO_BOS, ids, n, &cap);
+        if (st == KILN_OK)
+            st = cli_add_text(sv->e, "<|im_end|>\n", KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS, ids, n,
+                              &cap);
+    }
+    if (st == KILN_OK)
+        st = cli_add_text(sv->e, "<|im_start|>assistant\n", KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS, ids,
+                          n, &cap);
+    return st;
+}
+
+static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin);
+
+/* Starts a queued job on the engine, or rejects it. */
+static void start(SrvServer *sv, SrvJob *j)
+{
+    char msg[400];
+    if (j->kind == SRV_CHAT && !sv->chatml) {
+        reject(sv, j, 400,
+               "this model's vocabulary has no ChatML tokens (<|im_start|>, <|im_end|>): kiln "
+               "serve renders only ChatML chats so far; use /v1/completions");
+        return;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    KilnStatus st = prompt_ids(sv, j, &ids, &n);
+    if (st != KILN_OK || !n) {
+        reject(sv, j, st == KILN_ERR_NOMEM ? 500 : 400,
+               st == KILN_ERR_NOMEM ? "out of memory"
+               : st != KILN_OK      ? kiln_engine_errmsg(sv->e)
+                                    : "empty prompt");
+        free(ids);
+        return;
+    }
+    int64_t want = (int64_t)n + (j->s.max_tokens > 0 ? j->s.max_tokens : 1);
+    if (want > sv->max_ctx) {
+        snprintf(msg, sizeof msg,
+                 "this model's maximum context length is %lld tokens; the request asks for %lld (%d in the "
+                 "prompt, %d to generate)",
+                 (long long)sv->max_ctx, (long long)want, n, j->s.max_tokens > 0 ? j->s.max_tokens : 1);
+        reject(sv, j, 400, msg);
+        free(ids);
+        return;
+    }
+    j->n_prompt_tokens = n;
+    if (j->echo) { /* the prompt's text first */
+        size_t len = 0;
+        if (j->prompt)
+            len = strlen(j->prompt);
+        else if (kiln_engine_detokenize(sv->e, ids, n, NULL, 0, &len) != KILN_OK)
+            len = 0;
+        if (!(j->text = malloc(len + 64)))
+            len = 0;
+        else if (j->prompt)
+            memcpy(j->text, j->prompt, len);
+        else
+            kiln_engine_detokenize(sv->e, ids, n, j->text, len, &len);
+        j->text_cap = j->text ? len + 64 : 0;
+        j->text_len = j->text0 = len;
+    }
+    st = kiln_engine_submit(sv->e, ids, n, &j->s, on_token, j, &j->req);
+    free(ids);
+    if (st != KILN_OK) {
+        reject(sv, j, st == KILN_ERR_NOMEM ? 500 : 400, kiln_engine_errmsg(sv->e));
+        return;
+    }
+    pthread_mutex_lock(&sv->mu);
+    j->state = SRV_RUNNING;
+    sv->stats.prompt_tokens += n;
+    srv_job_wake(j);
+    pthread_mutex_unlock(&sv->mu);
+}
+
+/* The end of bytes t[0..len) that holds whole UTF-8 sequences (an incomplete tail held back). */
+static size_t utf8_whole(const char *t, size_t len)
+{
+    for (size_t k = 1; k <= 3 && k <= len; k++) {
+        unsigned char c = (unsigned char)t[len - k];
+        if ((c & 0xC0) == 0x80) continue;
+        int need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return (size_t)need > k ? len - k : len;
+    }
+    return len;
+}
+
+static void bucket(int64_t *h, const double *bounds, int nb, double x)
+{
+    int b = 0;
+    while (b < nb && x > bounds[b])
+        b++;
+    h[b]++;
+}
+
+/* Ends a running job (under sv->mu): its last text, the finish reason, usage; error: status >= 500. */
+static void finish(SrvServer *sv, SrvJob *j, const char *reason, int status, const char *msg)
+{
+    extern const double srv_latency_bounds[11];
+    j->finished = 1;
+    if (status) {
+        j->status = status;
+        snprintf(j->err, sizeof j->err, "%s", msg);
+    }
+    if (j->stream && j->state == SRV_RUNNING) {
+        char *ev = NULL;
+        if (status) { /* headers went out with 200: the error is an event */
+            char *body = srv_error_json(status, msg);
+            size_t n = body ? strlen(body) : 0;
+            if (body && (ev = malloc(n + 9)))
+                memcpy(ev, "data: ", 6), memcpy(ev + 6, body, n), memcpy(ev + 6 + n, "\n\n", 3);
+            free(body);
+        } else {
+            ev = srv_chunk_sse(sv, j, j->text + j->emitted, j->text_len - j->emitted, !j->role_sent, reason,
+                               0);
+            j->role_sent = 1;
+        }
+        if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
+        if (!status && j->include_usage && (ev = srv_chunk_sse(sv, j, NULL, 0, 0, NULL, 1)))
+            srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
+        srv_job_emit(sv, j, "data: [DONE]\n\n", 14);
+        j->emitted = j->text_len;
+    } else if (!status) {
+        char *body = srv_final_json(sv, j, reason);
+        if (!body)
+            j->status = 500, snprintf(j->err, sizeof j->err, "out of memory");
+        else
+            free(j->out), j->out = body, j->out_len = j->out_cap = strlen(body);
+    }
+    j->state = SRV_DONE;
+    sv->stats.completion_tokens += j->n_ids;
+    if (j->t_first > 0) {
+        sv->stats.ttft_sum += j->t_first - j->t_arrive, sv->stats.ttft_n++;
+        bucket(sv->stats.ttft, srv_latency_bounds, 11, j->t_first - j->t_arrive);
+    }
+    if (j->n_ids > 1) {
+        double tpot = (j->t_last - j->t_first) / (j->n_ids - 1);
+        sv->stats.tpot_sum += tpot, sv->stats.tpot_n++;
+        bucket(sv->stats.tpot, srv_latency_bounds, 11, tpot);
+    }
+    srv_job_wake(j);
+}
+
+/* The engine's callback: one token (or the end) of job `user`. Returns 1 to end the request early (a stop
+ * string, or a client that went away). */
+static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
+{
+    SrvJob *j = user;
+    SrvServer *sv = j->sv;
+    (void)req;
+    int stop = 0;
+    pthread_mutex_lock(&sv->mu);
+    if (!j->finished && tok >= 0) {
+        double now = rt_now_s();
+        if (!j->n_ids) j->t_first = now;
+        j->t_last = now;
+        if (j->n_ids == j->cap_ids) {
+            int cap = j->cap_ids ? 2 * j->cap_ids : 64;
+            int32_t *t = realloc(j->ids, (size_t)cap * sizeof *t);
+            if (t) j->ids = t, j->cap_ids = cap;
+        }
+        if (j->n_ids < j->cap_ids) j->ids[j->n_ids++] = tok;
+        size_t len = 0;
+        kiln_engine_detokenize(sv->e, j->ids, j->n_ids, NULL, 0, &len);
+        if (j->text0 + len + 1 > j->text_cap) {
+            size_t cap = (j->text0 + len + 1) * 2;
+            char *t = realloc(j->text, cap);
+            if (t) j->text = t, j->text_cap = cap;
+        }
+        if (j->text0 + len + 1 <= j->text_cap)
+            kiln_engine_detokenize(sv->e, j->ids, j->n_ids, j->text + j->text0, j->text_cap - j->text0, &len);
+        j->text_len = j->text0 + len;
+        /* a stop string ends the text where it starts */
+        size_t longest = 0;
+        for (int i = 0; i < j->n_stop; i++) {
+            size_t n = strlen(j->stop[i]);
+            longest = n > longest ? n : longest;
+            char *at = NULL;
+            for (size_t from = j->emitted > j->text0 + n ? j->emitted - n : j->text0; from + n <= j->text_len;
+                 from++)
+                if (!memcmp(j->text + from, j->stop[i], n)) {
+                    at = j->text + from;
+                    break;
+                }
+            if (at && (size_t)(at - j->text) < j->text_len) j->text_len = (size_t)(at - j->text), stop = 1;
+        }
+        int ends = stop || fin == KILN_FINISH_STOP || fin == KILN_FINISH_LENGTH;
+        if (!ends && j->stream) { /* what can be shown: whole UTF-8, and no possible stop-string start */
+            size_t end = utf8_whole(j->text, j->text_len);
+            end = end > j->emitted + (longest ? longest - 1 : 0) ? end - (longest ? longest - 1 : 0)
+                                                                 : j->emitted;
+            end = utf8_whole(j->text, end);
+            if (end > j->emitted || !j->role_sent) {
+                char *ev =
+                    srv_chunk_sse(sv, j, j->text + j->emitted, end - j->emitted, !j->role_sent, NULL, 0);
+                if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
+                j->emitted = end, j->role_sent = 1;
+            }
+        }
+        if (ends) finish(sv, j, fin == KILN_FINISH_LENGTH && !stop ? "length" : "stop", 0, NULL);
+    }
+    if (!j->finished && fin == KILN_FINISH_ERROR) finish(sv, j, NULL, 500, kiln_engine_errmsg(sv->e));
+    if (!j->finished && fin == KILN_FINISH_ABORT)
+        finish(sv, j, NULL, sv->stop ? 503 : 499,
+               sv->stop ? "the server is shutting down" : "the request was cancelled");
+    stop |= j->cancelled;
+    if (fin != KILN_FINISH_NONE) j->engine_done = 1; /* the last callback: srv_engine_main lets go */
+    pthread_mutex_unlock(&sv->mu);
+    return stop;
+}
+
+/* Publishes the engine's counters for /metrics. */
+static void publish(SrvServer *sv)
+{
+    KilnEngineStats st;
+    kiln_engine_stats(sv->e, &st, sizeof st);
+    pthread_mutex_lock(&sv->mu);
+    sv->stats.engine = st;
+    pthread_mutex_unlock(&sv->mu);
+}
+
+void *srv_engine_main(void *arg)
+{
+    SrvServer *sv = arg;
+    SrvJob **live = NULL; /* started jobs the engine still holds, to abort when their client goes */
+    int n_live = 0, cap_live = 0, pending = 0;
+    for (;;) {
+        pthread_mutex_lock(&sv->mu);
+        while (!sv->stop && !sv->n_queue && !pending && !n_live)
+            pthread_cond_wait(&sv->wake, &sv->mu);
+        int stopping = sv->stop, n = sv->n_queue;
+        SrvJob **take = n ? malloc((size_t)n * sizeof *take) : NULL;
+        if (take)
+            memcpy(take, sv->queue, (size_t)n * sizeof *take), sv->n_queue = 0;
+        else
+            n = 0;
+        /* let go of ended requests; abort those whose client went away, or all when the server stops */
+        int k = 0;
+        for (int i = 0; i < n_live; i++) {
+            SrvJob *j = live[i];
+            if (j->engine_done) {
+                sv->n_live--;
+                srv_job_release(j);
+                continue;
+            }
+            if ((j->cancelled || stopping) && !j->aborted) j->aborted = 1, kiln_engine_abort(sv->e, j->req);
+            live[k++] = j;
+        }
+        n_live = k;
+        pthread_mutex_unlock(&sv->mu);
+        for (int i = 0; i < n; i++) {
+            SrvJob *j = take[i];
+            if (stopping) {
+                reject(sv, j, 503, "the server is shutting down");
+                continue;
+            }
+            if (n_live == cap_live) {
+                int cap = cap_live ? 2 * cap_live : 64;
+                SrvJob **t = realloc(live, (size_t)cap * sizeof *t);
+                if (!t) {
+                    reject(sv, j, 500, "out of memory");
+                    continue;
+                }
+                live = t, cap_live = cap;
+            }
+            j->sv = sv;
+            start(sv, j);
+            if (j->state == SRV_RUNNING) live[n_live++] = j;
+        }
+        free(take);
+        if (kiln_engine_step(sv->e, &pending) != KILN_OK) /* every request ended with an error: told */
+            fprintf(stderr, "kiln serve: %s\n", kiln_engine_errmsg(sv->e));
+        publish(sv);
+        if (stopping && !pending && !n_live) break;
+    }
+    free(live);
+    return NULL;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""serve_client.py BASE_URL KILN PACKAGE MODEL_FILE: `kiln serve` checked with the real `openai` client
+(PyPI) and raw HTTP (tests/cli/serve_openai.sh starts the server). Greedy outputs are compared with
+`kiln run`'s; streams with non-streams; 16 concurrent clients with the sequential answers. Prints one line
+per check ("ok ..." or "FAIL ..."); exits 1 if any failed."""
+import concurrent.futures
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import openai
+
+BASE, KILN, PKG, MODEL_FILE = sys.argv[1:5]
+MODEL = "smol"
+fails = 0
+# the sanitizer build (reduced tier) runs the same checks with fewer kiln run comparisons
+quick = os.environ.get("KILN_TEST_TIER_DEFAULT") == "reduced"
+
+
+def check(ok, what, detail=""):
+    global fails
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok else f": {detail}"), flush=True)
+    fails += 0 if ok else 1
+
+
+client = openai.OpenAI(base_url=BASE + "/v1", api_key="none", max_retries=0, timeout=300)
+url = urllib.parse.urlparse(BASE)
+
+
+def raw(method, path, body=None, headers=None):
+    c = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def kiln_run(prompt, n, chat):
+    args = [KILN, "run", PKG, "--weights", MODEL_FILE, "--device", "host", "--max-tokens", str(n), "--prompt",
+            prompt] + (["--chat"] if chat else [])
+    out = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    return out.stdout[:-1] if out.stdout.endswith("\n") else out.stdout
+
+
+# ---- chat and completions against kiln run, streams against non-streams, all at once (one batch) ----
+q, p = "What is the capital of France?", "def fibonacci(n):"
+chat = [{"role": "user", "content": q}]
+kw = dict(model=MODEL, prompt="Once upon a time", max_tokens=6, temperature=0.9, top_p=0.95)
+jobs = {
+    "chat": lambda: client.chat.completions.create(model=MODEL, messages=chat, max_tokens=10),
+    "chat_stream": lambda: list(client.chat.completions.create(model=MODEL, messages=chat, max_tokens=10, stream=True,
+                                                               stream_options={"include_usage": True})),
+    "comp": lambda: client.completions.create(model=MODEL, prompt=p, max_tokens=8),
+    "comp_stream": lambda: "".join(x.choices[0].text for x in
+                                   client.completions.create(model=MODEL, prompt=p, max_tokens=8, stream=True)),
+    "echo": lambda: client.completions.create(model=MODEL, prompt=p, max_tokens=8, echo=True),
+    "seed_a": lambda: client.completions.create(seed=7, **kw).choices[0].text,
+    "seed_b": lambda: client.completions.create(seed=7, **kw).choices[0].text,
+}
+with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+    futures = {k: pool.submit(f) for k, f in jobs.items()}
+    res = {k: f.result() for k, f in futures.items()}
+
+r, chunks = res["chat"], res["chat_stream"]
+text = r.choices[0].message.content
+check(text == kiln_run(q, 10, True), "chat: greedy text equals kiln run --chat", repr(text))
+check(r.usage.completion_tokens <= 10 and r.usage.prompt_tokens > 5 and
+      r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, "chat: usage", r.usage)
+check(r.choices[0].finish_reason in ("stop", "length") and r.object == "chat.completion", "chat: fields")
+streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+check(streamed == text, "chat stream: the deltas add up to the non-stream text", repr(streamed))
+check(chunks[0].choices[0].delta.role == "assistant", "chat stream: the first chunk carries the role")
+finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+check(finals == [r.choices[0].finish_reason], "chat stream: one finish_reason, the non-stream's", finals)
+check(chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == r.usage.completion_tokens,
+      "chat stream: usage in the last chunk", chunks[-1])
+c = res["comp"]
+ctext = c.choices[0].text
+if not quick:
+    check(ctext == kiln_run(p, 8, False), "completions: greedy text equals kiln run", repr(ctext))
+check(c.choices[0].finish_reason == "length" and c.usage.completion_tokens == 8, "completions: length 8")
+check(res["comp_stream"] == ctext, "completions stream equals non-stream", repr(res["comp_stream"]))
+e = res["echo"]
+check(e.choices[0].text == p + ctext, "completions echo: the prompt, then the text", repr(e.choices[0].text))
+check(res["seed_a"] == res["seed_b"], "seed 7 twice: the same text", (res["seed_a"], res["seed_b"]))
+
+# ---- stop strings: the text ends before the first occurrence, never shows it, streamed or not ----
+words = ctext.split()
+stop = words[len(words) // 2] if words else ctext[-2:]
+want = ctext[:ctext.index(stop)]
+with concurrent.futures.ThreadPoolExecutor(2) as pool:
+    f1 = pool.submit(lambda: client.completions.create(model=MODEL, prompt=p, max_tokens=8, stop=[stop, "@@never@@"]))
+    f2 = pool.submit(lambda: "".join(x.choices[0].text for x in client.completions.create(
+        model=MODEL, prompt=p, max_tokens=8, stop=stop, stream=True)))
+    got, gs = f1.result(), f2.result()
+check(got.choices[0].text == want and got.choices[0].finish_reason == "stop", f"stop {stop!r}: text cut before it",
+      repr(got.choices[0].text))
+check(gs == want, f"stop {stop!r} streamed: never shown", repr(gs))
+
+# ---- errors through the client: 400 and 404 with OpenAI's error body ----
+def status_of(fn):
+    try:
+        fn()
+        return 200
+    except openai.APIStatusError as x:
+        return x.status_code
+
+
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, extra_body={"bogus": 1})) == 400,
+      "an unknown field: 400")
+check(status_of(lambda: client.completions.create(model="gpt-9", prompt=p)) == 404, "another model: 404")
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, max_tokens=10 ** 7)) == 400,
+      "max_tokens past the context: 400")
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, temperature=-1)) == 400,
+      "temperature -1: 400")
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, n=2)) == 400, "n 2 (not yet): 400")
+st, body = raw("POST", "/v1/completions", b'{"model": "smol", "prompt": "x", "max_tokens": "5"}')
+err = json.loads(body).get("error", {})
+check(st == 400 and "max_tokens" in err.get("message", "") and err.get("type") == "invalid_request_error",
+      "a badly typed field: 400 naming it", body)
+
+# ---- hostile HTTP: every answer a status, /health throughout ----
+cases = [("POST", "/v1/completions", b"{", 400), ("POST", "/v1/completions", b"", 400),
+         ("POST", "/v1/completions", b"[1,2]", 400), ("POST", "/v1/completions", b'{"model":"smol","prompt":"\xff\xfe"}', 400),
+         ("POST", "/v1/completions", b'{"model":"smol","model":"smol","prompt":"x"}', 400),
+         ("POST", "/v1/chat/completions", b'{"model":"smol","messages":[]}', 400),
+         ("POST", "/v1/chat/completions", b'{"model":"smol","messages":[{"role":"tool","content":"x"}]}', 400),
+         ("POST", "/v1/completions", b'{"model":"smol","prompt":[99999999]}', 400),
+         ("POST", "/v1/completions", b"{" + b" " * (1 << 20) + b"}", 400),
+         ("GET", "/v1/completions", None, 405), ("GET", "/nope", None, 404), ("POST", "/health", b"", 405)]
+for method, path, body, want in cases:
+    st, _ = raw(method, path, body)
+    check(st == want, f"{method} {path} {body[:40] if body else ''!r}: {want}", st)
+check(raw("GET", "/health")[0] == 200, "/health answers after the hostile requests")
+
+# a client that leaves mid-stream: its request is aborted and its pages go back
+sock = socket.create_connection((url.hostname, url.port))
+req = json.dumps({"model": MODEL, "prompt": p, "max_tokens": 400, "stream": True}).encode()
+sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+             str(len(req)).encode() + b"\r\n\r\n" + req)
+sock.recv(200)
+sock.close()
+used = None
+for _ in range(100):
+    m = raw("GET", "/metrics")[1].decode()
+    used = int(next(l.split()[1] for l in m.splitlines() if l.startswith("kiln_kv_pages_used ")))
+    running = int(next(l.split()[1] for l in m.splitlines() if l.startswith("kiln_requests_running ")))
+    if running == 0:
+        break
+    time.sleep(0.2)
+check(running == 0, "a client gone mid-stream: its request ends", m)
+check("kiln_time_to_first_token_seconds_bucket" in m and "kiln_requests_total{status=\"400\"}" in m, "/metrics")
+
+# ---- 16 concurrent clients: the sequential greedy answers (continuous batching) ----
+prompts = [f"Count from {i} to {i + 5}:" for i in range(16)]
+seq = [client.completions.create(model=MODEL, prompt=x, max_tokens=4).choices[0].text for x in prompts[:4]]
+got = [None] * 16
+t0 = time.time()
+
+
+def one(i):
+    got[i] = client.completions.create(model=MODEL, prompt=prompts[i], max_tokens=4).choices[0].text
+
+
+threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+check(all(g is not None for g in got) and got[:4] == seq, "16 concurrent clients: all answered, as sequentially",
+      (got[:4], seq))
+print(f"16 concurrent clients, 4 tokens each: {time.time() - t0:.1f} s")
+sys.exit(1 if fails else 0)
