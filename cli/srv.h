@@ -16,19 +16,39 @@
 enum { SRV_COMPLETION, SRV_CHAT };
 /* a job's state, as the HTTP side sees it */
 enum { SRV_QUEUED, SRV_RUNNING, SRV_DONE, SRV_REJECTED };
-enum { SRV_MAX_STOP = 4, SRV_MAX_BODY = 1 << 20, SRV_MAX_MESSAGES = 1024 };
+enum { SRV_MAX_STOP = 4, SRV_MAX_BODY = 1 << 20, SRV_MAX_MESSAGES = 1024, SRV_MAX_N = 16 };
 
 typedef struct SrvMsg {
     char *role, *content;
 } SrvMsg;
 
-/* One request (one choice), shared by the HTTP side and the engine thread: fields below "shared" are
- * read and written under SrvServer.mu; the parsed request is written before it is queued and only read
- * afterwards; "engine" fields are the engine thread's own. Freed when both sides let go (refs). */
+struct SrvJob;
+
+/* One choice of a request: one engine request and its text (engine thread; the text under
+ * SrvServer.mu once a stream shows it). */
+typedef struct SrvChoice {
+    struct SrvJob *job;
+    int index;
+    int64_t req;
+    int32_t *ids; /* generated */
+    int n_ids, cap_ids;
+    char *text; /* the detokenized output so far (the echoed prompt first) */
+    size_t text_len, text_cap, emitted, text0;
+    const char *reason; /* finish_reason once finished */
+    int finished;
+    int role_sent;   /* the stream's first chunk (the chat role) went out */
+    int engine_done; /* the request's last callback came (set in it, read by the engine loop) */
+    int aborted;     /* kiln_engine_abort was called */
+    int submitted;
+} SrvChoice;
+
+/* One request, shared by the HTTP side and the engine thread: fields below "shared" are read and written
+ * under SrvServer.mu; the parsed request is written before it is queued and only read afterwards; the
+ * choices are the engine thread's. Freed when both sides let go (refs). */
 typedef struct SrvJob {
     int refs;
     /* the request */
-    int kind, stream, include_usage, echo;
+    int kind, stream, include_usage, echo, n, seeded;
     KilnSampling s;
     char *prompt;        /* completions: the prompt text (NULL: prompt_ids) */
     int32_t *prompt_ids; /* completions given token ids */
@@ -40,6 +60,7 @@ typedef struct SrvJob {
     char id[48];
     int64_t created;
     double t_arrive, t_first, t_last;
+    struct SrvServer *sv;
     /* shared */
     int state, status; /* status: the HTTP status of a rejected or failed job */
     char err[320];
@@ -49,16 +70,8 @@ typedef struct SrvJob {
     void *conn;    /* the MHD connection while it waits (NULL once it is gone) */
     int suspended; /* conn is suspended: the engine resumes it when there is news */
     /* engine */
-    struct SrvServer *sv;
-    int64_t req;
-    int role_sent;   /* the stream's first chunk (the chat role) went out */
-    int engine_done; /* the request's last callback came (shared: set in it, read by the engine loop) */
-    int aborted;     /* kiln_engine_abort was called */
-    int32_t *ids;    /* generated */
-    int n_ids, cap_ids, n_prompt_tokens;
-    char *text; /* the detokenized output so far (the echoed prompt first) */
-    size_t text_len, text_cap, emitted, text0;
-    int finished;
+    SrvChoice *ch; /* n of them */
+    int n_finished, n_prompt_tokens, n_generated;
 } SrvJob;
 
 typedef struct SrvStats { /* Prometheus counters (under SrvServer.mu) */
@@ -99,12 +112,12 @@ int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJo
 void srv_job_release(SrvJob *j); /* drops one reference (under SrvServer.mu) */
 /* The OpenAI error body {"error": {"message", "type", "code"}} for status, malloc'd. */
 char *srv_error_json(int status, const char *msg);
-/* The non-stream response body of a finished job, malloc'd (NULL: out of memory). */
-char *srv_final_json(const SrvServer *sv, const SrvJob *j, const char *finish);
-/* A stream chunk carrying text (first: the chat role too; finish: its reason, else NULL), as one SSE
- * event "data: {...}\n\n", malloc'd; usage: the usage-only chunk instead. */
-char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const char *text, size_t len, int first,
-                    const char *finish, int usage);
+/* The non-stream response body of a finished job (every choice), malloc'd (NULL: out of memory). */
+char *srv_final_json(const SrvServer *sv, const SrvJob *j);
+/* A stream chunk of choice c carrying text (first: the chat role too; finish: its reason, else NULL), as
+ * one SSE event "data: {...}\n\n", malloc'd; c NULL: the usage-only chunk instead. */
+char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
+                    int first, const char *finish);
 char *srv_models_json(const SrvServer *sv);
 
 /* srv_engine.c */

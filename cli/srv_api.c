@@ -218,7 +218,7 @@ static int field(Parse *p, const char *key, json_t *v)
     if (!strcmp(key, "seed")) {
         if (json_is_null(v)) return 0;
         if (!json_is_integer(v)) return bad(p, "'seed' must be an integer%s%s", "", "");
-        s->seed = (uint64_t)json_integer_value(v);
+        s->seed = (uint64_t)json_integer_value(v), j->seeded = 1;
         return 0;
     }
     if (!strcmp(key, "stop")) return stops(p, v);
@@ -240,8 +240,9 @@ static int field(Parse *p, const char *key, json_t *v)
         return json_is_string(v) || json_is_null(v) ? 0 : bad(p, "'user' must be a string%s%s", "", "");
     if (!strcmp(key, "n")) {
         if (json_is_null(v)) return 0;
-        if (integer(p, key, v, 1, 128, &i)) return -1;
-        return i == 1 ? 0 : bad(p, "'n' above 1 is not supported yet%s%s", "", "");
+        if (integer(p, key, v, 1, SRV_MAX_N, &i)) return -1;
+        j->n = (int)i;
+        return 0;
     }
     if (!strcmp(key, "logprobs") && (json_is_null(v) || json_is_false(v))) return 0;
     if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
@@ -281,7 +282,7 @@ int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJo
         snprintf(err, errlen, j ? "the body must be a JSON object" : "out of memory");
         return j ? 400 : 500;
     }
-    j->refs = 1, j->kind = kind;
+    j->refs = 1, j->kind = kind, j->n = 1;
     kiln_sampling_init(&j->s);
     j->s.max_tokens = kind == SRV_CHAT ? 0 : 16; /* OpenAI's defaults: the context; 16 for completions */
     j->s.spec = sv->spec, j->s.spec_k = sv->spec_k;
@@ -315,7 +316,9 @@ void srv_job_release(SrvJob *j)
     free(j->msgs);
     for (int i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
-    free(j->out), free(j->ids), free(j->text);
+    for (int i = 0; j->ch && i < j->n; i++)
+        free(j->ch[i].ids), free(j->ch[i].text);
+    free(j->ch), free(j->out);
     free(j);
 }
 
@@ -339,36 +342,58 @@ char *srv_error_json(int status, const char *msg)
 
 static json_t *usage(const SrvJob *j)
 {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt_tokens, "completion_tokens", j->n_ids,
-                     "total_tokens", j->n_prompt_tokens + j->n_ids);
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", j->n_prompt_tokens, "completion_tokens",
+                     j->n_generated, "total_tokens", j->n_prompt_tokens + j->n_generated);
 }
 
-/* The job's text [from, to) as a JSON string (the engine keeps it valid UTF-8 up to `emitted`). */
-static json_t *text_of(const SrvJob *j, size_t from, size_t to)
+/* Bytes as a JSON string: invalid UTF-8 (a model may write any bytes) becomes U+FFFD. */
+static json_t *utf8_string(const char *t, size_t n)
 {
-    return json_stringn_nocheck(j->text ? j->text + from : "", to - from);
+    json_t *v = json_stringn(t ? t : "", t ? n : 0);
+    if (v) return v;
+    char *u = malloc(n * 3 + 1);
+    size_t k = 0;
+    for (size_t i = 0; u && i < n;) {
+        unsigned char c = (unsigned char)t[i];
+        int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        json_t *one = len && i + (size_t)len <= n ? json_stringn(t + i, (size_t)len) : NULL;
+        if (one) {
+            memcpy(u + k, t + i, (size_t)len), k += (size_t)len, i += (size_t)len;
+            json_decref(one);
+        } else {
+            memcpy(u + k, "\xef\xbf\xbd", 3), k += 3, i++;
+        }
+    }
+    v = u ? json_stringn(u, k) : NULL;
+    free(u);
+    return v;
 }
 
-char *srv_final_json(const SrvServer *sv, const SrvJob *j, const char *finish)
-{
-    json_t *text = text_of(j, 0, j->text_len), *choice;
-    if (j->kind == SRV_CHAT)
-        choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role", "assistant", "content",
-                           text, "logprobs", "finish_reason", finish);
-    else
-        choice =
-            json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", text, "logprobs", "finish_reason", finish);
-    return dump(json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", j->id, "object",
-                          j->kind == SRV_CHAT ? "chat.completion" : "text_completion", "created",
-                          (json_int_t)j->created, "model", sv->model, "choices", choice, "usage", usage(j)));
-}
-
-char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const char *text, size_t len, int first,
-                    const char *finish, int with_usage)
+char *srv_final_json(const SrvServer *sv, const SrvJob *j)
 {
     json_t *choices = json_array();
-    if (!with_usage) {
-        json_t *t = json_stringn_nocheck(text ? text : "", len), *c;
+    for (int i = 0; i < j->n; i++) {
+        const SrvChoice *c = &j->ch[i];
+        json_t *text = utf8_string(c->text, c->text_len), *one;
+        if (j->kind == SRV_CHAT)
+            one = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", i, "message", "role", "assistant",
+                            "content", text, "logprobs", "finish_reason", c->reason ? c->reason : "stop");
+        else
+            one = json_pack("{s:i,s:o,s:n,s:s}", "index", i, "text", text, "logprobs", "finish_reason",
+                            c->reason ? c->reason : "stop");
+        json_array_append_new(choices, one);
+    }
+    return dump(json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",
+                          j->kind == SRV_CHAT ? "chat.completion" : "text_completion", "created",
+                          (json_int_t)j->created, "model", sv->model, "choices", choices, "usage", usage(j)));
+}
+
+char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
+                    int first, const char *finish)
+{
+    json_t *choices = json_array();
+    if (c) {
+        json_t *t = utf8_string(text, len), *one;
         if (j->kind == SRV_CHAT) {
             json_t *delta = json_object();
             if (first) json_object_set_new(delta, "role", json_string("assistant"));
@@ -376,17 +401,17 @@ char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const char *text, size
                 json_object_set_new(delta, "content", t);
             else
                 json_decref(t);
-            c = json_pack("{s:i,s:o,s:n}", "index", 0, "delta", delta, "logprobs");
+            one = json_pack("{s:i,s:o,s:n}", "index", c->index, "delta", delta, "logprobs");
         } else {
-            c = json_pack("{s:i,s:o,s:n}", "index", 0, "text", t, "logprobs");
+            one = json_pack("{s:i,s:o,s:n}", "index", c->index, "text", t, "logprobs");
         }
-        json_object_set_new(c, "finish_reason", finish ? json_string(finish) : json_null());
-        json_array_append_new(choices, c);
+        json_object_set_new(one, "finish_reason", finish ? json_string(finish) : json_null());
+        json_array_append_new(choices, one);
     }
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object",
                           j->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)j->created, "model", sv->model, "choices", choices);
-    if (o && j->include_usage) json_object_set_new(o, "usage", with_usage ? usage(j) : json_null());
+    if (o && j->include_usage) json_object_set_new(o, "usage", c ? json_null() : usage(j));
     char *s = dump(o);
     if (!s) return NULL;
     size_t n = strlen(s);

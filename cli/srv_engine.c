@@ -4,6 +4,7 @@
  * sequence never split, stop strings never shown (the text is held back while it could still be the start
  * of one), finished with the usage counts. The HTTP side only reads what this thread writes under
  * SrvServer.mu, and is woken (its connection resumed) when there is news. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,15 +81,26 @@ static KilnStatus prompt_ids(SrvServer *sv, SrvJob *j, int32_t **ids, int *n)
 
 static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin);
 
-/* Starts a queued job on the engine, or rejects it. */
-static void start(SrvServer *sv, SrvJob *j)
+/* A seed for requests that give none (each its own draws, as OpenAI's), from the clock and a counter. */
+static uint64_t fresh_seed(void)
+{
+    static uint64_t n;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t z = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (++n * 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    return z ^ (z >> 31);
+}
+
+/* Starts a queued job on the engine (one request per choice): 1; or rejects it (and lets go of it): 0. */
+static int start(SrvServer *sv, SrvJob *j)
 {
     char msg[400];
     if (j->kind == SRV_CHAT && !sv->chatml) {
         reject(sv, j, 400,
-               "this model's vocabulary has no ChatML tokens (<|im_start|>, <|im_end|>): kiln "
-               "serve renders only ChatML chats so far; use /v1/completions");
-        return;
+               "this model's vocabulary has no ChatML tokens (<|im_start|>, <|im_end|>): kiln serve renders "
+               "only ChatML chats so far; use /v1/completions");
+        return 0;
     }
     int32_t *ids = NULL;
     int n = 0;
@@ -99,7 +111,7 @@ static void start(SrvServer *sv, SrvJob *j)
                : st != KILN_OK      ? kiln_engine_errmsg(sv->e)
                                     : "empty prompt");
         free(ids);
-        return;
+        return 0;
     }
     int64_t want = (int64_t)n + (j->s.max_tokens > 0 ? j->s.max_tokens : 1);
     if (want > sv->max_ctx) {
@@ -109,35 +121,59 @@ static void start(SrvServer *sv, SrvJob *j)
                  (long long)sv->max_ctx, (long long)want, n, j->s.max_tokens > 0 ? j->s.max_tokens : 1);
         reject(sv, j, 400, msg);
         free(ids);
-        return;
+        return 0;
+    }
+    if (!(j->ch = calloc((size_t)j->n, sizeof *j->ch))) {
+        reject(sv, j, 500, "out of memory");
+        free(ids);
+        return 0;
     }
     j->n_prompt_tokens = n;
-    if (j->echo) { /* the prompt's text first */
-        size_t len = 0;
-        if (j->prompt)
-            len = strlen(j->prompt);
-        else if (kiln_engine_detokenize(sv->e, ids, n, NULL, 0, &len) != KILN_OK)
-            len = 0;
-        if (!(j->text = malloc(len + 64)))
-            len = 0;
-        else if (j->prompt)
-            memcpy(j->text, j->prompt, len);
-        else
-            kiln_engine_detokenize(sv->e, ids, n, j->text, len, &len);
-        j->text_cap = j->text ? len + 64 : 0;
-        j->text_len = j->text0 = len;
-    }
-    st = kiln_engine_submit(sv->e, ids, n, &j->s, on_token, j, &j->req);
-    free(ids);
-    if (st != KILN_OK) {
-        reject(sv, j, st == KILN_ERR_NOMEM ? 500 : 400, kiln_engine_errmsg(sv->e));
-        return;
-    }
+    size_t echo = 0; /* the prompt's text first */
+    if (j->echo && j->prompt)
+        echo = strlen(j->prompt);
+    else if (j->echo && kiln_engine_detokenize(sv->e, ids, n, NULL, 0, &echo) != KILN_OK)
+        echo = 0;
+    uint64_t seed = j->seeded ? j->s.seed : fresh_seed();
     pthread_mutex_lock(&sv->mu);
-    j->state = SRV_RUNNING;
+    j->state = SRV_RUNNING; /* before any callback can finish a choice */
+    pthread_mutex_unlock(&sv->mu);
+    st = KILN_OK;
+    for (int c = 0; c < j->n && st == KILN_OK; c++) {
+        SrvChoice *ch = &j->ch[c];
+        ch->job = j, ch->index = c;
+        if (echo && (ch->text = malloc(echo + 64))) {
+            if (j->prompt)
+                memcpy(ch->text, j->prompt, echo);
+            else
+                kiln_engine_detokenize(sv->e, ids, n, ch->text, echo, &echo);
+            ch->text_cap = echo + 64, ch->text_len = ch->text0 = echo;
+        }
+        KilnSampling s = j->s;
+        s.seed = seed + (uint64_t)c; /* choice c: its own draws */
+        st = kiln_engine_submit(sv->e, ids, n, &s, on_token, ch, &ch->req);
+        ch->submitted = st == KILN_OK;
+    }
+    free(ids);
+    pthread_mutex_lock(&sv->mu);
+    if (st != KILN_OK) { /* choices not submitted end now; submitted ones are aborted (srv_engine_main) */
+        j->status = st == KILN_ERR_NOMEM ? 500 : 400;
+        snprintf(j->err, sizeof j->err, "%s", kiln_engine_errmsg(sv->e));
+        j->cancelled = 1;
+        for (int c = 0; c < j->n; c++)
+            if (!j->ch[c].submitted) j->ch[c].finished = j->ch[c].engine_done = 1, j->n_finished++;
+        if (!j->ch[0].submitted) {
+            j->state = SRV_REJECTED, sv->n_live--;
+            srv_job_wake(j);
+            srv_job_release(j);
+            pthread_mutex_unlock(&sv->mu);
+            return 0;
+        }
+    }
     sv->stats.prompt_tokens += n;
     srv_job_wake(j);
     pthread_mutex_unlock(&sv->mu);
+    return 1;
 }
 
 /* The end of bytes t[0..len) that holds whole UTF-8 sequences (an incomplete tail held back). */
@@ -160,118 +196,127 @@ static void bucket(int64_t *h, const double *bounds, int nb, double x)
     h[b]++;
 }
 
-/* Ends a running job (under sv->mu): its last text, the finish reason, usage; error: status >= 500. */
-static void finish(SrvServer *sv, SrvJob *j, const char *reason, int status, const char *msg)
+/* An SSE event for an error (headers went out with 200), malloc'd. */
+static char *error_event(int status, const char *msg)
+{
+    char *body = srv_error_json(status, msg), *ev = NULL;
+    size_t n = body ? strlen(body) : 0;
+    if (body && (ev = malloc(n + 9)))
+        memcpy(ev, "data: ", 6), memcpy(ev + 6, body, n), memcpy(ev + 6 + n, "\n\n", 3);
+    free(body);
+    return ev;
+}
+
+/* Ends choice c (under sv->mu) with reason, or with an error (status); the job ends with its last choice:
+ * a stream's usage chunk and [DONE], or the whole body; the latency histograms. */
+static void finish(SrvServer *sv, SrvChoice *c, const char *reason, int status, const char *msg)
 {
     extern const double srv_latency_bounds[11];
-    j->finished = 1;
-    if (status) {
+    SrvJob *j = c->job;
+    c->finished = 1, c->reason = reason;
+    j->n_finished++;
+    j->n_generated += c->n_ids;
+    if (status && !j->status) {
         j->status = status;
         snprintf(j->err, sizeof j->err, "%s", msg);
     }
-    if (j->stream && j->state == SRV_RUNNING) {
-        char *ev = NULL;
-        if (status) { /* headers went out with 200: the error is an event */
-            char *body = srv_error_json(status, msg);
-            size_t n = body ? strlen(body) : 0;
-            if (body && (ev = malloc(n + 9)))
-                memcpy(ev, "data: ", 6), memcpy(ev + 6, body, n), memcpy(ev + 6 + n, "\n\n", 3);
-            free(body);
-        } else {
-            ev = srv_chunk_sse(sv, j, j->text + j->emitted, j->text_len - j->emitted, !j->role_sent, reason,
-                               0);
-            j->role_sent = 1;
-        }
+    char *ev = NULL;
+    if (j->stream && !status) {
+        ev = srv_chunk_sse(sv, j, c, c->text + c->emitted, c->text_len - c->emitted, !c->role_sent, reason);
+        c->role_sent = 1, c->emitted = c->text_len;
         if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
-        if (!status && j->include_usage && (ev = srv_chunk_sse(sv, j, NULL, 0, 0, NULL, 1)))
-            srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
+        ev = NULL;
+    }
+    if (j->n_finished < j->n) return;
+    if (j->stream) {
+        if (j->status)
+            ev = error_event(j->status, j->err);
+        else if (j->include_usage)
+            ev = srv_chunk_sse(sv, j, NULL, NULL, 0, 0, NULL);
+        if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
         srv_job_emit(sv, j, "data: [DONE]\n\n", 14);
-        j->emitted = j->text_len;
-    } else if (!status) {
-        char *body = srv_final_json(sv, j, reason);
+    } else if (!j->status) {
+        char *body = srv_final_json(sv, j);
         if (!body)
             j->status = 500, snprintf(j->err, sizeof j->err, "out of memory");
         else
             free(j->out), j->out = body, j->out_len = j->out_cap = strlen(body);
     }
     j->state = SRV_DONE;
-    sv->stats.completion_tokens += j->n_ids;
+    sv->stats.completion_tokens += j->n_generated;
     if (j->t_first > 0) {
         sv->stats.ttft_sum += j->t_first - j->t_arrive, sv->stats.ttft_n++;
         bucket(sv->stats.ttft, srv_latency_bounds, 11, j->t_first - j->t_arrive);
     }
-    if (j->n_ids > 1) {
-        double tpot = (j->t_last - j->t_first) / (j->n_ids - 1);
+    if (j->n_generated > j->n) {
+        double tpot = (j->t_last - j->t_first) * j->n / (j->n_generated - j->n);
         sv->stats.tpot_sum += tpot, sv->stats.tpot_n++;
         bucket(sv->stats.tpot, srv_latency_bounds, 11, tpot);
     }
     srv_job_wake(j);
 }
 
-/* The engine's callback: one token (or the end) of job `user`. Returns 1 to end the request early (a stop
- * string, or a client that went away). */
+/* The engine's callback: one token (or the end) of choice `user`. Returns 1 to end the request early (a
+ * stop string, or a client that went away). */
 static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
 {
-    SrvJob *j = user;
+    SrvChoice *c = user;
+    SrvJob *j = c->job;
     SrvServer *sv = j->sv;
     (void)req;
     int stop = 0;
     pthread_mutex_lock(&sv->mu);
-    if (!j->finished && tok >= 0) {
+    if (!c->finished && tok >= 0) {
         double now = rt_now_s();
-        if (!j->n_ids) j->t_first = now;
+        if (!j->t_first) j->t_first = now;
         j->t_last = now;
-        if (j->n_ids == j->cap_ids) {
-            int cap = j->cap_ids ? 2 * j->cap_ids : 64;
-            int32_t *t = realloc(j->ids, (size_t)cap * sizeof *t);
-            if (t) j->ids = t, j->cap_ids = cap;
+        if (c->n_ids == c->cap_ids) {
+            int cap = c->cap_ids ? 2 * c->cap_ids : 64;
+            int32_t *t = realloc(c->ids, (size_t)cap * sizeof *t);
+            if (t) c->ids = t, c->cap_ids = cap;
         }
-        if (j->n_ids < j->cap_ids) j->ids[j->n_ids++] = tok;
+        if (c->n_ids < c->cap_ids) c->ids[c->n_ids++] = tok;
         size_t len = 0;
-        kiln_engine_detokenize(sv->e, j->ids, j->n_ids, NULL, 0, &len);
-        if (j->text0 + len + 1 > j->text_cap) {
-            size_t cap = (j->text0 + len + 1) * 2;
-            char *t = realloc(j->text, cap);
-            if (t) j->text = t, j->text_cap = cap;
+        kiln_engine_detokenize(sv->e, c->ids, c->n_ids, NULL, 0, &len);
+        if (c->text0 + len + 1 > c->text_cap) {
+            size_t cap = (c->text0 + len + 1) * 2;
+            char *t = realloc(c->text, cap);
+            if (t) c->text = t, c->text_cap = cap;
         }
-        if (j->text0 + len + 1 <= j->text_cap)
-            kiln_engine_detokenize(sv->e, j->ids, j->n_ids, j->text + j->text0, j->text_cap - j->text0, &len);
-        j->text_len = j->text0 + len;
+        if (c->text0 + len + 1 <= c->text_cap)
+            kiln_engine_detokenize(sv->e, c->ids, c->n_ids, c->text + c->text0, c->text_cap - c->text0, &len);
+        c->text_len = c->text0 + len;
         /* a stop string ends the text where it starts */
         size_t longest = 0;
         for (int i = 0; i < j->n_stop; i++) {
             size_t n = strlen(j->stop[i]);
             longest = n > longest ? n : longest;
-            char *at = NULL;
-            for (size_t from = j->emitted > j->text0 + n ? j->emitted - n : j->text0; from + n <= j->text_len;
+            for (size_t from = c->emitted > c->text0 + n ? c->emitted - n : c->text0; from + n <= c->text_len;
                  from++)
-                if (!memcmp(j->text + from, j->stop[i], n)) {
-                    at = j->text + from;
+                if (!memcmp(c->text + from, j->stop[i], n)) {
+                    c->text_len = from, stop = 1;
                     break;
                 }
-            if (at && (size_t)(at - j->text) < j->text_len) j->text_len = (size_t)(at - j->text), stop = 1;
         }
         int ends = stop || fin == KILN_FINISH_STOP || fin == KILN_FINISH_LENGTH;
         if (!ends && j->stream) { /* what can be shown: whole UTF-8, and no possible stop-string start */
-            size_t end = utf8_whole(j->text, j->text_len);
-            end = end > j->emitted + (longest ? longest - 1 : 0) ? end - (longest ? longest - 1 : 0)
-                                                                 : j->emitted;
-            end = utf8_whole(j->text, end);
-            if (end > j->emitted || !j->role_sent) {
+            size_t end = utf8_whole(c->text, c->text_len), hold = longest ? longest - 1 : 0;
+            end = utf8_whole(c->text, end > c->emitted + hold ? end - hold : c->emitted);
+            if (end > c->emitted || !c->role_sent) {
                 char *ev =
-                    srv_chunk_sse(sv, j, j->text + j->emitted, end - j->emitted, !j->role_sent, NULL, 0);
+                    srv_chunk_sse(sv, j, c, c->text + c->emitted, end - c->emitted, !c->role_sent, NULL);
                 if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
-                j->emitted = end, j->role_sent = 1;
+                c->emitted = end, c->role_sent = 1;
             }
         }
-        if (ends) finish(sv, j, fin == KILN_FINISH_LENGTH && !stop ? "length" : "stop", 0, NULL);
+        if (ends) finish(sv, c, fin == KILN_FINISH_LENGTH && !stop ? "length" : "stop", 0, NULL);
     }
-    if (!j->finished && fin == KILN_FINISH_ERROR) finish(sv, j, NULL, 500, kiln_engine_errmsg(sv->e));
-    if (!j->finished && fin == KILN_FINISH_ABORT)
-        finish(sv, j, NULL, sv->stop ? 503 : 499,
+    if (!c->finished && fin == KILN_FINISH_ERROR) finish(sv, c, NULL, 500, kiln_engine_errmsg(sv->e));
+    if (!c->finished && fin == KILN_FINISH_ABORT)
+        finish(sv, c, NULL, sv->stop ? 503 : 499,
                sv->stop ? "the server is shutting down" : "the request was cancelled");
     stop |= j->cancelled;
-    if (fin != KILN_FINISH_NONE) j->engine_done = 1; /* the last callback: srv_engine_main lets go */
+    if (fin != KILN_FINISH_NONE) c->engine_done = 1; /* the last callback: srv_engine_main lets go */
     pthread_mutex_unlock(&sv->mu);
     return stop;
 }
@@ -301,17 +346,23 @@ void *srv_engine_main(void *arg)
             memcpy(take, sv->queue, (size_t)n * sizeof *take), sv->n_queue = 0;
         else
             n = 0;
-        /* let go of ended requests; abort those whose client went away, or all when the server stops */
+        /* let go of ended jobs; abort the requests of those whose client went away, or all when stopping */
         int k = 0;
         for (int i = 0; i < n_live; i++) {
             SrvJob *j = live[i];
-            if (j->engine_done) {
-                sv->n_live--;
-                srv_job_release(j);
+            int done = 1;
+            for (int c = 0; c < j->n; c++) {
+                SrvChoice *ch = &j->ch[c];
+                if ((j->cancelled || stopping) && ch->submitted && !ch->engine_done && !ch->aborted)
+                    ch->aborted = 1, kiln_engine_abort(sv->e, ch->req);
+                done &= ch->engine_done;
+            }
+            if (!done) {
+                live[k++] = j;
                 continue;
             }
-            if ((j->cancelled || stopping) && !j->aborted) j->aborted = 1, kiln_engine_abort(sv->e, j->req);
-            live[k++] = j;
+            sv->n_live--;
+            srv_job_release(j);
         }
         n_live = k;
         pthread_mutex_unlock(&sv->mu);
@@ -330,9 +381,7 @@ void *srv_engine_main(void *arg)
                 }
                 live = t, cap_live = cap;
             }
-            j->sv = sv;
-            start(sv, j);
-            if (j->state == SRV_RUNNING) live[n_live++] = j;
+            if (start(sv, j)) live[n_live++] = j;
         }
         free(take);
         if (kiln_engine_step(sv->e, &pending) != KILN_OK) /* every request ended with an error: told */

@@ -63,6 +63,9 @@ jobs = {
     "echo": lambda: client.completions.create(model=MODEL, prompt=p, max_tokens=8, echo=True),
     "seed_a": lambda: client.completions.create(seed=7, **kw).choices[0].text,
     "seed_b": lambda: client.completions.create(seed=7, **kw).choices[0].text,
+    "n2": lambda: client.completions.create(seed=11, n=2, **dict(kw, temperature=1.5)),
+    "n2_stream": lambda: list(client.chat.completions.create(model=MODEL, messages=chat, max_tokens=6, n=2,
+                                                             seed=5, temperature=1.5, stream=True)),
 }
 with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
     futures = {k: pool.submit(f) for k, f in jobs.items()}
@@ -90,6 +93,17 @@ check(res["comp_stream"] == ctext, "completions stream equals non-stream", repr(
 e = res["echo"]
 check(e.choices[0].text == p + ctext, "completions echo: the prompt, then the text", repr(e.choices[0].text))
 check(res["seed_a"] == res["seed_b"], "seed 7 twice: the same text", (res["seed_a"], res["seed_b"]))
+n2 = res["n2"]
+check(len(n2.choices) == 2 and [x.index for x in n2.choices] == [0, 1] and n2.choices[0].text != n2.choices[1].text
+      and n2.usage.completion_tokens == 12, "n 2: two choices, their own draws, usage of both", n2)
+by = {0: "", 1: ""}
+ends = {}
+for x in res["n2_stream"]:
+    for ch in x.choices:
+        by[ch.index] += ch.delta.content or ""
+        if ch.finish_reason:
+            ends[ch.index] = ch.finish_reason
+check(sorted(ends) == [0, 1] and by[0] and by[1], "n 2 streamed: both choices, each finished", (by, ends))
 
 # ---- stop strings: the text ends before the first occurrence, never shows it, streamed or not ----
 words = ctext.split()
@@ -120,7 +134,7 @@ check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, max_tok
       "max_tokens past the context: 400")
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, temperature=-1)) == 400,
       "temperature -1: 400")
-check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, n=2)) == 400, "n 2 (not yet): 400")
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, n=17)) == 400, "n 17: 400")
 st, body = raw("POST", "/v1/completions", b'{"model": "smol", "prompt": "x", "max_tokens": "5"}')
 err = json.loads(body).get("error", {})
 check(st == 400 and "max_tokens" in err.get("message", "") and err.get("type") == "invalid_request_error",
