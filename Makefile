@@ -44,11 +44,13 @@ deps:
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DKILN_WERROR=$(WERROR)
 
-# The openai client (PyPI) for the server's tests: pip into this Python when it allows, else --user past
-# Debian's externally-managed marker.
+# PyPI packages for the tests: the openai client (the server's) and tokenizers (tokenizer.json's): pip
+# into this Python when it allows, else --user past Debian's externally-managed marker.
+PY_PKGS := openai tokenizers
 pydeps:
-	@$(PYTHON) -c 'import openai' 2>/dev/null || $(PYTHON) -m pip install -q --disable-pip-version-check openai || \
-	  $(PYTHON) -m pip install -q --disable-pip-version-check --user --break-system-packages openai
+	@$(PYTHON) -c 'import openai, tokenizers' 2>/dev/null || \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check $(PY_PKGS) || \
+	  $(PYTHON) -m pip install -q --disable-pip-version-check --user --break-system-packages $(PY_PKGS)
 
 build: deps pydeps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)

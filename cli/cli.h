@@ -58,6 +58,8 @@ int cli_kernels(const CliArgs *a);
 int cli_run(int argc, char **argv);
 /* `kiln serve`: parses its own options (argv after "serve"); docs/SERVER.md. */
 int cli_serve(int argc, char **argv);
+/* `kiln tokenize FILE`: text on stdin to ids (or --decode). */
+int cli_tokenize(int argc, char **argv);
 /* Appends the ids of text (kiln_engine_tokenize_v2 with flags) to *ids (*n of *cap, grown). */
 KilnStatus cli_add_text(KilnEngine *e, const char *text, int flags, int32_t **ids, int *n, int *cap);
 /* `kiln db ...` and `kiln tune ...` parse their own arguments (argv after the command name). */

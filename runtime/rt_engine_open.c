@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kiln.h"
@@ -237,6 +238,27 @@ static KilnStatus load_kernels(KilnEngine *e)
     return KILN_OK;
 }
 
+/* Safetensors weights: the Hugging Face tokenizer.json in their directory (or in the directory given), when
+ * there; a broken one is said at every use, as a GGUF's. */
+static void hf_tokenizer(KilnEngine *e, const char *path)
+{
+    struct stat st;
+    char tj[1200];
+    int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    const char *slash = strrchr(path, '/');
+    if (dir)
+        snprintf(tj, sizeof tj, "%s/tokenizer.json", path);
+    else
+        snprintf(tj, sizeof tj, "%.*stokenizer.json", slash ? (int)(slash - path + 1) : 0, path);
+    if (stat(tj, &st) != 0) return; /* none: token ids still work */
+    if (rt_tok_create_hf(tj, &e->tok, e->tok_why, sizeof e->tok_why) != KILN_OK) {
+        rt_engine_log(e, "no tokenizer: %s", e->tok_why);
+        e->tok = NULL;
+    } else {
+        rt_engine_log(e, "tokenizer: %s (%d tokens)", tj, rt_tok_n_vocab(e->tok));
+    }
+}
+
 /* Reads every weight the plan names into device memory, converted to the package's dtypes, each checked
  * for NaN/Inf (a sample, or every value with check_all: rt_w_finite); path NULL: random weights from seed
  * (rt_w_random). */
@@ -310,6 +332,8 @@ static KilnStatus load_weights(KilnEngine *e, KilnPackage *pkg, const char *pack
             e->tok = NULL;
             if (!rt_gguf_kv_find(rt_w_gguf(w), "tokenizer.ggml.model")) e->tok_why[0] = 0;
         }
+    } else if (s == KILN_OK && w && path) {
+        hf_tokenizer(e, path);
     }
     if (s == KILN_OK)
         rt_engine_log(e, "weights: %d tensors, %.1f MB from %s", p->n_weights, (double)total / 1e6,

@@ -453,7 +453,8 @@ struct RtTokenizer {
     unsigned char *type; /* n, RtTokType */
     int32_t *vocab;      /* open addressing on the text: ids, -1 empty */
     size_t vocab_mask;
-    RtTokPair *pairs; /* GPT2: open addressing on (left, right) */
+    RtTokPair *pairs; /* ranked merges: open addressing on (left, right) */
+    int ranked;       /* pairs merge by rank (GPT2; LLAMA from a tokenizer.json), else by score (LLAMA) */
     size_t pair_mask;
     int32_t byte_id[256];   /* GPT2: the token of the byte's code point; LLAMA: its <0xNN> token (or -1) */
     uint16_t byte_cp[256];  /* GPT2: bytes_to_unicode */
@@ -635,7 +636,8 @@ static KilnStatus rt_tok_build_vocab(RtTokenizer *t, const RtTokSpec *spec, char
 }
 
 /* GPT2: the byte alphabet's tokens and the merge table. */
-static KilnStatus rt_tok_build_merges(RtTokenizer *t, const RtTokSpec *spec, char *err, int errlen)
+/* GPT2: the byte alphabet's ids. */
+static void rt_tok_build_alphabet(RtTokenizer *t)
 {
     rt_tok_byte_map(t);
     for (int b = 0; b < 256; b++) { /* a byte without its token is dropped when encoded (as llama.cpp) */
@@ -643,6 +645,11 @@ static KilnStatus rt_tok_build_merges(RtTokenizer *t, const RtTokSpec *spec, cha
         int m = rt_tok_put_utf8(u, t->byte_cp[b]);
         t->byte_id[b] = rt_tok_find(t, (const char *)u, (size_t)m);
     }
+}
+
+/* The ranked merges' pair table (GPT2; LLAMA given merges: a Hugging Face tokenizer.json). */
+static KilnStatus rt_tok_build_merges(RtTokenizer *t, const RtTokSpec *spec, char *err, int errlen)
+{
     if (spec->n_merges < 0 || (spec->n_merges && !spec->merges))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: %d merges at %p", spec->n_merges,
                             (const void *)spec->merges);
@@ -772,9 +779,11 @@ KilnStatus rt_tok_create(const RtTokSpec *spec, RtTokenizer **out, char *err, in
     t->add_bos = spec->add_bos != 0;
     t->space_prefix = spec->model == RT_TOK_MODEL_LLAMA && spec->add_space_prefix;
     KilnStatus s = rt_tok_build_vocab(t, spec, err, errlen);
-    if (!s)
-        s = t->model == RT_TOK_MODEL_GPT2 ? rt_tok_build_merges(t, spec, err, errlen)
-                                          : rt_tok_build_bytes(t, err, errlen);
+    if (!s && t->model == RT_TOK_MODEL_GPT2) rt_tok_build_alphabet(t);
+    if (!s && t->model == RT_TOK_MODEL_LLAMA) s = rt_tok_build_bytes(t, err, errlen);
+    /* LLAMA with merges: pairs merge by their rank, as Hugging Face's BPE does, not by score */
+    t->ranked = t->model == RT_TOK_MODEL_GPT2 || spec->n_merges > 0;
+    if (!s && t->ranked) s = rt_tok_build_merges(t, spec, err, errlen);
     if (!s) s = rt_tok_build_specials(t, err, errlen);
     if (s) {
         rt_tok_destroy(t);
@@ -921,7 +930,7 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
             goto done;
         }
     }
-    if (merges) {
+    if (merges && spec.model == RT_TOK_MODEL_GPT2) { /* llama: merged by score (its merges unused) */
         spec.n_merges = (int)merges->count;
         for (int i = 0; i < spec.n_merges; i++) {
             mtexts[i].s = rt_gguf_arr_str(merges, (uint64_t)i, &len);
@@ -1054,8 +1063,8 @@ static void rt_tok_try_pair(const RtTokenizer *t, RtTokWork *w, int32_t l, int32
     const RtTokSym *a = &w->sym[l], *b = &w->sym[r];
     RtTokCand c = {0, l, r, a->id, b->id, a->len, b->len, -1};
     int32_t rank;
-    if (t->model == RT_TOK_MODEL_GPT2) {
-        if (!rt_tok_pair_find(t, a->id, b->id, &rank, &c.id)) return;
+    if (t->ranked) {
+        if (a->id < 0 || b->id < 0 || !rt_tok_pair_find(t, a->id, b->id, &rank, &c.id)) return;
         c.prio = rank;
     } else {
         if ((c.id = rt_tok_find(t, (const char *)w->buf + a->start, (size_t)a->len + (size_t)b->len)) < 0)

@@ -95,7 +95,8 @@ typedef struct RtTokSpec {
     const float *scores;     /* n_tokens, or NULL (all 0); used by LLAMA */
     const int32_t *types;    /* n_tokens RtTokType values, or NULL (LLAMA: "<0xNN>" are BYTE, the rest NORMAL;
                                 GPT2: all NORMAL) */
-    int n_merges;            /* GPT2: "left right" strings in rank order; LLAMA: ignored */
+    int n_merges;            /* "left right" strings in rank order: GPT2; LLAMA: optional (a Hugging Face
+                                tokenizer.json: pairs then merge by rank, not by score) */
     const RtTokText *merges;
     int32_t bos, eos, unk, pad;
     int add_bos;          /* the model's default for RT_TOK_ADD_BOS (rt_tok_add_bos) */
@@ -121,6 +122,14 @@ KilnStatus rt_tok_create(const RtTokSpec *spec, RtTokenizer **out, char *err, in
  * array of the wrong length (KILN_ERR_CORRUPT), an unknown model or pre-tokenizer (KILN_ERR_UNSUPPORTED). The
  * tokenizer keeps no pointer into g. */
 KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err, int errlen);
+/* Builds a tokenizer from a Hugging Face tokenizer.json (rt_tokenizer_hf.c; docs/TOKENIZER.md): model BPE
+ * with a ByteLevel pre-tokenizer (GPT2: the plain, SmolLM2 digits and Llama-3 split patterns) or with
+ * byte_fallback and SentencePiece's U+2581 spaces (LLAMA, ranked merges); added tokens (special: CONTROL,
+ * else USER_DEFINED); BOS from the post-processor's template or tokenizer_config.json, EOS from
+ * generation_config.json or tokenizer_config.json (both read from the file's directory when there).
+ * Errors as rt_tok_create, plus KILN_ERR_IO/FORMAT/CORRUPT for the files and KILN_ERR_UNSUPPORTED for a
+ * model or pre-tokenizer kiln does not implement, each naming the file and the JSON key. */
+KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char *err, int errlen);
 /* Frees everything (NULL is fine). */
 void rt_tok_destroy(RtTokenizer *t);
 
