@@ -46,9 +46,9 @@ $(BUILD)/CMakeCache.txt:
 
 # PyPI packages for the tests: the openai client (the server's) and tokenizers (tokenizer.json's): pip
 # into this Python when it allows, else --user past Debian's externally-managed marker.
-PY_PKGS := openai tokenizers
+PY_PKGS := openai tokenizers jinja2
 pydeps:
-	@$(PYTHON) -c 'import openai, tokenizers' 2>/dev/null || \
+	@$(PYTHON) -c 'import openai, tokenizers, jinja2' 2>/dev/null || \
 	  $(PYTHON) -m pip install -q --disable-pip-version-check $(PY_PKGS) || \
 	  $(PYTHON) -m pip install -q --disable-pip-version-check --user --break-system-packages $(PY_PKGS)
 

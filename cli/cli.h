@@ -60,6 +60,8 @@ int cli_run(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 /* `kiln tokenize FILE`: text on stdin to ids (or --decode). */
 int cli_tokenize(int argc, char **argv);
+/* `kiln template FILE`: a chat template rendered for JSON messages on stdin (chat_tpl.c). */
+int cli_template(int argc, char **argv);
 /* Appends the ids of text (kiln_engine_tokenize_v2 with flags) to *ids (*n of *cap, grown). */
 KilnStatus cli_add_text(KilnEngine *e, const char *text, int flags, int32_t **ids, int *n, int *cap);
 /* `kiln db ...` and `kiln tune ...` parse their own arguments (argv after the command name). */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chat_tpl.h"
 #include "cli.h"
 #include "cli_num.h"
 #include "rt_engine.h" /* rt_engine_open: --random-weights */
@@ -29,11 +30,13 @@ static const char serve_usage[] =
     "  --device D          auto (default), host, or a GPU number 0..1023\n"
     "  --kv-cache-mb N     KV-cache pool size in MiB (default: from free memory)\n"
     "  --threads N         host threads per kernel launch, 1..1024 (default: every CPU)\n"
+    "  --chat-template F   the chat template (Jinja, kiln's subset: docs/SERVER.md) instead of the model's\n"
     "  --db FILE           the tuning store (default $KILN_TUNE_DB, else ~/.cache/kiln/tune.db when it "
     "exists)\n";
 
 static int parse(int argc, char **argv, const char **pkg, const char **weights, uint64_t *seed, int *random,
-                 const char **host, int *port, SrvServer *sv, KilnEngineOptions *o, const char **db)
+                 const char **host, int *port, SrvServer *sv, KilnEngineOptions *o, const char **db,
+                 const char **tpl)
 {
     CliSeen seen = {0};
     for (int i = 0; i < argc; i++) {
@@ -87,6 +90,8 @@ static int parse(int argc, char **argv, const char **pkg, const char **weights, 
             rc = cli_num_int("serve", a, v, 1, 1024, &n), o->host_threads = (int)n;
         else if (!strcmp(a, "--db"))
             *db = v;
+        else if (!strcmp(a, "--chat-template"))
+            *tpl = v;
         else
             return fprintf(stderr, "kiln serve: unknown option %s\n%s", a, serve_usage), 2;
         if (rc) return 2;
@@ -108,16 +113,66 @@ static int has_chatml(KilnEngine *e)
            n2 == 1;
 }
 
+static const char chatml[] =
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
+    "message['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/* The chat template: --chat-template FILE, the model's, or ChatML when the vocabulary has its tokens;
+ * checked by rendering one user message (outside kiln's subset: refused, so the server never starts with a
+ * template it cannot render). 0, or 1 after one line. *src says where it came from. */
+static int chat_template(SrvServer *sv, const char *file, char **owned, const char **src)
+{
+    char err[512];
+    *owned = NULL, *src = "none";
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        long n = f && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
+        if (n < 0 || n > (1 << 20) || fseek(f, 0, SEEK_SET) || !(*owned = malloc((size_t)n + 1)) ||
+            fread(*owned, 1, (size_t)n, f) != (size_t)n) {
+            if (f) fclose(f);
+            free(*owned), *owned = NULL;
+            cli_error("--chat-template %s: cannot read it (missing, unreadable or over 1 MiB)", file);
+            return 1;
+        }
+        fclose(f);
+        (*owned)[n] = 0;
+        sv->chat_template = *owned, *src = file;
+    } else if (kiln_engine_chat_template(sv->e)) {
+        sv->chat_template = kiln_engine_chat_template(sv->e), *src = "the model's";
+    } else if (has_chatml(sv->e)) {
+        sv->chat_template = chatml, *src = "ChatML (the model has none)";
+    } else {
+        return 0;
+    }
+    size_t len = 0;
+    int32_t ids[2] = {kiln_engine_bos(sv->e), kiln_engine_eos(sv->e)};
+    char *dst[2] = {sv->bos, sv->eos};
+    for (int k = 0; k < 2; k++)
+        if (ids[k] >= 0 && kiln_engine_token_text(sv->e, ids[k], dst[k], 63, &len) == KILN_OK)
+            dst[k][len < 63 ? len : 63] = 0;
+    CtMsg probe = {"user", "hi"};
+    CtOut out;
+    int st = ct_render(sv->chat_template, &probe, 1, sv->bos, sv->eos, 1, &out, err, sizeof err);
+    if (st == CT_OK) ct_out_free(&out);
+    if (st == CT_ERR_TEMPLATE || st == CT_ERR_NOMEM) {
+        cli_error("%s chat template: %s (kiln's Jinja subset: docs/SERVER.md; give --chat-template FILE)",
+                  *src, err);
+        return 1;
+    }
+    return 0;
+}
+
 int cli_serve(int argc, char **argv)
 {
-    const char *pkg = NULL, *weights = NULL, *host = "127.0.0.1", *db = NULL;
+    const char *pkg = NULL, *weights = NULL, *host = "127.0.0.1", *db = NULL, *tpl_file = NULL;
     int port = 8080, random = 0;
     uint64_t seed = 0;
     static SrvServer sv; /* one per process */
     sv.max_queue = 256, sv.spec_k = 4;
     KilnEngineOptions o;
     kiln_engine_options_init(&o);
-    int rc = parse(argc, argv, &pkg, &weights, &seed, &random, &host, &port, &sv, &o, &db);
+    int rc = parse(argc, argv, &pkg, &weights, &seed, &random, &host, &port, &sv, &o, &db, &tpl_file);
     if (rc) return rc == 1 ? 0 : rc;
     char name[256], db_buf[1024];
     if (!sv.model) { /* the package's file name without .kiln */
@@ -154,9 +209,13 @@ int cli_serve(int argc, char **argv)
     int32_t probe = 0;
     int nt = 0;
     pthread_t engine;
+    char *tpl_owned = NULL;
+    const char *tpl_src = NULL;
     if (kiln_engine_tokenize(sv.e, "a", &probe, 1, &nt) != KILN_OK) {
         cli_error("%s: kiln serve needs a tokenizer (GGUF weights carry one): %s", pkg,
                   kiln_engine_errmsg(sv.e));
+        rc = 1;
+    } else if (chat_template(&sv, tpl_file, &tpl_owned, &tpl_src)) {
         rc = 1;
     } else if (pthread_create(&engine, NULL, srv_engine_main, &sv)) {
         cli_error("cannot start the engine thread");
@@ -165,14 +224,16 @@ int cli_serve(int argc, char **argv)
     if (rc) {
         srv_http_stop(&sv);
         kiln_engine_close(sv.e);
+        free(tpl_owned);
         return 1;
     }
-    sv.chatml = has_chatml(sv.e);
     pthread_mutex_lock(&sv.mu);
     sv.ready = 1;
     pthread_mutex_unlock(&sv.mu);
-    fprintf(stderr, "kiln serve: %s on http://%s:%d: ready (%s; %s)\n", sv.model, host, port,
-            kiln_engine_device(sv.e), sv.chatml ? "chat: ChatML" : "no chat template: /v1/completions only");
+    fprintf(stderr, "kiln serve: %s on http://%s:%d: ready (%s; %s%s)\n", sv.model, host, port,
+            kiln_engine_device(sv.e),
+            sv.chat_template ? "chat template: " : "no chat template: /v1/completions only",
+            sv.chat_template ? tpl_src : "");
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "kiln serve: %s: stopping\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -184,5 +245,6 @@ int cli_serve(int argc, char **argv)
     srv_http_stop(&sv);
     kiln_engine_close(sv.e);
     free(sv.queue);
+    free(tpl_owned);
     return 0;
 }

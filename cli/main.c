@@ -21,6 +21,7 @@ static const char usage[] =
     "  run PACKAGE --weights W --prompt TEXT   generate text (kiln run --help for its options)\n"
     "  serve PACKAGE --weights W  an OpenAI-compatible HTTP server (kiln serve --help)\n"
     "  tokenize FILE [--special] [--no-bos] [--decode]   a GGUF's or tokenizer.json's ids of stdin\n"
+    "  template FILE [--bos T] [--eos T] [--marks] < MESSAGES   render a chat template (JSON messages)\n"
     "  tune PACKAGE [--db F] [--budget SECONDS] [--kernels PATTERN] [--device host|N]\n"
     "                               tune the package's kernels on this device into the tuning DB\n"
     "                               (kiln tune --help; --report for speedups)\n"
@@ -205,6 +206,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "run")) return cli_run(argc - 2, argv + 2);
     if (!strcmp(cmd, "serve")) return cli_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "tokenize")) return cli_tokenize(argc - 2, argv + 2);
+    if (!strcmp(cmd, "template")) return cli_template(argc - 2, argv + 2);
     if (!strcmp(cmd, "db")) return cli_db(argc - 2, argv + 2);
     if (!strcmp(cmd, "tune")) return cli_tune(argc - 2, argv + 2);
     static const struct {

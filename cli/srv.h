@@ -88,9 +88,11 @@ typedef struct SrvServer {
     const char *model;   /* the served model's name */
     const char *api_key; /* NULL: none */
     int max_queue;       /* queued + running jobs at most (429 past it) */
-    int vocab, chatml;   /* chatml: the vocabulary has <|im_start|> and <|im_end|> */
-    int64_t max_ctx;     /* tokens a request may hold (prompt + output) */
-    KilnSpec spec;       /* --spec: the proposer requests get */
+    int vocab;
+    const char *chat_template; /* Jinja (chat_tpl.c): --chat-template, the model's, or ChatML; NULL: none */
+    char bos[64], eos[64];     /* the texts of bos_token and eos_token for the template */
+    int64_t max_ctx;           /* tokens a request may hold (prompt + output) */
+    KilnSpec spec;             /* --spec: the proposer requests get */
     int spec_k;
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the engine thread waits on it when idle */

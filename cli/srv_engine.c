@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chat_tpl.h"
 #include "cli.h"
 #include "rt_file.h" /* rt_now_s */
 #include "srv.h"
@@ -50,13 +51,14 @@ static void reject(SrvServer *sv, SrvJob *j, int status, const char *msg)
     pthread_mutex_unlock(&sv->mu);
 }
 
-/* The prompt's ids: the text (plain: a user's "<|im_end|>" stays text), the given ids, or the chat
- * rendered with the ChatML template (its control tokens parsed, the messages' text not). */
-static KilnStatus prompt_ids(SrvServer *sv, SrvJob *j, int32_t **ids, int *n)
+/* The prompt's ids: the text (plain: a user's "<|im_end|>" stays text), the given ids, or the chat rendered
+ * by the chat template (chat_tpl.c), control tokens parsed only in the template's own text. CT_ERR_REFUSED
+ * (the template's raise_exception) and CT_ERR_TEMPLATE come back as *why with its message. */
+static KilnStatus prompt_ids(SrvServer *sv, SrvJob *j, int32_t **ids, int *n, int *why, char *msg,
+                             size_t msglen)
 {
     int cap = 0;
-    KilnStatus st = KILN_OK;
-    *ids = NULL, *n = 0;
+    *ids = NULL, *n = 0, *why = CT_OK;
     if (j->kind == SRV_COMPLETION && j->prompt_ids) {
         if (!(*ids = malloc((size_t)j->n_prompt_ids * sizeof **ids))) return KILN_ERR_NOMEM;
         memcpy(*ids, j->prompt_ids, (size_t)j->n_prompt_ids * sizeof **ids);
@@ -64,18 +66,23 @@ static KilnStatus prompt_ids(SrvServer *sv, SrvJob *j, int32_t **ids, int *n)
         return KILN_OK;
     }
     if (j->kind == SRV_COMPLETION) return cli_add_text(sv->e, j->prompt, 0, ids, n, &cap);
-    for (int m = 0; m < j->n_msgs && st == KILN_OK; m++) {
-        char head[64]; /* the role is one of srv_api.c's four words: template text, parsed */
-        snprintf(head, sizeof head, "<|im_start|>%s\n", j->msgs[m].role);
-        st = cli_add_text(sv->e, head, KILN_TOKENIZE_SPECIAL | (m ? KILN_TOKENIZE_NO_BOS : 0), ids, n, &cap);
-        if (st == KILN_OK) st = cli_add_text(sv->e, j->msgs[m].content, KILN_TOKENIZE_NO_BOS, ids, n, &cap);
-        if (st == KILN_OK)
-            st = cli_add_text(sv->e, "<|im_end|>\n", KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS, ids, n,
-                              &cap);
-    }
+    CtMsg *msgs = malloc((size_t)j->n_msgs * sizeof *msgs);
+    if (!msgs) return KILN_ERR_NOMEM;
+    for (int m = 0; m < j->n_msgs; m++)
+        msgs[m] = (CtMsg){j->msgs[m].role, j->msgs[m].content};
+    CtOut out;
+    *why = ct_render(sv->chat_template, msgs, j->n_msgs, sv->bos, sv->eos, 1, &out, msg, msglen);
+    free(msgs);
+    if (*why == CT_ERR_NOMEM) return KILN_ERR_NOMEM;
+    if (*why != CT_OK) return KILN_ERR_ARG;
+    /* BOS only where the template writes bos_token (as HF's apply_chat_template) */
+    KilnStatus st =
+        kiln_engine_tokenize_marked(sv->e, out.text, out.len, out.marks, KILN_TOKENIZE_NO_BOS, NULL, 0, n);
+    if (st == KILN_OK && !(*ids = malloc(((size_t)*n + 1) * sizeof **ids))) st = KILN_ERR_NOMEM;
     if (st == KILN_OK)
-        st = cli_add_text(sv->e, "<|im_start|>assistant\n", KILN_TOKENIZE_SPECIAL | KILN_TOKENIZE_NO_BOS, ids,
-                          n, &cap);
+        st = kiln_engine_tokenize_marked(sv->e, out.text, out.len, out.marks, KILN_TOKENIZE_NO_BOS, *ids, *n,
+                                         n);
+    ct_out_free(&out);
     return st;
 }
 
@@ -96,18 +103,19 @@ static uint64_t fresh_seed(void)
 static int start(SrvServer *sv, SrvJob *j)
 {
     char msg[400];
-    if (j->kind == SRV_CHAT && !sv->chatml) {
+    if (j->kind == SRV_CHAT && !sv->chat_template) {
         reject(sv, j, 400,
-               "this model's vocabulary has no ChatML tokens (<|im_start|>, <|im_end|>): kiln serve renders "
-               "only ChatML chats so far; use /v1/completions");
+               "this model has no chat template (start kiln serve with --chat-template FILE); use "
+               "/v1/completions");
         return 0;
     }
     int32_t *ids = NULL;
-    int n = 0;
-    KilnStatus st = prompt_ids(sv, j, &ids, &n);
+    int n = 0, why = CT_OK;
+    KilnStatus st = prompt_ids(sv, j, &ids, &n, &why, msg, sizeof msg);
     if (st != KILN_OK || !n) {
-        reject(sv, j, st == KILN_ERR_NOMEM ? 500 : 400,
+        reject(sv, j, st == KILN_ERR_NOMEM || why == CT_ERR_TEMPLATE ? 500 : 400,
                st == KILN_ERR_NOMEM ? "out of memory"
+               : why != CT_OK       ? msg
                : st != KILN_OK      ? kiln_engine_errmsg(sv->e)
                                     : "empty prompt");
         free(ids);

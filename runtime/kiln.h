@@ -307,6 +307,22 @@ KILN_API KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, siz
                                             int32_t *ids, int cap, int *n);
 KILN_API KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
                                            size_t *len);
+/* tokenize_marked: len bytes at text as one text, special-token texts becoming their ids only where every
+ * byte of them is marked (marks: len bytes, nonzero = text the caller wrote, such as a chat template's
+ * own; zero = a user's, which stays text); merges across the marks are those of the whole text. flags:
+ * KILN_TOKENIZE_NO_BOS or 0. */
+KILN_API KilnStatus kiln_engine_tokenize_marked(KilnEngine *e, const char *text, size_t len,
+                                                const unsigned char *marks, int flags, int32_t *ids, int cap,
+                                                int *n);
+/* The model's chat template (Jinja text: GGUF tokenizer.chat_template, or chat_template of the
+ * tokenizer_config.json beside safetensors weights), or NULL when the weights carry none. */
+KILN_API const char *kiln_engine_chat_template(const KilnEngine *e);
+/* A token's vocabulary text (control tokens too: "<|im_start|>"), *len bytes, the first min(*len, cap)
+ * written (no NUL); KILN_ERR_ARG for an id outside the vocabulary. */
+KILN_API KilnStatus kiln_engine_token_text(KilnEngine *e, int32_t id, char *out, size_t cap, size_t *len);
+/* The model's BOS and EOS ids (-1: none). */
+KILN_API int32_t kiln_engine_bos(const KilnEngine *e);
+KILN_API int32_t kiln_engine_eos(const KilnEngine *e);
 
 #ifdef __cplusplus
 }

@@ -1338,6 +1338,46 @@ KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, size_t len, 
     return rt_tok_encode(e->tok, text, len, rt, ids, cap, n, e->err, sizeof e->err);
 }
 
+KilnStatus kiln_engine_tokenize_marked(KilnEngine *e, const char *text, size_t len,
+                                       const unsigned char *marks, int flags, int32_t *ids, int cap, int *n)
+{
+    if (!e->tok) return no_tokenizer(e);
+    if (!marks && len) return rt_engine_fail(e, KILN_ERR_ARG, "tokenize_marked: NULL marks");
+    if (flags & ~KILN_TOKENIZE_NO_BOS)
+        return rt_engine_fail(e, KILN_ERR_ARG, "tokenize_marked: flags 0x%x: want KILN_TOKENIZE_NO_BOS",
+                              (unsigned)flags);
+    int rt = RT_TOK_PARSE_SPECIAL |
+             (!(flags & KILN_TOKENIZE_NO_BOS) && rt_tok_add_bos(e->tok) ? RT_TOK_ADD_BOS : 0);
+    return rt_tok_encode_marked(e->tok, text, len, marks, rt, ids, cap, n, e->err, sizeof e->err);
+}
+
+const char *kiln_engine_chat_template(const KilnEngine *e)
+{
+    return e->chat_template;
+}
+
+KilnStatus kiln_engine_token_text(KilnEngine *e, int32_t id, char *out, size_t cap, size_t *len)
+{
+    if (!e->tok) return no_tokenizer(e);
+    size_t n = 0;
+    const char *t = rt_tok_text(e->tok, id, &n);
+    if (!t || !len || (cap && !out))
+        return rt_engine_fail(e, KILN_ERR_ARG, "token_text: id %d (or NULL len)", (int)id);
+    if (cap) memcpy(out, t, n < cap ? n : cap);
+    *len = n;
+    return KILN_OK;
+}
+
+int32_t kiln_engine_bos(const KilnEngine *e)
+{
+    return e->tok ? rt_tok_bos(e->tok) : -1;
+}
+
+int32_t kiln_engine_eos(const KilnEngine *e)
+{
+    return e->eos;
+}
+
 KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
                                   size_t *len)
 {

@@ -110,9 +110,10 @@ struct KilnEngine {
     void (*log)(void *, const char *);
     void *log_user;
     char err[512];
-    KilnEngine *draft; /* the draft model's engine (KilnEngineOptions.draft_package), or NULL */
-    char tok_why[400]; /* why the weights file's tokenizer could not be built ("" when it has none) */
-    char tok_src[256]; /* the weights file's path, for the tokenizer's messages ("" for random weights) */
+    KilnEngine *draft;   /* the draft model's engine (KilnEngineOptions.draft_package), or NULL */
+    char tok_why[400];   /* why the weights file's tokenizer could not be built ("" when it has none) */
+    char tok_src[256];   /* the weights file's path, for the tokenizer's messages ("" for random weights) */
+    char *chat_template; /* the weights' chat template (kiln_engine_chat_template), or NULL */
 };
 
 /* One line into e->err (the engine's last failure); returns s. */

@@ -256,6 +256,7 @@ static void hf_tokenizer(KilnEngine *e, const char *path)
         e->tok = NULL;
     } else {
         rt_engine_log(e, "tokenizer: %s (%d tokens)", tj, rt_tok_n_vocab(e->tok));
+        e->chat_template = rt_tok_hf_chat_template(tj);
     }
 }
 
@@ -331,6 +332,12 @@ static KilnStatus load_weights(KilnEngine *e, KilnPackage *pkg, const char *pack
             rt_engine_log(e, "no tokenizer: %s", e->tok_why);
             e->tok = NULL;
             if (!rt_gguf_kv_find(rt_w_gguf(w), "tokenizer.ggml.model")) e->tok_why[0] = 0;
+        }
+        const RtGgufKv *ct = rt_gguf_kv_find(rt_w_gguf(w), "tokenizer.chat_template");
+        if (ct && ct->type == RT_GGUF_VAL_STRING && ct->len < ((uint64_t)1 << 20) &&
+            (e->chat_template = malloc((size_t)ct->len + 1))) {
+            memcpy(e->chat_template, ct->data, (size_t)ct->len);
+            e->chat_template[ct->len] = 0;
         }
     } else if (s == KILN_OK && w && path) {
         hf_tokenizer(e, path);
@@ -670,6 +677,7 @@ void kiln_engine_close(KilnEngine *e)
     free(in->item_req);
     rt_kv_destroy(e->kv);
     rt_tok_destroy(e->tok);
+    free(e->chat_template);
     rt_plan_free(e->plan);
     rt_exec_close(e->x);
     free(e);

@@ -1191,8 +1191,30 @@ static int rt_tok_find_special(const RtTokenizer *t, const unsigned char *s, siz
     return 0;
 }
 
+/* The first special token at or after pos whose bytes are all marked (marks NULL: any). */
+static int rt_tok_find_marked(const RtTokenizer *t, const unsigned char *s, size_t pos, size_t len,
+                              const unsigned char *marks, size_t *at, int32_t *id, size_t *tlen)
+{
+    for (size_t from = pos; from < len && rt_tok_find_special(t, s, from, len, at, id, tlen);
+         from = *at + 1) {
+        size_t k = 0;
+        while (marks && k < *tlen && marks[*at + k])
+            k++;
+        if (!marks || k == *tlen) return 1;
+    }
+    *at = len, *id = -1, *tlen = 0;
+    return 0;
+}
+
 KilnStatus rt_tok_encode(const RtTokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int cap,
                          int *n, char *err, int errlen)
+{
+    return rt_tok_encode_marked(t, text, len, NULL, flags, ids, cap, n, err, errlen);
+}
+
+KilnStatus rt_tok_encode_marked(const RtTokenizer *t, const char *text, size_t len,
+                                const unsigned char *marks, int flags, int32_t *ids, int cap, int *n,
+                                char *err, int errlen)
 {
     if (n) *n = 0;
     if (!t || !n || (!text && len) || cap < 0 || (!ids && cap > 0))
@@ -1209,7 +1231,7 @@ KilnStatus rt_tok_encode(const RtTokenizer *t, const char *text, size_t len, int
     while (pos < len && !o.oom && !w.oom) {
         size_t at = len, tlen = 0;
         int32_t sid = -1;
-        if (flags & RT_TOK_PARSE_SPECIAL) rt_tok_find_special(t, s, pos, len, &at, &sid, &tlen);
+        if (flags & RT_TOK_PARSE_SPECIAL) rt_tok_find_marked(t, s, pos, len, marks, &at, &sid, &tlen);
         if (at > pos) {
             if (t->model == RT_TOK_MODEL_LLAMA) {
                 rt_tok_encode_spm(t, &w, s + pos, at - pos, t->space_prefix && after_special, &o);

@@ -130,6 +130,9 @@ KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err,
  * Errors as rt_tok_create, plus KILN_ERR_IO/FORMAT/CORRUPT for the files and KILN_ERR_UNSUPPORTED for a
  * model or pre-tokenizer kiln does not implement, each naming the file and the JSON key. */
 KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char *err, int errlen);
+/* The chat template of the tokenizer_config.json beside tokenizer.json at path ("chat_template": a string,
+ * or the one named "default" of a list), malloc'd; NULL when there is none. */
+char *rt_tok_hf_chat_template(const char *path);
 /* Frees everything (NULL is fine). */
 void rt_tok_destroy(RtTokenizer *t);
 
@@ -160,6 +163,13 @@ enum {
  * "tokenizer: ". Time O(len log len); memory O(len). */
 KilnStatus rt_tok_encode(const RtTokenizer *t, const char *text, size_t len, int flags, int32_t *ids, int cap,
                          int *n, char *err, int errlen);
+
+/* rt_tok_encode where, with RT_TOK_PARSE_SPECIAL, a special token's text becomes its id only where every
+ * byte of it is marked (marks: len bytes, nonzero: the caller's own text, a chat template's; else a
+ * user's): the text is tokenized as one, so merges across the marks are those of the whole text. */
+KilnStatus rt_tok_encode_marked(const RtTokenizer *t, const char *text, size_t len,
+                                const unsigned char *marks, int flags, int32_t *ids, int cap, int *n,
+                                char *err, int errlen);
 
 enum {
     RT_TOK_DEC_SPECIAL = 1 << 0,     /* CONTROL and UNKNOWN tokens decode to their text (else nothing) */

@@ -315,3 +315,29 @@ KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char *err, int 
     json_decref(root), json_decref(cfg), json_decref(gen);
     return s;
 }
+
+char *rt_tok_hf_chat_template(const char *path)
+{
+    size_t dir = strrchr(path, '/') ? (size_t)(strrchr(path, '/') - path + 1) : 0;
+    char *side = malloc(dir + 32), err[256], *out = NULL;
+    if (!side) return NULL;
+    memcpy(side, path, dir), strcpy(side + dir, "tokenizer_config.json");
+    Hf h = {side, err, sizeof err};
+    json_t *cfg = NULL;
+    if (load(&h, side, 1, &cfg) == KILN_OK && cfg) {
+        json_t *ct = json_object_get(cfg, "chat_template");
+        size_t i;
+        json_t *one;
+        if (json_is_array(ct)) /* named templates: the default one */
+            json_array_foreach(ct, i, one)
+            {
+                json_t *name = json_object_get(one, "name");
+                if (json_is_string(name) && !strcmp(json_string_value(name), "default"))
+                    ct = json_object_get(one, "template");
+            }
+        if (json_is_string(ct)) out = strdup(json_string_value(ct));
+    }
+    json_decref(cfg);
+    free(side);
+    return out;
+}

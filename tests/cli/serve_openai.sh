@@ -52,7 +52,20 @@ kill -TERM "$main_pid"; wait "$main_pid"; rc=$?
 if [ $rc = 0 ] && grep -q "SIGTERM: stopping" "$d/main.log"; then echo "ok   SIGTERM: exit 0"
 else echo "FAIL SIGTERM (rc $rc): $(tail -3 "$d/main.log")"; fail=1; fi
 
-start keyed --api-key s3cret
+# a template outside kiln's subset: refused at start, in one line
+printf '{%% macro m() %%}{%% endmacro %%}' > "$d/bad.jinja"
+"$kiln" serve "$d/smol.kiln" --weights "$model" --device host --port $((20000 + RANDOM % 40000)) --chat-template "$d/bad.jinja" \
+  > /dev/null 2> "$d/badtpl.err"
+rc=$?
+if [ $rc = 1 ] && [ "$(wc -l < "$d/badtpl.err")" = 1 ] && grep -q "chat template line 1: 'macro' is not in" "$d/badtpl.err"
+then echo "ok   a chat template outside the subset: refused at start"
+else echo "FAIL a bad chat template (rc $rc): $(cat "$d/badtpl.err")"; fail=1; fi
+
+# --chat-template (Mistral's: no system role, roles alternate) and --api-key
+cat > "$d/mistral.jinja" << 'TPL'
+{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}
+TPL
+start keyed --api-key s3cret --chat-template "$d/mistral.jinja"
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 body='{"model":"smol","prompt":"Hi","max_tokens":2}'
 u="http://127.0.0.1:$port"
@@ -61,6 +74,12 @@ c3=$(code "$u/v1/completions" -H 'Authorization: Bearer s3cret' -d "$body") c4=$
 c5=$(code "$u/v1/models" -H 'Authorization: Bearer s3cret')
 if [ "$c1$c2$c3$c4$c5" = 401401200200200 ]; then echo "ok   --api-key: 401 without it or with another, 200 with it"
 else echo "FAIL --api-key: $c1 $c2 $c3 $c4 $c5"; fail=1; fi
+chat() { curl -s -H 'Authorization: Bearer s3cret' "$u/v1/chat/completions" -d "$1"; }
+r1=$(chat '{"model":"smol","messages":[{"role":"system","content":"x"},{"role":"user","content":"hi"}],"max_tokens":2}')
+r2=$(chat '{"model":"smol","messages":[{"role":"user","content":"hi"}],"max_tokens":2}')
+if echo "$r1" | grep -q '"code":400' && echo "$r1" | grep -q "refuses the conversation: Conversation roles must alternate" &&
+   echo "$r2" | grep -q '"chat.completion"'; then echo "ok   --chat-template: its raise_exception is a 400, a valid chat answered"
+else echo "FAIL --chat-template: $r1 / $r2"; fail=1; fi
 kill -TERM "$pid"; wait "$pid"
 
 [ $fail = 0 ] && echo "serve_openai: all passed"

@@ -42,9 +42,9 @@ def raw(method, path, body=None, headers=None):
     return r.status, data
 
 
-def kiln_run(prompt, n, chat):
+def kiln_run(prompt, n, special):
     args = [KILN, "run", PKG, "--weights", MODEL_FILE, "--device", "host", "--max-tokens", str(n), "--prompt",
-            prompt] + (["--chat"] if chat else [])
+            prompt] + (["--special"] if special else [])
     out = subprocess.run(args, capture_output=True, text=True, timeout=300)
     return out.stdout[:-1] if out.stdout.endswith("\n") else out.stdout
 
@@ -73,7 +73,10 @@ with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
 
 r, chunks = res["chat"], res["chat_stream"]
 text = r.choices[0].message.content
-check(text == kiln_run(q, 10, True), "chat: greedy text equals kiln run --chat", repr(text))
+# the model's own chat template (SmolLM2's adds its default system message), rendered by kiln
+rendered = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n")
+check(text == kiln_run(rendered, 10, True), "chat: greedy text equals kiln run of the model's template", repr(text))
 check(r.usage.completion_tokens <= 10 and r.usage.prompt_tokens > 5 and
       r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens, "chat: usage", r.usage)
 check(r.choices[0].finish_reason in ("stop", "length") and r.object == "chat.completion", "chat: fields")
