@@ -57,6 +57,7 @@ typedef struct SrvJob {
     int n_msgs;
     char *stop[SRV_MAX_STOP]; /* stop strings (never in the output) */
     int n_stop;
+    int32_t *stop_ids; /* stop_token_ids (s.stop_tokens points here) */
     char id[48];
     int64_t created;
     double t_arrive, t_first, t_last;
@@ -88,6 +89,7 @@ typedef struct SrvServer {
     const char *model;   /* the served model's name */
     const char *api_key; /* NULL: none */
     int max_queue;       /* queued + running jobs at most (429 past it) */
+    int max_conns;       /* connections at once (srv_http.c: from the file-descriptor limit) */
     int vocab;
     const char *chat_template; /* Jinja (chat_tpl.c): --chat-template, the model's, or ChatML; NULL: none */
     char bos[64], eos[64];     /* the texts of bos_token and eos_token for the template */

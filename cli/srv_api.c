@@ -231,6 +231,20 @@ static int field(Parse *p, const char *key, json_t *v)
         return u ? boolean(p, "stream_options.include_usage", u, &j->include_usage) : 0;
     }
     if (!strcmp(key, "echo") && !chat) return boolean(p, key, v, &j->echo);
+    if (!strcmp(key, "stop_token_ids")) { /* vLLM's extension: ids that end the request (shown, as EOS is not) */
+        size_t n = json_is_array(v) ? json_array_size(v) : 0;
+        if (json_is_null(v)) return 0;
+        if (!json_is_array(v) || n > 64) return bad(p, "'stop_token_ids' must be an array of at most 64 ids%s%s", "", "");
+        if (!(j->stop_ids = malloc((n ? n : 1) * sizeof *j->stop_ids))) return bad(p, "out of memory%s%s", "", "");
+        for (size_t k = 0; k < n; k++) {
+            json_t *t = json_array_get(v, k);
+            if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= p->sv->vocab)
+                return bad(p, "'stop_token_ids' must hold ids of the vocabulary%s%s", "", "");
+            j->stop_ids[k] = (int32_t)json_integer_value(t);
+        }
+        s->stop_tokens = j->stop_ids, s->n_stop = (int)n;
+        return 0;
+    }
     if (!strcmp(key, "ignore_eos")) { /* vLLM's extension */
         if (boolean(p, key, v, &b)) return -1;
         s->ignore_eos = b;
@@ -310,7 +324,7 @@ int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJo
 void srv_job_release(SrvJob *j)
 {
     if (!j || --j->refs > 0) return;
-    free(j->prompt), free(j->prompt_ids);
+    free(j->prompt), free(j->prompt_ids), free(j->stop_ids);
     for (int i = 0; i < j->n_msgs; i++)
         free(j->msgs[i].role), free(j->msgs[i].content);
     free(j->msgs);

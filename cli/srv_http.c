@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -153,6 +154,7 @@ static char *metrics(SrvServer *sv)
     OUT("# TYPE kiln_generation_tokens_total counter\nkiln_generation_tokens_total %lld\n",
         (long long)st.completion_tokens);
     OUT("# TYPE kiln_queue_depth gauge\nkiln_queue_depth %d\n", queued);
+    OUT("# TYPE kiln_connection_limit gauge\nkiln_connection_limit %d\n", sv->max_conns);
     OUT("# TYPE kiln_requests_running gauge\nkiln_requests_running %d\n", live - queued);
     OUT("# TYPE kiln_kv_pages_used gauge\nkiln_kv_pages_used %d\n",
         st.engine.kv_pages - st.engine.kv_pages_free);
@@ -303,6 +305,16 @@ int srv_http_start(SrvServer *sv, const char *host, int port)
         fprintf(stderr, "kiln serve: --host %s: %s\n", host, gai_strerror(rc));
         return 1;
     }
+    /* connections by the thousand need descriptors: the soft limit up to the hard one, a reserve kept for
+     * the weights' files, the tuning store and the engine */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+        rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+        if (rl.rlim_cur < want) rl.rlim_cur = want, setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    long fds = rl.rlim_cur == RLIM_INFINITY ? 65536 : (long)rl.rlim_cur;
+    sv->max_conns = fds - 128 < 16 ? 16 : fds - 128 > 4000 ? 4000 : (int)(fds - 128);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     sv->daemon =

@@ -108,6 +108,14 @@ for x in res["n2_stream"]:
             ends[ch.index] = ch.finish_reason
 check(sorted(ends) == [0, 1] and by[0] and by[1], "n 2 streamed: both choices, each finished", (by, ends))
 
+# ---- stop_token_ids: the request ends at the first of them (its text shown) ----
+ids = subprocess.run([KILN, "run", PKG, "--weights", MODEL_FILE, "--device", "host", "--max-tokens", "8", "--prompt", p,
+                      "--print-ids"], capture_output=True, text=True, timeout=300).stdout.split()
+first = ids.index(ids[2])
+st = client.completions.create(model=MODEL, prompt=p, max_tokens=8, extra_body={"stop_token_ids": [int(ids[2])]})
+check(st.choices[0].finish_reason == "stop" and st.usage.completion_tokens == first + 1 and
+      ctext.startswith(st.choices[0].text), "stop_token_ids: ends at the id's first occurrence", (ids, st))
+
 # ---- stop strings: the text ends before the first occurrence, never shows it, streamed or not ----
 words = ctext.split()
 stop = words[len(words) // 2] if words else ctext[-2:]
@@ -174,6 +182,74 @@ for _ in range(100):
     time.sleep(0.2)
 check(running == 0, "a client gone mid-stream: its request ends", m)
 check("kiln_time_to_first_token_seconds_bucket" in m and "kiln_requests_total{status=\"400\"}" in m, "/metrics")
+
+# ---- hostile connections: idle ones by the thousand, a slow body, a truncated one, huge headers ----
+# (and the load test: the Release build's; the sanitizer build runs the rest)
+def hostile_and_load():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want_fd = min(hard, 4096)
+    if soft < want_fd:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want_fd, hard))
+    limit = int(next(l.split()[1] for l in raw("GET", "/metrics")[1].decode().splitlines()
+                     if l.startswith("kiln_connection_limit ")))
+    idle = []
+    for _ in range(min(2000, want_fd - 200, limit - 50)):
+        try:
+            idle.append(socket.create_connection((url.hostname, url.port), timeout=5))
+        except OSError:
+            break
+    slow = socket.create_connection((url.hostname, url.port))
+    body = json.dumps({"model": MODEL, "prompt": "Hi", "max_tokens": 2}).encode()
+    slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    cut = socket.create_connection((url.hostname, url.port))
+    cut.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\"")
+    cut.close()
+    t0 = time.time()
+    health = raw("GET", "/health")[0]
+    meanwhile = client.completions.create(model=MODEL, prompt="Hi", max_tokens=2).choices[0].text
+    for i in range(0, len(body), 8):  # the slow body, 8 bytes at a time, while the others were answered
+        slow.sendall(body[i:i + 8])
+        time.sleep(0.02)
+    slow_reply = slow.recv(4096).split(b"\r\n")[0]
+    slow.close()
+    big = raw("GET", "/health", headers={"X-Big": "x" * 100000})[0]
+    check(len(idle) >= min(1000, limit - 50) and health == 200 and meanwhile is not None and b"200" in slow_reply and big >= 400,
+          f"{len(idle)} idle connections, a slow body, a cut one, 100 kB of headers: /health {health}, the slow "
+          f"request {slow_reply!r}, the big header {big}", (len(idle), health, slow_reply, big))
+    for c in idle:
+        c.close()
+    check(raw("GET", "/health")[0] == 200, "/health after the hostile connections")
+
+    # ---- a bounded load test on loopback: 16 streaming clients, 2 requests each ----
+    ttft, tokens, t_load = [], [0], time.time()
+
+
+    def stream_one(i):
+        t = time.time()
+        first = None
+        n = 0
+        for x in client.completions.create(model=MODEL, prompt=f"Item {i}:", max_tokens=8, stream=True, seed=i,
+                                           temperature=0.8):
+            if first is None and x.choices and x.choices[0].text:
+                first = time.time() - t
+            n += 1
+        ttft.append(first if first is not None else time.time() - t)
+        tokens[0] += n
+
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(stream_one, range(32)))
+    wall = time.time() - t_load
+    ttft.sort()
+    print(f"load: 32 streamed requests, 16 at a time, 8 tokens each: TTFT P50 {ttft[15] * 1e3:.0f} ms, P99 "
+          f"{ttft[-1] * 1e3:.0f} ms; {tokens[0] / wall:.1f} chunks/s over {wall:.1f} s (host backend)")
+    check(len(ttft) == 32, "load test: every request answered")
+
+
+if not quick:
+    hostile_and_load()
 
 # ---- 16 concurrent clients: the sequential greedy answers (continuous batching) ----
 prompts = [f"Count from {i} to {i + 5}:" for i in range(16)]
