@@ -15,7 +15,7 @@ JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 # Warnings are errors in CI (CI=true) and wherever WERROR=ON is given.
 WERROR   ?= $(if $(filter true,$(CI)),ON,OFF)
 DEB_PKGS := cmake make gcc pkg-config liblua5.4-dev libsqlite3-dev sqlite3 llvm-22-dev lld-22 libzstd-dev \
-            libmicrohttpd-dev libjansson-dev \
+            libmicrohttpd-dev libjansson-dev curl \
             python3 python3-pip clang-14 libclang-rt-14-dev
 SUDO     := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTHON   ?= python3
