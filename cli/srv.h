@@ -40,6 +40,7 @@ typedef struct SrvChoice {
     int engine_done; /* the request's last callback came (set in it, read by the engine loop) */
     int aborted;     /* kiln_engine_abort was called */
     int submitted;
+    KilnLogprob *lp; /* logprobs: per token, the chosen one then job->s.logprobs alternatives */
 } SrvChoice;
 
 /* One request, shared by the HTTP side and the engine thread: fields below "shared" are read and written
@@ -48,7 +49,7 @@ typedef struct SrvChoice {
 typedef struct SrvJob {
     int refs;
     /* the request */
-    int kind, stream, include_usage, echo, n, seeded;
+    int kind, stream, include_usage, echo, n, seeded, top_given;
     KilnSampling s;
     char *prompt;        /* completions: the prompt text (NULL: prompt_ids) */
     int32_t *prompt_ids; /* completions given token ids */

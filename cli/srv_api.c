@@ -231,11 +231,14 @@ static int field(Parse *p, const char *key, json_t *v)
         return u ? boolean(p, "stream_options.include_usage", u, &j->include_usage) : 0;
     }
     if (!strcmp(key, "echo") && !chat) return boolean(p, key, v, &j->echo);
-    if (!strcmp(key, "stop_token_ids")) { /* vLLM's extension: ids that end the request (shown, as EOS is not) */
+    if (!strcmp(key,
+                "stop_token_ids")) { /* vLLM's extension: ids that end the request (shown, as EOS is not) */
         size_t n = json_is_array(v) ? json_array_size(v) : 0;
         if (json_is_null(v)) return 0;
-        if (!json_is_array(v) || n > 64) return bad(p, "'stop_token_ids' must be an array of at most 64 ids%s%s", "", "");
-        if (!(j->stop_ids = malloc((n ? n : 1) * sizeof *j->stop_ids))) return bad(p, "out of memory%s%s", "", "");
+        if (!json_is_array(v) || n > 64)
+            return bad(p, "'stop_token_ids' must be an array of at most 64 ids%s%s", "", "");
+        if (!(j->stop_ids = malloc((n ? n : 1) * sizeof *j->stop_ids)))
+            return bad(p, "out of memory%s%s", "", "");
         for (size_t k = 0; k < n; k++) {
             json_t *t = json_array_get(v, k);
             if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= p->sv->vocab)
@@ -258,17 +261,29 @@ static int field(Parse *p, const char *key, json_t *v)
         j->n = (int)i;
         return 0;
     }
-    if (!strcmp(key, "logprobs") && (json_is_null(v) || json_is_false(v))) return 0;
+    if (!strcmp(key, "logprobs") && chat) { /* chat: a bool; top_logprobs says how many alternatives */
+        if (json_is_null(v)) return 0;
+        if (boolean(p, key, v, &b)) return -1;
+        if (b && s->logprobs < 0) s->logprobs = 0;
+        if (!b) s->logprobs = -1;
+        return 0;
+    }
+    if (!strcmp(key, "logprobs") || (chat && !strcmp(key, "top_logprobs"))) { /* completions: how many */
+        if (json_is_null(v)) return 0;
+        if (integer(p, key, v, 0, KILN_MAX_LOGPROBS, &i)) return -1;
+        s->logprobs = (int)i;
+        j->top_given |= chat;
+        return 0;
+    }
     if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
         if (json_is_null(v)) return 0;
         if (number(p, key, v, -2, 2, &x)) return -1;
         return x == 0 ? 0 : bad(p, "'%s' other than 0 is not supported yet%s", key, "");
     }
     static const char *const later[] = {
-        "logprobs",           "top_logprobs",    "logit_bias", "min_p",
-        "repetition_penalty", "suffix",          "best_of",    "tools",
-        "tool_choice",        "response_format", "functions",  "function_call",
-        "parallel_tool_calls"};
+        "logit_bias", "min_p",         "repetition_penalty", "suffix",
+        "best_of",    "tools",         "tool_choice",        "response_format",
+        "functions",  "function_call", "parallel_tool_calls"};
     for (size_t k = 0; k < sizeof later / sizeof later[0]; k++)
         if (!strcmp(key, later[k]) && !json_is_null(v)) return bad(p, "'%s' is not supported yet%s", key, "");
     for (size_t k = 0; k < sizeof later / sizeof later[0]; k++)
@@ -312,6 +327,10 @@ int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJo
     if (!rc && kind == SRV_COMPLETION && !j->prompt && !j->prompt_ids)
         rc = bad(&p, "'prompt' is required%s%s", "", "");
     if (!rc && j->include_usage && !j->stream) rc = bad(&p, "'stream_options' goes with stream%s%s", "", "");
+    if (!rc && kind == SRV_CHAT && j->top_given && !json_is_true(json_object_get(root, "logprobs")))
+        rc = bad(&p, "'top_logprobs' goes with logprobs: true%s%s", "", "");
+    if (!rc && j->s.logprobs >= 0 && j->stream)
+        rc = bad(&p, "logprobs with stream is not supported yet%s%s", "", "");
     json_decref(root);
     if (rc) {
         srv_job_release(j);
@@ -331,7 +350,7 @@ void srv_job_release(SrvJob *j)
     for (int i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
     for (int i = 0; j->ch && i < j->n; i++)
-        free(j->ch[i].ids), free(j->ch[i].text);
+        free(j->ch[i].ids), free(j->ch[i].text), free(j->ch[i].lp);
     free(j->ch), free(j->out);
     free(j);
 }
@@ -383,6 +402,67 @@ static json_t *utf8_string(const char *t, size_t n)
     return v;
 }
 
+/* The bytes of one token as the client sees it (its text in the output), as a string and a byte list. */
+static json_t *token_str(const SrvServer *sv, int32_t id, json_t **bytes, size_t *len)
+{
+    char buf[256];
+    size_t n = 0;
+    if (kiln_engine_detokenize(sv->e, &id, 1, buf, sizeof buf, &n) != KILN_OK || n > sizeof buf) n = 0;
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t k = 0; k < n; k++)
+            json_array_append_new(*bytes, json_integer((unsigned char)buf[k]));
+    }
+    if (len) *len = n;
+    return utf8_string(buf, n);
+}
+
+/* A choice's logprobs: completions' {tokens, token_logprobs, top_logprobs, text_offset}, chat's {content}. */
+static json_t *logprobs_json(const SrvServer *sv, const SrvJob *j, const SrvChoice *c)
+{
+    int k = j->s.logprobs;
+    if (k < 0 || !c->lp) return json_null();
+    json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    json_t *content = json_array();
+    size_t at = c->text0;
+    for (int t = 0; t < c->n_ids; t++) {
+        const KilnLogprob *row = c->lp + (size_t)t * (size_t)(k + 1);
+        json_t *bytes = NULL;
+        size_t n = 0;
+        json_t *s = token_str(sv, row[0].token, j->kind == SRV_CHAT ? &bytes : NULL, &n);
+        if (j->kind == SRV_CHAT) {
+            json_t *alts = json_array();
+            for (int a = 1; a <= k; a++) {
+                json_t *ab = NULL, *as = token_str(sv, row[a].token, &ab, NULL);
+                json_array_append_new(alts, json_pack("{s:o,s:f,s:o}", "token", as, "logprob",
+                                                      (double)row[a].logprob, "bytes", ab));
+            }
+            json_array_append_new(content,
+                                  json_pack("{s:o,s:f,s:o,s:o}", "token", s, "logprob",
+                                            (double)row[0].logprob, "bytes", bytes, "top_logprobs", alts));
+        } else {
+            json_t *top = json_object();
+            for (int a = 1; a <= k; a++) {
+                json_t *as = token_str(sv, row[a].token, NULL, NULL);
+                json_object_set_new(top, json_string_value(as), json_real(row[a].logprob));
+                json_decref(as);
+            }
+            json_array_append_new(toks, s);
+            json_array_append_new(lps, json_real(row[0].logprob));
+            json_array_append_new(tops, top);
+            json_array_append_new(offs, json_integer((json_int_t)at));
+        }
+        at += n;
+    }
+    if (j->kind == SRV_CHAT) {
+        json_decref(toks), json_decref(lps), json_decref(tops), json_decref(offs);
+        return json_pack("{s:o}", "content", content);
+    }
+    json_decref(content);
+    return json_pack("{s:o,s:o,s:o,s:o}", "tokens", toks, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
 char *srv_final_json(const SrvServer *sv, const SrvJob *j)
 {
     json_t *choices = json_array();
@@ -390,11 +470,12 @@ char *srv_final_json(const SrvServer *sv, const SrvJob *j)
         const SrvChoice *c = &j->ch[i];
         json_t *text = utf8_string(c->text, c->text_len), *one;
         if (j->kind == SRV_CHAT)
-            one = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", i, "message", "role", "assistant",
-                            "content", text, "logprobs", "finish_reason", c->reason ? c->reason : "stop");
-        else
-            one = json_pack("{s:i,s:o,s:n,s:s}", "index", i, "text", text, "logprobs", "finish_reason",
+            one = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", i, "message", "role", "assistant",
+                            "content", text, "logprobs", logprobs_json(sv, j, c), "finish_reason",
                             c->reason ? c->reason : "stop");
+        else
+            one = json_pack("{s:i,s:o,s:o,s:s}", "index", i, "text", text, "logprobs",
+                            logprobs_json(sv, j, c), "finish_reason", c->reason ? c->reason : "stop");
         json_array_append_new(choices, one);
     }
     return dump(json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",

@@ -283,6 +283,16 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
             int32_t *t = realloc(c->ids, (size_t)cap * sizeof *t);
             if (t) c->ids = t, c->cap_ids = cap;
         }
+        if (c->n_ids < c->cap_ids &&
+            j->s.logprobs >= 0) { /* this token's, from the engine, in its callback */
+            size_t row = (size_t)j->s.logprobs + 1;
+            KilnLogprob *lp = realloc(c->lp, (size_t)c->cap_ids * row * sizeof *lp);
+            if (lp) {
+                c->lp = lp;
+                kiln_engine_logprobs(sv->e, &lp[(size_t)c->n_ids * row], &lp[(size_t)c->n_ids * row + 1],
+                                     j->s.logprobs);
+            }
+        }
         if (c->n_ids < c->cap_ids) c->ids[c->n_ids++] = tok;
         size_t len = 0;
         kiln_engine_detokenize(sv->e, c->ids, c->n_ids, NULL, 0, &len);

@@ -86,6 +86,9 @@ KilnStatus kiln_sampling_check(const KilnSampling *given, int vocab, char *err, 
     if (s.spec != KILN_SPEC_NONE && (s.spec_k < 1 || s.spec_k > KILN_MAX_SPEC_K))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.spec_k %d: want 1..%d", s.spec_k,
                             KILN_MAX_SPEC_K);
+    if (s.logprobs < -1 || s.logprobs > KILN_MAX_LOGPROBS)
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.logprobs %d: want -1 (off) or 0..%d",
+                            s.logprobs, KILN_MAX_LOGPROBS);
     if (s.spec != KILN_SPEC_NONE && (s.spec_branches < 1 || s.spec_branches > KILN_MAX_SPEC_BRANCHES))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.spec_branches %d: want 1..%d",
                             s.spec_branches, KILN_MAX_SPEC_BRANCHES);

@@ -194,7 +194,12 @@ typedef struct KilnSampling {
      * target drew is kept with the target's token after it. Needs a target package compiled with
      * `--set tree=true` (its attention takes the tree mask); on others the chain alone is verified. */
     int spec_branches;
+    /* -1 (default): none; 0..KILN_MAX_LOGPROBS: each token's log-probability under the model (the
+     * log-softmax of its logits, before temperature and filters) and that many most likely alternatives,
+     * for the token's callback to read (kiln_engine_logprobs). Reads the step's logits rows back. */
+    int logprobs;
 } KilnSampling;
+#define KILN_MAX_LOGPROBS   20        /* logprobs */
 #define KILN_MAX_PREDICTION (1 << 20) /* n_prediction */
 
 /* Proposers (KilnSampling.spec). NGRAM: prompt lookup, no model: the longest suffix (4 tokens down to 1)
@@ -278,6 +283,15 @@ typedef struct KilnRequestStats {
     int64_t spec_verifies, spec_proposed, spec_accepted; /* as KilnEngineStats, this request's */
 } KilnRequestStats;
 KILN_API KilnStatus kiln_engine_request_stats(const KilnEngine *e, int64_t request, KilnRequestStats *st);
+
+/* Within a token's callback of a request with sampling.logprobs >= 0: *chosen gets the token and its
+ * log-probability, top[0..min(cap, logprobs)) the most likely tokens (descending; ties: smaller id first);
+ * returns how many were written to top. -1 elsewhere (no such callback running, or logprobs off). */
+typedef struct KilnLogprob {
+    int32_t token;
+    float logprob;
+} KilnLogprob;
+KILN_API int kiln_engine_logprobs(const KilnEngine *e, KilnLogprob *chosen, KilnLogprob *top, int cap);
 
 /* Teacher-forced scoring (evaluation, perplexity, comparing with another implementation): runs
  * tokens[0..n) as one fresh sequence and writes the model's logits after every position to

@@ -96,6 +96,7 @@ void kiln_sampling_init(KilnSampling *s)
     s->max_tokens = 256;
     s->spec_k = 4;
     s->spec_branches = 1;
+    s->logprobs = -1;
 }
 
 KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
@@ -753,6 +754,55 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
 /* Reports token tok of request r and decides whether it ends it. */
 /* Reports token tok of request e->reqs[idx] and decides whether it ends it. The callback may submit or
  * abort requests (e->reqs may move: the request is found again by index afterwards). */
+static void deliver(KilnEngine *e, int idx, int32_t tok);
+
+/* Logprobs of logit row `row` (read back in e->lp_logits) for request r's token tok into lp[0] (chosen) and
+ * lp[1..n] (the n most likely), n = r->s.logprobs; double accumulation. */
+static void row_logprobs(const KilnEngine *e, int row, int32_t tok, int n, KilnLogprob *lp)
+{
+    const float *x = e->lp_logits + (size_t)row * (size_t)e->vocab;
+    double mx = -INFINITY, sum = 0;
+    for (int v = 0; v < e->vocab; v++)
+        mx = x[v] > mx ? x[v] : mx;
+    for (int v = 0; v < e->vocab; v++)
+        sum += exp((double)x[v] - mx);
+    double lse = mx + log(sum);
+    lp[0] = (KilnLogprob){tok, tok >= 0 && tok < e->vocab ? (float)(x[tok] - lse) : -INFINITY};
+    int k = 0;
+    for (int v = 0; v < e->vocab; v++) { /* insertion into the top n, descending, ties by smaller id */
+        if (k == n && !(x[v] > x[lp[k].token])) continue;
+        int at = k < n ? ++k : k;
+        while (at > 1 && x[v] > x[lp[at - 1].token])
+            lp[at] = lp[at - 1], at--;
+        lp[at] = (KilnLogprob){v, 0};
+    }
+    for (int i = 1; i <= k; i++)
+        lp[i].logprob = (float)(x[lp[i].token] - lse);
+}
+
+int kiln_engine_logprobs(const KilnEngine *e, KilnLogprob *chosen, KilnLogprob *top, int cap)
+{
+    if (!e || !e->in_callback || !e->lp_row || e->lp_n < 0) return -1;
+    if (chosen) *chosen = e->lp_row[0];
+    int n = top && cap > 0 ? (cap < e->lp_n ? cap : e->lp_n) : 0;
+    if (n) memcpy(top, e->lp_row + 1, (size_t)n * sizeof *top);
+    return n;
+}
+
+/* deliver, with the logprobs of logit row `row` for the callback when the request asked for them. */
+static void deliver_row(KilnEngine *e, int idx, int32_t tok, int row)
+{
+    const Req *r = &e->reqs[idx];
+    KilnLogprob lp[KILN_MAX_LOGPROBS + 1];
+    e->lp_row = NULL, e->lp_n = -1;
+    if (e->lp_logits && r->s.logprobs >= 0 && r->state != REQ_DONE) {
+        row_logprobs(e, row, tok, r->s.logprobs, lp);
+        e->lp_row = lp, e->lp_n = r->s.logprobs;
+    }
+    deliver(e, idx, tok);
+    e->lp_row = NULL, e->lp_n = -1;
+}
+
 static void deliver(KilnEngine *e, int idx, int32_t tok)
 {
     Req *r = &e->reqs[idx];
@@ -974,10 +1024,22 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         if (!s)
             s = rt_exec_get(e->x, out, e->arena + (uint64_t)e->plan->bufs[e->buf_next_tokens].offset,
                             (size_t)R * 4, e->err, sizeof e->err);
+        int want_lp = 0; /* a request asked for logprobs: the step's logits rows to the host */
+        for (int i = 0; i < R && !want_lp; i++)
+            want_lp = e->reqs[in->row_req[i]].s.logprobs >= 0;
+        if (!s && want_lp && e->buf_logits >= 0) {
+            if (!e->lp_logits &&
+                !(e->lp_logits = malloc((size_t)e->max_rows * (size_t)e->vocab * sizeof(float))))
+                s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory (logprobs)");
+            if (!s)
+                s = rt_exec_get(e->x, e->lp_logits, e->arena + (uint64_t)e->plan->bufs[e->buf_logits].offset,
+                                (size_t)R * (size_t)e->vocab * sizeof(float), e->err, sizeof e->err);
+        }
         if (s != KILN_OK) {
             if (out != next) free(out);
             return fail_all(e, s);
         }
+        if (!want_lp) free(e->lp_logits), e->lp_logits = NULL;
         for (int k = 0; k < B; k++) {
             Req *r = &e->reqs[in->item_req[k]];
             int lo = r->n_done, hi = lo + in->items[k].n_new - r->n_draft - r->n_sib;
@@ -993,7 +1055,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             int idx = in->row_req[i];
             Req *r = &e->reqs[idx];
             if (!r->n_draft) {
-                deliver(e, idx, out[i]);
+                deliver_row(e, idx, out[i], i);
                 continue;
             }
             /* a verify: rows i..i+n_draft, then the siblings'; keep the drafts the target drew, then a
@@ -1011,8 +1073,9 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             e->stats.spec_siblings += ns, e->stats.spec_sibling_hits += hit >= 0;
             r->n_draft = r->n_sib = 0;
             for (int j = 0; j <= a && e->reqs[idx].state != REQ_DONE; j++)
-                deliver(e, idx, out[i + j]);
-            if (hit >= 0 && e->reqs[idx].state != REQ_DONE) deliver(e, idx, out[i + 1 + nd + hit]);
+                deliver_row(e, idx, out[i + j], i + j);
+            if (hit >= 0 && e->reqs[idx].state != REQ_DONE)
+                deliver_row(e, idx, out[i + 1 + nd + hit], i + 1 + nd + hit);
             i += nd + ns;
             /* the kept drafts are computed tokens now (fewer when the request ended inside them) */
             r = &e->reqs[idx];

@@ -101,6 +101,10 @@ struct KilnEngine {
     int tuning;           /* a tuning store was given */
     int probing;          /* rt_engine_probe: every launch of the step is marked */
     int route_rows;       /* > 0: the step's matmuls pick binaries as for this many rows (pick_binary) */
+    int buf_logits;       /* the plan's logits output (-1: none) */
+    float *lp_logits;     /* logprobs: the step's logits rows read back (max_rows x vocab), or NULL */
+    KilnLogprob *lp_row;  /* while a callback runs for a row with logprobs: its chosen token, then its top */
+    int lp_n;             /* ... that many alternatives; -1: none */
     int *probe_bucket;    /* while probing, per kernel: the bucket its launches met (-1, -2: none, mixed) */
     const char *dump_dir; /* KILN_DUMP_DIR: every launch's activation arguments written after it (debug) */
     int in_callback;      /* > 0 while a request callback runs: step and score are refused */

@@ -548,6 +548,7 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
         e->vocab = (int32_t)vocab, e->heads = (int)heads, e->kv_heads = (int)kv_heads;
         if (s == KILN_OK) s = config_agrees(e, pkg, package);
         e->buf_next_tokens = rt_plan_output(p, "next_tokens");
+        e->buf_logits = rt_plan_output(p, "logits");
         int lg = rt_plan_output(p, "logits");
         const RtPlanBuf *nt = e->buf_next_tokens >= 0 ? &p->bufs[e->buf_next_tokens] : NULL;
         if (s != KILN_OK)
@@ -678,6 +679,7 @@ void kiln_engine_close(KilnEngine *e)
     rt_kv_destroy(e->kv);
     rt_tok_destroy(e->tok);
     free(e->chat_template);
+    free(e->lp_logits);
     rt_plan_free(e->plan);
     rt_exec_close(e->x);
     free(e);

@@ -129,6 +129,19 @@ check(got.choices[0].text == want and got.choices[0].finish_reason == "stop", f"
       repr(got.choices[0].text))
 check(gs == want, f"stop {stop!r} streamed: never shown", repr(gs))
 
+# ---- logprobs: greedy picks the top alternative; the tokens spell the text; not with stream (yet) ----
+lc = client.completions.create(model=MODEL, prompt=p, max_tokens=6, logprobs=2)
+lpc = lc.choices[0].logprobs
+check(lpc is not None and "".join(lpc.tokens) == lc.choices[0].text and len(lpc.token_logprobs) == 6 and
+      all(abs(lp - max(top.values())) < 1e-6 and lp <= 0 for lp, top in zip(lpc.token_logprobs, lpc.top_logprobs)) and
+      lpc.text_offset[0] == 0, "completions logprobs 2: the chosen token is the top one, the tokens spell the text",
+      lpc)
+lch = client.chat.completions.create(model=MODEL, messages=chat, max_tokens=4, logprobs=True, top_logprobs=3)
+cont = lch.choices[0].logprobs.content
+check(len(cont) == 4 and "".join(x.token for x in cont) == lch.choices[0].message.content and
+      all(x.top_logprobs[0].token == x.token and len(x.top_logprobs) == 3 and bytes(x.bytes).decode() == x.token
+          for x in cont), "chat logprobs, top_logprobs 3: the chosen token first, bytes, text", cont)
+
 # ---- errors through the client: 400 and 404 with OpenAI's error body ----
 def status_of(fn):
     try:
@@ -146,6 +159,9 @@ check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, max_tok
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, temperature=-1)) == 400,
       "temperature -1: 400")
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, n=17)) == 400, "n 17: 400")
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, logprobs=2, stream=True)) == 400,
+      "logprobs with stream (not yet): 400")
+check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, logprobs=21)) == 400, "logprobs 21: 400")
 st, body = raw("POST", "/v1/completions", b'{"model": "smol", "prompt": "x", "max_tokens": "5"}')
 err = json.loads(body).get("error", {})
 check(st == 400 and "max_tokens" in err.get("message", "") and err.get("type") == "invalid_request_error",

@@ -378,6 +378,89 @@ static void test_tree(const char *src, const char *kiln, int32_t prompts[][64], 
     draft_path[0] = 0;
 }
 
+/* Logprobs (sampling.logprobs): each token's log-probability and top alternatives, read in its callback,
+ * against the log-softmax (float64) of kiln_engine_score's logits for the same sequence; greedy, so the
+ * chosen token is the top one; with n-gram speculation (verify rows) the same values as without. */
+typedef struct Lp {
+    KilnEngine *e;
+    int n, bad;
+    int32_t tok[NEW];
+    KilnLogprob chosen[NEW], top[NEW][3];
+} Lp;
+
+static int on_lp(void *user, int64_t req, int32_t tok, KilnFinish fin)
+{
+    Lp *l = user;
+    (void)req, (void)fin;
+    if (tok < 0 || l->n == NEW) return 0;
+    l->tok[l->n] = tok;
+    if (kiln_engine_logprobs(l->e, &l->chosen[l->n], l->top[l->n], 3) != 3 || l->chosen[l->n].token != tok)
+        l->bad++;
+    l->n++;
+    return 0;
+}
+
+static void test_logprobs(const int32_t *prompt, int n)
+{
+    static Lp runs[2];
+    for (int r = 0; r < 2; r++) {
+        KilnEngine *e = open_engine(0, 0, 1);
+        if (!e) return;
+        KilnSampling s;
+        kiln_sampling_init(&s);
+        s.max_tokens = NEW, s.ignore_eos = 1, s.logprobs = 3, s.spec = r ? KILN_SPEC_NGRAM : KILN_SPEC_NONE;
+        memset(&runs[r], 0, sizeof runs[r]);
+        runs[r].e = e;
+        KT_CHECK(kiln_engine_submit(e, prompt, n, &s, on_lp, &runs[r], NULL) == KILN_OK, "submit: %s",
+                 kiln_engine_errmsg(e));
+        drain(e);
+        KT_CHECK(kiln_engine_logprobs(e, NULL, NULL, 0) == -1, "logprobs outside a callback: -1");
+        kiln_engine_close(e);
+        KT_CHECK(runs[r].n == NEW && !runs[r].bad, "logprobs run %d: %d tokens, %d bad callbacks", r,
+                 runs[r].n, runs[r].bad);
+    }
+    /* the reference: the prompt and the tokens before each, scored at once */
+    KilnEngine *e = open_engine(0, 0, 1);
+    int V = e ? kiln_engine_vocab(e) : 0, T = n + NEW - 1;
+    int32_t *t = malloc((size_t)T * sizeof *t);
+    float *lg = malloc((size_t)T * (size_t)V * sizeof *lg);
+    if (e && t && lg) {
+        memcpy(t, prompt, (size_t)n * sizeof *t), memcpy(t + n, runs[0].tok, (NEW - 1) * sizeof *t);
+        KT_CHECK(kiln_engine_score(e, t, T, lg) == KILN_OK, "score: %s", kiln_engine_errmsg(e));
+        double worst = 0;
+        int order = 1;
+        for (int i = 0; i < NEW; i++) {
+            const float *x = lg + (size_t)(n - 1 + i) * (size_t)V;
+            double mx = -INFINITY, sum = 0;
+            for (int v = 0; v < V; v++)
+                mx = x[v] > mx ? x[v] : mx;
+            for (int v = 0; v < V; v++)
+                sum += exp(x[v] - mx);
+            double want = x[runs[0].tok[i]] - mx - log(sum), d = fabs(want - runs[0].chosen[i].logprob);
+            worst = d > worst ? d : worst;
+            order &= runs[0].top[i][0].token == runs[0].tok[i] &&
+                     runs[0].top[i][0].logprob >= runs[0].top[i][1].logprob &&
+                     runs[0].top[i][1].logprob >= runs[0].top[i][2].logprob;
+            for (int k = 0; k < 3; k++)
+                order &= runs[1].top[i][k].token == runs[0].top[i][k].token &&
+                         fabsf(runs[1].top[i][k].logprob - runs[0].top[i][k].logprob) < 1e-5f;
+        }
+        KT_CHECK(worst < 1e-4, "logprobs against score: off by %g", worst);
+        KT_CHECK(order,
+                 "logprobs: greedy picks the top one, the top is descending, speculation changes nothing");
+    }
+    free(t), free(lg);
+    if (e) {
+        KilnSampling b;
+        kiln_sampling_init(&b);
+        b.logprobs = KILN_MAX_LOGPROBS + 1;
+        KT_CHECK(kiln_engine_submit(e, prompt, n, &b, NULL, NULL, NULL) == KILN_ERR_ARG &&
+                     strstr(kiln_engine_errmsg(e), "sampling.logprobs 21: want -1 (off) or 0..20"),
+                 "logprobs 21: %s", kiln_engine_errmsg(e));
+    }
+    kiln_engine_close(e);
+}
+
 /* Sampled speculation draws from the target's distribution. DN requests with seeds base + i, T 0.3 and
  * top-k DK, three tokens each (the first from the prompt's step, the next two from verify steps of k 2):
  * the joint of the three, binned by each token's rank in its allowed set (DK^3 bins), against the
@@ -779,6 +862,7 @@ int main(void)
     }
     test_draft(src, kiln, prompts, lens, ref, &plain, S);
     test_tree(src, kiln, prompts, lens, ref, &plain, S);
+    test_logprobs(prompts[6], lens[6]);
     test_distribution(prompts[6], lens[6], kf_at("tiny1.kiln"), kref_next(&g));
     printf("speculation: %lld of %lld draft tokens accepted over the runs\n", (long long)spec_accepted,
            (long long)spec_proposed);
