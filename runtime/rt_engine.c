@@ -431,7 +431,7 @@ static void propose(KilnEngine *e, Req *r, int room, int rows_left)
         n = r->n_pred - g < k ? r->n_pred - g : k;
         memcpy(r->draft, r->pred + g, (size_t)n * sizeof *r->draft);
     }
-    if (!n && r->n_pred) n = rt_spec_lookup(r->tokens, r->n_tokens, r->pred, r->n_pred, k, r->draft);
+    if (!n && r->n_pred) n = rt_spec_lookup(r->tokens, r->n_tokens, r->pred, r->n_pred, g, k, r->draft);
     r->n_draft = n ? n : rt_spec_ngram(r->tokens, r->n_tokens, k, r->draft);
 }
 

@@ -5,6 +5,7 @@
  */
 #include "rt_spec.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void rt_spec_init(RtSpecState *s, int k_max)
@@ -41,15 +42,22 @@ int rt_spec_ngram(const int32_t *t, int n, int k, int32_t *out)
     return 0;
 }
 
-int rt_spec_lookup(const int32_t *t, int n, const int32_t *c, int m, int k, int32_t *out)
+int rt_spec_lookup(const int32_t *t, int n, const int32_t *c, int m, int near, int k, int32_t *out)
 {
     if (k <= 0) return 0;
     for (int g = n < RT_SPEC_NGRAM_MAX ? n : RT_SPEC_NGRAM_MAX; g >= 1; g--) {
         const int32_t *suffix = t + n - g;
+        int best = -1;
+        long best_d = 0;
         for (int i = m - g - 1; i >= 0; i--) {
             if (c[i] != suffix[0] || memcmp(c + i, suffix, (size_t)g * sizeof *c)) continue;
-            int w = m - (i + g) < k ? m - (i + g) : k;
-            memcpy(out, c + i + g, (size_t)w * sizeof *out);
+            long d = near < 0 ? 0 : labs((long)(i + g) - near);
+            if (best < 0 || d < best_d) best = i, best_d = d;
+            if (near < 0 || !d) break; /* the latest, or the aligned one */
+        }
+        if (best >= 0) {
+            int w = m - (best + g) < k ? m - (best + g) : k;
+            memcpy(out, c + best + g, (size_t)w * sizeof *out);
             return w;
         }
     }

@@ -42,9 +42,11 @@ int rt_spec_budget(RtSpecState *s);
  * k <= 0). */
 int rt_spec_ngram(const int32_t *t, int n, int k, int32_t *out);
 /* The same lookup in another text: the longest suffix of t[0..n) (RT_SPEC_NGRAM_MAX tokens down to 1)
- * found in c[0..m) with a token after it (the latest such occurrence) proposes up to k of the tokens
- * that follow it in c. Returns how many were written to out (0: no match). */
-int rt_spec_lookup(const int32_t *t, int n, const int32_t *c, int m, int k, int32_t *out);
+ * found in c[0..m) with a token after it proposes up to k of the tokens that follow it in c; of several
+ * occurrences, the one whose next token is nearest to position `near` of c (a prediction: the output's
+ * position in it, so text after an edit of the same length is found aligned, not at a later repeat), or
+ * the latest with near < 0. Returns how many were written to out (0: no match). */
+int rt_spec_lookup(const int32_t *t, int n, const int32_t *c, int m, int near, int k, int32_t *out);
 
 /* The acceptance rule of a chain verify: target[j] is the target model's token after the request's
  * last token and drafts 0..j-1 (j = 0..n_draft), each drawn as the request would draw it without

@@ -138,6 +138,14 @@ static void test_proposer(void)
     KT_CHECK(n == 8 && !memcmp(out, want, sizeof want), "ngram: %d, %d %d %d %d %d", n, out[0], out[1],
              out[2], out[3], out[4]);
     KT_CHECK(rt_spec_ngram(t, 11, 2, out) == 2 && out[1] == 2, "ngram k cap");
+    /* a prediction: the suffix 3 occurs at 2, 6 and 10; the aligned occurrence (its next at position 7)
+     * wins over the latest, and near -1 takes the latest */
+    const int32_t pred[] = {1, 2, 3, 4, 5, 6, 3, 7, 8, 9, 3, 10, 11}, so_far[] = {0, 3};
+    KT_CHECK(rt_spec_lookup(so_far, 2, pred, 13, 7, 2, out) == 2 && out[0] == 7 && out[1] == 8,
+             "lookup near 7: %d %d", out[0], out[1]);
+    KT_CHECK(rt_spec_lookup(so_far, 2, pred, 13, -1, 2, out) == 2 && out[0] == 10, "lookup, the latest: %d",
+             out[0]);
+    KT_CHECK(rt_spec_lookup(so_far, 2, pred, 13, 0, 3, out) == 3 && out[0] == 4, "lookup near 0: %d", out[0]);
     const int32_t u[] = {1, 2, 3, 4, 9, 3, 4, 5, 1, 2, 3, 4};
     /* the 4-gram 1 2 3 4 beats the later 2-gram 3 4: 9 follows it */
     KT_CHECK(rt_spec_ngram(u, 12, 1, out) == 1 && out[0] == 9, "ngram: longest first, got %d", out[0]);
