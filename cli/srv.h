@@ -41,6 +41,7 @@ typedef struct SrvChoice {
     int aborted;     /* kiln_engine_abort was called */
     int submitted;
     KilnLogprob *lp; /* logprobs: per token, the chosen one then job->s.logprobs alternatives */
+    int lp_sent;     /* tokens whose logprobs a stream chunk carried */
 } SrvChoice;
 
 /* One request, shared by the HTTP side and the engine thread: fields below "shared" are read and written
@@ -119,10 +120,11 @@ void srv_job_release(SrvJob *j); /* drops one reference (under SrvServer.mu) */
 char *srv_error_json(int status, const char *msg);
 /* The non-stream response body of a finished job (every choice), malloc'd (NULL: out of memory). */
 char *srv_final_json(const SrvServer *sv, const SrvJob *j);
-/* A stream chunk of choice c carrying text (first: the chat role too; finish: its reason, else NULL), as
- * one SSE event "data: {...}\n\n", malloc'd; c NULL: the usage-only chunk instead. */
+/* A stream chunk of choice c carrying text (first: the chat role too; finish: its reason, else NULL) and
+ * the logprobs of its tokens [lp_from, lp_to) (lp_from < 0: none), as one SSE event "data: {...}\n\n",
+ * malloc'd; c NULL: the usage-only chunk instead. */
 char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
-                    int first, const char *finish);
+                    int first, const char *finish, int lp_from, int lp_to);
 char *srv_models_json(const SrvServer *sv);
 
 /* srv_engine.c */

@@ -329,8 +329,6 @@ int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJo
     if (!rc && j->include_usage && !j->stream) rc = bad(&p, "'stream_options' goes with stream%s%s", "", "");
     if (!rc && kind == SRV_CHAT && j->top_given && !json_is_true(json_object_get(root, "logprobs")))
         rc = bad(&p, "'top_logprobs' goes with logprobs: true%s%s", "", "");
-    if (!rc && j->s.logprobs >= 0 && j->stream)
-        rc = bad(&p, "logprobs with stream is not supported yet%s%s", "", "");
     json_decref(root);
     if (rc) {
         srv_job_release(j);
@@ -418,14 +416,16 @@ static json_t *token_str(const SrvServer *sv, int32_t id, json_t **bytes, size_t
 }
 
 /* A choice's logprobs: completions' {tokens, token_logprobs, top_logprobs, text_offset}, chat's {content}. */
-static json_t *logprobs_json(const SrvServer *sv, const SrvJob *j, const SrvChoice *c)
+/* ... of its tokens [from, to) (a stream chunk's; the whole answer: 0, n_ids). */
+static json_t *logprobs_json(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, int from, int to)
 {
     int k = j->s.logprobs;
-    if (k < 0 || !c->lp) return json_null();
+    if (k < 0 || !c->lp || from < 0) return json_null();
     json_t *toks = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     json_t *content = json_array();
-    size_t at = c->text0;
-    for (int t = 0; t < c->n_ids; t++) {
+    size_t at = c->text0, n0 = 0;
+    if (from > 0 && kiln_engine_detokenize(sv->e, c->ids, from, NULL, 0, &n0) == KILN_OK) at += n0;
+    for (int t = from; t < to; t++) {
         const KilnLogprob *row = c->lp + (size_t)t * (size_t)(k + 1);
         json_t *bytes = NULL;
         size_t n = 0;
@@ -471,11 +471,12 @@ char *srv_final_json(const SrvServer *sv, const SrvJob *j)
         json_t *text = utf8_string(c->text, c->text_len), *one;
         if (j->kind == SRV_CHAT)
             one = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", i, "message", "role", "assistant",
-                            "content", text, "logprobs", logprobs_json(sv, j, c), "finish_reason",
-                            c->reason ? c->reason : "stop");
+                            "content", text, "logprobs", logprobs_json(sv, j, c, 0, c->n_ids),
+                            "finish_reason", c->reason ? c->reason : "stop");
         else
             one = json_pack("{s:i,s:o,s:o,s:s}", "index", i, "text", text, "logprobs",
-                            logprobs_json(sv, j, c), "finish_reason", c->reason ? c->reason : "stop");
+                            logprobs_json(sv, j, c, 0, c->n_ids), "finish_reason",
+                            c->reason ? c->reason : "stop");
         json_array_append_new(choices, one);
     }
     return dump(json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", j->id, "object",
@@ -484,7 +485,7 @@ char *srv_final_json(const SrvServer *sv, const SrvJob *j)
 }
 
 char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
-                    int first, const char *finish)
+                    int first, const char *finish, int lp_from, int lp_to)
 {
     json_t *choices = json_array();
     if (c) {
@@ -496,9 +497,11 @@ char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, co
                 json_object_set_new(delta, "content", t);
             else
                 json_decref(t);
-            one = json_pack("{s:i,s:o,s:n}", "index", c->index, "delta", delta, "logprobs");
+            one = json_pack("{s:i,s:o,s:o}", "index", c->index, "delta", delta, "logprobs",
+                            logprobs_json(sv, j, c, lp_from, lp_to));
         } else {
-            one = json_pack("{s:i,s:o,s:n}", "index", c->index, "text", t, "logprobs");
+            one = json_pack("{s:i,s:o,s:o}", "index", c->index, "text", t, "logprobs",
+                            logprobs_json(sv, j, c, lp_from, lp_to));
         }
         json_object_set_new(one, "finish_reason", finish ? json_string(finish) : json_null());
         json_array_append_new(choices, one);

@@ -230,7 +230,9 @@ static void finish(SrvServer *sv, SrvChoice *c, const char *reason, int status, 
     }
     char *ev = NULL;
     if (j->stream && !status) {
-        ev = srv_chunk_sse(sv, j, c, c->text + c->emitted, c->text_len - c->emitted, !c->role_sent, reason);
+        ev = srv_chunk_sse(sv, j, c, c->text + c->emitted, c->text_len - c->emitted, !c->role_sent, reason,
+                           j->s.logprobs >= 0 ? c->lp_sent : -1, c->n_ids);
+        c->lp_sent = c->n_ids;
         c->role_sent = 1, c->emitted = c->text_len;
         if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
         ev = NULL;
@@ -240,7 +242,7 @@ static void finish(SrvServer *sv, SrvChoice *c, const char *reason, int status, 
         if (j->status)
             ev = error_event(j->status, j->err);
         else if (j->include_usage)
-            ev = srv_chunk_sse(sv, j, NULL, NULL, 0, 0, NULL);
+            ev = srv_chunk_sse(sv, j, NULL, NULL, 0, 0, NULL, -1, 0);
         if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
         srv_job_emit(sv, j, "data: [DONE]\n\n", 14);
     } else if (!j->status) {
@@ -321,10 +323,10 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
             size_t end = utf8_whole(c->text, c->text_len), hold = longest ? longest - 1 : 0;
             end = utf8_whole(c->text, end > c->emitted + hold ? end - hold : c->emitted);
             if (end > c->emitted || !c->role_sent) {
-                char *ev =
-                    srv_chunk_sse(sv, j, c, c->text + c->emitted, end - c->emitted, !c->role_sent, NULL);
+                char *ev = srv_chunk_sse(sv, j, c, c->text + c->emitted, end - c->emitted, !c->role_sent,
+                                         NULL, j->s.logprobs >= 0 ? c->lp_sent : -1, c->n_ids);
                 if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);
-                c->emitted = end, c->role_sent = 1;
+                c->emitted = end, c->role_sent = 1, c->lp_sent = c->n_ids;
             }
         }
         if (ends) finish(sv, c, fin == KILN_FINISH_LENGTH && !stop ? "length" : "stop", 0, NULL);

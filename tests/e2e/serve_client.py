@@ -159,8 +159,13 @@ check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, max_tok
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, temperature=-1)) == 400,
       "temperature -1: 400")
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, n=17)) == 400, "n 17: 400")
-check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, logprobs=2, stream=True)) == 400,
-      "logprobs with stream (not yet): 400")
+sl = list(client.completions.create(model=MODEL, prompt=p, max_tokens=6, logprobs=1, stream=True))
+stoks = [t for x in sl if x.choices and x.choices[0].logprobs for t in x.choices[0].logprobs.tokens]
+check(len(stoks) == 6 and "".join(stoks) == "".join(x.choices[0].text for x in sl if x.choices) == lc.choices[0].text,
+      "logprobs streamed: each token once, across the chunks, spelling the text", stoks)
+scs = list(client.chat.completions.create(model=MODEL, messages=chat, max_tokens=4, logprobs=True, stream=True))
+sct = [t.token for x in scs if x.choices and x.choices[0].logprobs for t in x.choices[0].logprobs.content]
+check(sct == [x.token for x in cont], "chat logprobs streamed: the non-stream tokens", (sct, cont))
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, logprobs=21)) == 400, "logprobs 21: 400")
 st, body = raw("POST", "/v1/completions", b'{"model": "smol", "prompt": "x", "max_tokens": "5"}')
 err = json.loads(body).get("error", {})
