@@ -4,11 +4,9 @@
 # streamed pieces add up to it, tokenize/detokenize round-trip, a seed repeats, and a missing weights file
 # raises KilnError with the library's message. Skips without the model, except under CI=true.
 set -u
-kiln=$1 src=$2 d=$3
+. "$(dirname "$0")/checks.bash"
 model=$src/models/SmolLM2-135M-Instruct.Q4_1.gguf
-rm -rf "$d"; mkdir -p "$d"
-ci=0; [ "${CI:-}" = true ] && ci=1
-skip() { [ $ci = 1 ] && { echo "FAIL: $1 (CI=true)"; exit 1; }; echo "SKIP: $1"; exit 77; }
+skip() { in_ci && { echo "FAIL: $1 (CI=true)"; exit 1; }; echo "SKIP: $1"; exit 77; }
 # the sanitizer build's libkiln.so needs the ASan runtime loaded first, which python is not; the Release
 # half of CI runs this test
 if [ "${KILN_TEST_TIER_DEFAULT:-}" = reduced ]; then echo "SKIP: a sanitized libkiln.so (python cannot load it)"; exit 77; fi
@@ -16,7 +14,8 @@ if [ "${KILN_TEST_TIER_DEFAULT:-}" = reduced ]; then echo "SKIP: a sanitized lib
 [ "${KILN_HAVE_LLVM:-ON}" = OFF ] && skip "this build has no LLVM host backend"
 lib=$(cd "$(dirname "$kiln")" && pwd)/libkiln.so
 [ -f "$lib" ] || { echo "FAIL: $lib is missing"; exit 1; }
-python3 -m pip install -q --disable-pip-version-check --no-deps --target "$d/py" "$src/python" \
+cp -r "$src/python" "$d/python-src" # pip builds in the directory it installs from: not in the source tree
+python3 -m pip install -q --disable-pip-version-check --no-deps --target "$d/py" "$d/python-src" \
   > "$d/pip.log" 2>&1 || { cat "$d/pip.log"; echo "FAIL pip install ./python"; exit 1; }
 "$kiln" compile "$src/recipes/llama.lua" --set weight_dtype=q4_1 --set dtype=f32 --target host \
   -o "$d/smol.kiln" 2> "$d/err" || { cat "$d/err"; echo "FAIL compile"; exit 1; }
