@@ -5,10 +5,9 @@
 # conversations each, through `kiln template`; checks the provenance marks and refusals. Skips without
 # jinja2, except under CI=true.
 set -u
-kiln=$1 src=$2 d=$3
-rm -rf "$d"; mkdir -p "$d"
+. "$(dirname "$0")/checks.bash"
 if ! python3 -c "import jinja2" 2> /dev/null; then
-  [ "${CI:-}" = true ] && { echo "FAIL: the jinja2 package is missing (CI=true)"; exit 1; }
+  in_ci && { echo "FAIL: the jinja2 package is missing (CI=true)"; exit 1; }
   echo "SKIP: the jinja2 package is missing (make deps installs it)"; exit 77
 fi
 python3 "$src/tests/e2e/chat_templates.py" "$kiln" "$d"

@@ -6,10 +6,9 @@
 # `kiln run` with safetensors weights finds the tokenizer.json beside them.
 # Skips without the tokenizers package, except under CI=true (make deps installs it).
 set -u
-kiln=$1 src=$2 d=$3
-rm -rf "$d"; mkdir -p "$d"
+. "$(dirname "$0")/checks.bash"
 if ! python3 -c "import tokenizers" 2> /dev/null; then
-  [ "${CI:-}" = true ] && { echo "FAIL: the tokenizers package is missing (CI=true)"; exit 1; }
+  in_ci && { echo "FAIL: the tokenizers package is missing (CI=true)"; exit 1; }
   echo "SKIP: the tokenizers package is missing (make deps installs it)"; exit 77
 fi
 python3 "$src/tests/e2e/hf_tokenizers.py" "$kiln" "$d" "$src"

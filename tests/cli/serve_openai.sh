@@ -5,11 +5,9 @@
 # without it, constant-time compared), a port in use, and SIGTERM (exit 0). Skips without the model or
 # the openai package, except under CI=true.
 set -u
-kiln=$1 src=$2 d=$3
+. "$(dirname "$0")/checks.bash"
 model=$src/models/SmolLM2-135M-Instruct.Q4_1.gguf
-rm -rf "$d"; mkdir -p "$d"
-ci=0; [ "${CI:-}" = true ] && ci=1
-skip() { [ $ci = 1 ] && { echo "FAIL: $1 (CI=true)"; exit 1; }; echo "SKIP: $1"; exit 77; }
+skip() { in_ci && { echo "FAIL: $1 (CI=true)"; exit 1; }; echo "SKIP: $1"; exit 77; }
 [ -f "$model" ] || skip "$model is absent (make models fetches it)"
 [ "${KILN_HAVE_LLVM:-ON}" = OFF ] && skip "this build has no LLVM host backend"
 python3 -c "import openai" 2> /dev/null || skip "the openai package is missing (make deps installs it)"
