@@ -54,7 +54,7 @@ int cli_tokenize(int argc, char **argv)
     size_t len = strlen(file);
     KilnStatus s;
     if (len >= 5 && !strcmp(file + len - 5, ".json")) {
-        s = rt_tok_create_hf(file, &tok, err, sizeof err);
+        s = rt_tok_create_hf(file, &tok, NULL, err, sizeof err);
     } else {
         RtGgufFile *g = NULL;
         s = rt_gguf_open(file, &g, err, sizeof err);

@@ -126,6 +126,8 @@ char *srv_final_json(const SrvServer *sv, const SrvJob *j);
 char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
                     int first, const char *finish, int lp_from, int lp_to);
 char *srv_models_json(const SrvServer *sv);
+/* json (malloc'd, taken; NULL: out of memory) as one server-sent event "data: ...\n\n", malloc'd. */
+char *srv_sse(char *json);
 
 /* srv_engine.c */
 /* Runs the engine thread until sv->stop: takes queued jobs, submits them, steps the engine, and fills
@@ -139,5 +141,7 @@ void srv_job_wake(SrvJob *j); /* resumes j's connection if it is suspended (unde
 /* Starts the HTTP daemon on host:port. 0, or 1 after printing why. */
 int srv_http_start(SrvServer *sv, const char *host, int port);
 void srv_http_stop(SrvServer *sv);
+void srv_http_resume(void *conn);           /* MHD_resume_connection: the engine thread's news for a client */
+extern const double srv_latency_bounds[11]; /* TTFT and TPOT histogram bounds (seconds) for /metrics */
 
 #endif

@@ -284,10 +284,9 @@ static int field(Parse *p, const char *key, json_t *v)
         "logit_bias", "min_p",         "repetition_penalty", "suffix",
         "best_of",    "tools",         "tool_choice",        "response_format",
         "functions",  "function_call", "parallel_tool_calls"};
-    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++)
-        if (!strcmp(key, later[k]) && !json_is_null(v)) return bad(p, "'%s' is not supported yet%s", key, "");
-    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++)
-        if (!strcmp(key, later[k])) return 0;
+    for (size_t k = 0; k < sizeof later / sizeof later[0]; k++) /* null: as if absent */
+        if (!strcmp(key, later[k]))
+            return json_is_null(v) ? 0 : bad(p, "'%s' is not supported yet%s", key, "");
     return bad(p, "unknown field '%s'%s", key, "");
 }
 
@@ -484,6 +483,16 @@ char *srv_final_json(const SrvServer *sv, const SrvJob *j)
                           (json_int_t)j->created, "model", sv->model, "choices", choices, "usage", usage(j)));
 }
 
+char *srv_sse(char *json)
+{
+    if (!json) return NULL;
+    size_t n = strlen(json);
+    char *ev = malloc(n + 9);
+    if (ev) memcpy(ev, "data: ", 6), memcpy(ev + 6, json, n), memcpy(ev + 6 + n, "\n\n", 3);
+    free(json);
+    return ev;
+}
+
 char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
                     int first, const char *finish, int lp_from, int lp_to)
 {
@@ -510,13 +519,7 @@ char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, co
                           j->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)j->created, "model", sv->model, "choices", choices);
     if (o && j->include_usage) json_object_set_new(o, "usage", c ? json_null() : usage(j));
-    char *s = dump(o);
-    if (!s) return NULL;
-    size_t n = strlen(s);
-    char *ev = malloc(n + 9);
-    if (ev) memcpy(ev, "data: ", 6), memcpy(ev + 6, s, n), memcpy(ev + 6 + n, "\n\n", 3);
-    free(s);
-    return ev;
+    return srv_sse(dump(o));
 }
 
 char *srv_models_json(const SrvServer *sv)

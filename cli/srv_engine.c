@@ -17,7 +17,6 @@
 
 void srv_job_wake(SrvJob *j)
 {
-    extern void srv_http_resume(void *conn);
     if (j->suspended && j->conn) {
         j->suspended = 0;
         srv_http_resume(j->conn);
@@ -204,22 +203,10 @@ static void bucket(int64_t *h, const double *bounds, int nb, double x)
     h[b]++;
 }
 
-/* An SSE event for an error (headers went out with 200), malloc'd. */
-static char *error_event(int status, const char *msg)
-{
-    char *body = srv_error_json(status, msg), *ev = NULL;
-    size_t n = body ? strlen(body) : 0;
-    if (body && (ev = malloc(n + 9)))
-        memcpy(ev, "data: ", 6), memcpy(ev + 6, body, n), memcpy(ev + 6 + n, "\n\n", 3);
-    free(body);
-    return ev;
-}
-
 /* Ends choice c (under sv->mu) with reason, or with an error (status); the job ends with its last choice:
  * a stream's usage chunk and [DONE], or the whole body; the latency histograms. */
 static void finish(SrvServer *sv, SrvChoice *c, const char *reason, int status, const char *msg)
 {
-    extern const double srv_latency_bounds[11];
     SrvJob *j = c->job;
     c->finished = 1, c->reason = reason;
     j->n_finished++;
@@ -240,7 +227,7 @@ static void finish(SrvServer *sv, SrvChoice *c, const char *reason, int status, 
     if (j->n_finished < j->n) return;
     if (j->stream) {
         if (j->status)
-            ev = error_event(j->status, j->err);
+            ev = srv_sse(srv_error_json(j->status, j->err)); /* headers went out with 200 */
         else if (j->include_usage)
             ev = srv_chunk_sse(sv, j, NULL, NULL, 0, 0, NULL, -1, 0);
         if (ev) srv_job_emit(sv, j, ev, strlen(ev)), free(ev);

@@ -29,7 +29,6 @@ typedef struct Conn {
     SrvJob *job;
 } Conn;
 
-void srv_http_resume(void *conn);
 void srv_http_resume(void *conn)
 {
     MHD_resume_connection(conn);

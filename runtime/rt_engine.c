@@ -756,6 +756,21 @@ static KilnStatus run_batch(KilnEngine *e, int B, int R)
  * abort requests (e->reqs may move: the request is found again by index afterwards). */
 static void deliver(KilnEngine *e, int idx, int32_t tok);
 
+/* The ids of the b largest of x[0..V) but x[skip] (skip -1: none; ties: the smaller id; NaN never), into top
+ * (descending); returns how many (fewer when V is smaller). Draft trees' siblings, logprobs' alternatives. */
+static int top_b(const float *x, int V, int32_t skip, int b, int32_t *top)
+{
+    int n = 0;
+    for (int32_t v = 0; v < V; v++) {
+        if (v == skip || isnan(x[v]) || (n == b && !(x[v] > x[top[n - 1]]))) continue;
+        int at = n < b ? n++ : n - 1;
+        while (at > 0 && x[v] > x[top[at - 1]])
+            top[at] = top[at - 1], at--;
+        top[at] = v;
+    }
+    return n;
+}
+
 /* Logprobs of logit row `row` (read back in e->lp_logits) for request r's token tok into lp[0] (chosen) and
  * lp[1..n] (the n most likely), n = r->s.logprobs; double accumulation. */
 static void row_logprobs(const KilnEngine *e, int row, int32_t tok, int n, KilnLogprob *lp)
@@ -768,16 +783,10 @@ static void row_logprobs(const KilnEngine *e, int row, int32_t tok, int n, KilnL
         sum += exp((double)x[v] - mx);
     double lse = mx + log(sum);
     lp[0] = (KilnLogprob){tok, tok >= 0 && tok < e->vocab ? (float)(x[tok] - lse) : -INFINITY};
-    int k = 0;
-    for (int v = 0; v < e->vocab; v++) { /* insertion into the top n, descending, ties by smaller id */
-        if (k == n && !(x[v] > x[lp[k].token])) continue;
-        int at = k < n ? ++k : k;
-        while (at > 1 && x[v] > x[lp[at - 1].token])
-            lp[at] = lp[at - 1], at--;
-        lp[at] = (KilnLogprob){v, 0};
-    }
-    for (int i = 1; i <= k; i++)
-        lp[i].logprob = (float)(x[lp[i].token] - lse);
+    int32_t top[KILN_MAX_LOGPROBS];
+    int k = top_b(x, e->vocab, -1, n, top);
+    for (int i = 0; i < k; i++)
+        lp[1 + i] = (KilnLogprob){top[i], (float)(x[top[i]] - lse)};
 }
 
 int kiln_engine_logprobs(const KilnEngine *e, KilnLogprob *chosen, KilnLogprob *top, int cap)
@@ -795,7 +804,7 @@ static void deliver_row(KilnEngine *e, int idx, int32_t tok, int row)
     const Req *r = &e->reqs[idx];
     KilnLogprob lp[KILN_MAX_LOGPROBS + 1];
     e->lp_row = NULL, e->lp_n = -1;
-    if (e->lp_logits && r->s.logprobs >= 0 && r->state != REQ_DONE) {
+    if (e->lp_step && r->s.logprobs >= 0 && r->state != REQ_DONE) {
         row_logprobs(e, row, tok, r->s.logprobs, lp);
         e->lp_row = lp, e->lp_n = r->s.logprobs;
     }
@@ -865,20 +874,6 @@ static KilnStatus fail_all(KilnEngine *e, KilnStatus s)
  * (docs/RUNTIME.md, "Speculative decoding"). A request that does not fit a round (the draft's step room, its
  * KV pool) or whose draft returns an id outside the vocabulary proposes what it has so far: a plain decode at
  * worst. */
-/* The b - 1 largest of x[0..V) but x[skip] (ties: the smaller id; NaN never), into top (descending). */
-static int top_b(const float *x, int V, int32_t skip, int b, int32_t *top)
-{
-    int n = 0;
-    for (int32_t v = 0; v < V; v++) {
-        if (v == skip || isnan(x[v]) || (n == b && !(x[v] > x[top[n - 1]]))) continue;
-        int at = n < b ? n++ : n - 1;
-        while (at > 0 && x[v] > x[top[at - 1]])
-            top[at] = top[at - 1], at--;
-        top[at] = v;
-    }
-    return n;
-}
-
 /* Draft trees: after a draft round of R rows (d->in: row j for candidate row_req[j], whose draft it
  * drew), the siblings of each drawn draft for requests that verify trees: the draft's next
  * spec_branches - 1 most likely tokens at that row (by its logits: what a greedy target takes; a
@@ -1027,10 +1022,14 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         int want_lp = 0; /* a request asked for logprobs: the step's logits rows to the host */
         for (int i = 0; i < R && !want_lp; i++)
             want_lp = e->reqs[in->row_req[i]].s.logprobs >= 0;
-        if (!s && want_lp && e->buf_logits >= 0) {
-            if (!e->lp_logits &&
-                !(e->lp_logits = malloc((size_t)e->max_rows * (size_t)e->vocab * sizeof(float))))
+        if (!s && want_lp && e->buf_logits >= 0 && R > e->lp_rows) { /* grown to the most rows asked */
+            float *lg = realloc(e->lp_logits, (size_t)R * (size_t)e->vocab * sizeof(float));
+            if (!lg)
                 s = rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory (logprobs)");
+            else
+                e->lp_logits = lg, e->lp_rows = R;
+        }
+        if (!s && want_lp && e->buf_logits >= 0) {
             if (!s)
                 s = rt_exec_get(e->x, e->lp_logits, e->arena + (uint64_t)e->plan->bufs[e->buf_logits].offset,
                                 (size_t)R * (size_t)e->vocab * sizeof(float), e->err, sizeof e->err);
@@ -1039,7 +1038,7 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             if (out != next) free(out);
             return fail_all(e, s);
         }
-        if (!want_lp) free(e->lp_logits), e->lp_logits = NULL;
+        e->lp_step = want_lp && e->buf_logits >= 0; /* deliver_row reads this step's rows */
         for (int k = 0; k < B; k++) {
             Req *r = &e->reqs[in->item_req[k]];
             int lo = r->n_done, hi = lo + in->items[k].n_new - r->n_draft - r->n_sib;

@@ -102,7 +102,8 @@ struct KilnEngine {
     int probing;          /* rt_engine_probe: every launch of the step is marked */
     int route_rows;       /* > 0: the step's matmuls pick binaries as for this many rows (pick_binary) */
     int buf_logits;       /* the plan's logits output (-1: none) */
-    float *lp_logits;     /* logprobs: the step's logits rows read back (max_rows x vocab), or NULL */
+    float *lp_logits;     /* logprobs: the step's logits rows read back (lp_rows x vocab, grown), or NULL */
+    int lp_rows, lp_step; /* lp_step: this step's rows were read back (a request asked for logprobs) */
     KilnLogprob *lp_row;  /* while a callback runs for a row with logprobs: its chosen token, then its top */
     int lp_n;             /* ... that many alternatives; -1: none */
     int *probe_bucket;    /* while probing, per kernel: the bucket its launches met (-1, -2: none, mixed) */

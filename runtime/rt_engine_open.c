@@ -251,12 +251,11 @@ static void hf_tokenizer(KilnEngine *e, const char *path)
     else
         snprintf(tj, sizeof tj, "%.*stokenizer.json", slash ? (int)(slash - path + 1) : 0, path);
     if (stat(tj, &st) != 0) return; /* none: token ids still work */
-    if (rt_tok_create_hf(tj, &e->tok, e->tok_why, sizeof e->tok_why) != KILN_OK) {
+    if (rt_tok_create_hf(tj, &e->tok, &e->chat_template, e->tok_why, sizeof e->tok_why) != KILN_OK) {
         rt_engine_log(e, "no tokenizer: %s", e->tok_why);
         e->tok = NULL;
     } else {
         rt_engine_log(e, "tokenizer: %s (%d tokens)", tj, rt_tok_n_vocab(e->tok));
-        e->chat_template = rt_tok_hf_chat_template(tj);
     }
 }
 

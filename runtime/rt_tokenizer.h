@@ -122,17 +122,16 @@ KilnStatus rt_tok_create(const RtTokSpec *spec, RtTokenizer **out, char *err, in
  * array of the wrong length (KILN_ERR_CORRUPT), an unknown model or pre-tokenizer (KILN_ERR_UNSUPPORTED). The
  * tokenizer keeps no pointer into g. */
 KilnStatus rt_tok_create_gguf(const RtGgufFile *g, RtTokenizer **out, char *err, int errlen);
-/* Builds a tokenizer from a Hugging Face tokenizer.json (rt_tokenizer_hf.c; docs/TOKENIZER.md): model BPE
+/* Builds a tokenizer from a Hugging Face tokenizer.json (rt_tokenizer_hf.c; docs/TOKENIZER.md) and, when
+ * chat_template is not NULL, gives the chat template of the tokenizer_config.json beside it (a string, or
+ * the one named "default" of a list; malloc'd, NULL when none): model BPE
  * with a ByteLevel pre-tokenizer (GPT2: the plain, SmolLM2 digits and Llama-3 split patterns) or with
  * byte_fallback and SentencePiece's U+2581 spaces (LLAMA, ranked merges); added tokens (special: CONTROL,
  * else USER_DEFINED); BOS from the post-processor's template or tokenizer_config.json, EOS from
  * generation_config.json or tokenizer_config.json (both read from the file's directory when there).
  * Errors as rt_tok_create, plus KILN_ERR_IO/FORMAT/CORRUPT for the files and KILN_ERR_UNSUPPORTED for a
  * model or pre-tokenizer kiln does not implement, each naming the file and the JSON key. */
-KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char *err, int errlen);
-/* The chat template of the tokenizer_config.json beside tokenizer.json at path ("chat_template": a string,
- * or the one named "default" of a list), malloc'd; NULL when there is none. */
-char *rt_tok_hf_chat_template(const char *path);
+KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char **chat_template, char *err, int errlen);
 /* Frees everything (NULL is fine). */
 void rt_tok_destroy(RtTokenizer *t);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rt_file.h"
 #include "rt_tokenizer.h"
@@ -35,9 +36,7 @@ static KilnStatus load(const Hf *h, const char *path, int optional, json_t **out
     unsigned char *map = NULL;
     size_t size = 0;
     char why[400];
-    FILE *probe = fopen(path, "rb");
-    if (!probe && optional) return KILN_OK;
-    if (probe) fclose(probe);
+    if (optional && access(path, F_OK) != 0) return KILN_OK;
     KilnStatus s = rt_file_map(path, "JSON file", &map, &size, why, sizeof why);
     if (s != KILN_OK) return rt_file_errf(h->err, h->errlen, s, "tokenizer: %s", why);
     json_error_t je;
@@ -290,9 +289,26 @@ done:
     return s;
 }
 
-KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char *err, int errlen)
+/* tokenizer_config.json's chat template ("chat_template": a string, or the one named "default" of a list),
+ * malloc'd; NULL when there is none. */
+static char *chat_template(json_t *cfg)
+{
+    json_t *ct = json_object_get(cfg, "chat_template"), *one;
+    size_t i;
+    if (json_is_array(ct)) /* named templates: the default one */
+        json_array_foreach(ct, i, one)
+        {
+            json_t *name = json_object_get(one, "name");
+            if (json_is_string(name) && !strcmp(json_string_value(name), "default"))
+                ct = json_object_get(one, "template");
+        }
+    return json_is_string(ct) ? strdup(json_string_value(ct)) : NULL;
+}
+
+KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char **tpl, char *err, int errlen)
 {
     if (out) *out = NULL;
+    if (tpl) *tpl = NULL;
     if (!path || !out) return rt_file_errf(err, errlen, KILN_ERR_ARG, "tokenizer: NULL path or out");
     Hf h = {path, err, errlen};
     json_t *root = NULL, *cfg = NULL, *gen = NULL;
@@ -311,33 +327,8 @@ KilnStatus rt_tok_create_hf(const char *path, RtTokenizer **out, char *err, int 
         s = load(&h, side, 1, &gen);
     }
     if (!s) s = build(&h, root, cfg, gen, out);
+    if (!s && tpl) *tpl = chat_template(cfg);
     free(side);
     json_decref(root), json_decref(cfg), json_decref(gen);
     return s;
-}
-
-char *rt_tok_hf_chat_template(const char *path)
-{
-    size_t dir = strrchr(path, '/') ? (size_t)(strrchr(path, '/') - path + 1) : 0;
-    char *side = malloc(dir + 32), err[256], *out = NULL;
-    if (!side) return NULL;
-    memcpy(side, path, dir), strcpy(side + dir, "tokenizer_config.json");
-    Hf h = {side, err, sizeof err};
-    json_t *cfg = NULL;
-    if (load(&h, side, 1, &cfg) == KILN_OK && cfg) {
-        json_t *ct = json_object_get(cfg, "chat_template");
-        size_t i;
-        json_t *one;
-        if (json_is_array(ct)) /* named templates: the default one */
-            json_array_foreach(ct, i, one)
-            {
-                json_t *name = json_object_get(one, "name");
-                if (json_is_string(name) && !strcmp(json_string_value(name), "default"))
-                    ct = json_object_get(one, "template");
-            }
-        if (json_is_string(ct)) out = strdup(json_string_value(ct));
-    }
-    json_decref(cfg);
-    free(side);
-    return out;
 }
