@@ -761,6 +761,7 @@ static void deliver(KilnEngine *e, int idx, int32_t tok);
 static int top_b(const float *x, int V, int32_t skip, int b, int32_t *top)
 {
     int n = 0;
+    if (b <= 0) return 0; /* logprobs 0: the chosen token alone */
     for (int32_t v = 0; v < V; v++) {
         if (v == skip || isnan(x[v]) || (n == b && !(x[v] > x[top[n - 1]]))) continue;
         int at = n < b ? n++ : n - 1;
