@@ -2,7 +2,8 @@
  * (one open of the target and its draft: an 8B model with random weights takes most of a minute to open,
  * so one `kiln run` per row does not fit a device call). Issue 28's figures (docs/BENCHMARKS.md).
  *
- *   bench_spec PACKAGE [--draft PACKAGE] [--branches B] [--new N] [--lead L] [--seed S] [--db TUNE_DB]
+ *   bench_spec PACKAGE [--draft PACKAGE] [--branches B] [--batch 1|8|32] [--new N] [--lead L] [--seed S]
+ * [--db TUNE_DB]
  *              [--probe]
  *
  * Random weights (rt_engine_open, seed S; the draft gets its own from the same seed). Workloads, each a
@@ -15,9 +16,10 @@
  *                   while the output follows it (acceptance 1 where the ids equal plain decoding's);
  *   copy b1/b8/b32  a prompt followed by its own plain continuation (L tokens, default 512): the request
  *                   continues text it has seen, as in editing and RAG. A model with random weights cannot
- *                   copy, but its greedy text falls into a cycle sooner or later: of 4B random prompts
- *                   the B whose continuations end in a cycle are taken (the line says how many did), so
- *                   the next N tokens are in the prompt already (acceptance near 1).
+ *                   copy, but its greedy text falls into a cycle sooner or later: of up to 4 rounds of 4B
+ *                   random prompts the first B whose continuations end in a cycle are taken (the line
+ *                   says how many did), so the next N tokens are in the prompt already (acceptance near
+ *                   1 where the verify step rounds as the decode step did).
  * After each copy ngram4 row: the draft model's projected speed-up at that batch as a function of its
  * acceptance rate a, from measured costs: (1 - a^(k+1)) / (1 - a) tokens per (a verify step of k 4, the
  * copy row's, + 4 draft rounds, the draft row's mean draft step) against the copy plain decode step.
@@ -35,7 +37,7 @@
 #include "runtime/kiln.h"
 #include "runtime/rt_engine.h"
 
-enum { MAXB = 32, POOL = 4 * MAXB, PROMPT = 32, MAXN = 1024 };
+enum { MAXB = 32, POOL = 4 * MAXB, PROMPT = 32, MAXN = 1024, ROUNDS = 4 };
 
 typedef struct Req {
     int32_t prompt[PROMPT + MAXN];
@@ -220,7 +222,7 @@ static void probe_table(KilnEngine *e)
 int main(int argc, char **argv)
 {
     const char *pkg = NULL, *draft = NULL, *db = NULL;
-    int N = 192, L = 512, probe = 0;
+    int N = 192, L = 512, probe = 0, only = 0; /* only: --batch B, one of 1, 8, 32 (0: all) */
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--draft") && i + 1 < argc)
@@ -233,6 +235,8 @@ int main(int argc, char **argv)
             branches = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--probe"))
             probe = 1;
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
+            only = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--lead") && i + 1 < argc)
             L = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
@@ -274,6 +278,7 @@ int main(int argc, char **argv)
     int status = 0;
     for (int bi = 0; bi < 3 && !status; bi++) {
         int B = batches[bi];
+        if (only && only != B) continue;
         char name[32];
         Row p, x, dr = {0};
         prompts(plain, B, (unsigned)B, kiln_engine_vocab(e));
@@ -310,26 +315,33 @@ int main(int argc, char **argv)
             snprintf(name, sizeof name, "predict b%d ngram%d", B, k);
             print_row(name, &x, &p, same_ids(r, plain, B));
         }
-        /* copy: 4B random prompts run L tokens plainly; the B whose continuations loop (random weights
-         * cannot copy a text, but greedy decoding falls into cycles: the continuation is then in the
-         * prompt already), else the first others, become prompts of their continuation */
+        /* copy: rounds of 4B random prompts run L tokens plainly (at most ROUNDS, until B continuations
+         * loop: random weights cannot copy a text, but greedy decoding falls into cycles, and a looping
+         * continuation is in the prompt already); the loopers, else the first others, become prompts of
+         * their continuation */
         static Req pool[POOL];
         Req *c = r;
-        prompts(pool, 4 * B, 1000u + (unsigned)B, kiln_engine_vocab(e));
-        if (run(e, pool, 4 * B, L, KILN_SPEC_NONE, 0, 0, &x)) return 1;
-        int taken = 0, loops = 0;
-        for (int pass = 0; pass < 2 && taken < B; pass++)
-            for (int i = 0; i < 4 * B && taken < B; i++) {
+        int taken = 0, loops = 0, drawn = 0, others = 0;
+        static Req other[MAXB];
+        for (int round = 0; round < ROUNDS && taken < B; round++) {
+            prompts(pool, 4 * B, 1000u + (unsigned)B + 7u * (unsigned)round, kiln_engine_vocab(e));
+            if (run(e, pool, 4 * B, L, KILN_SPEC_NONE, 0, 0, &x)) return 1;
+            drawn += 4 * B;
+            for (int i = 0; i < 4 * B; i++) {
                 int lp = loop_period(pool[i].out, pool[i].n_out);
-                loops += !pass && lp;
-                if ((pass == 0) != (lp > 0)) continue;
-                c[taken] = pool[i];
-                memcpy(c[taken].prompt + PROMPT, pool[i].out, (size_t)pool[i].n_out * sizeof c[0].prompt[0]);
-                c[taken].n_prompt = PROMPT + pool[i].n_out;
-                taken++;
+                loops += lp > 0;
+                Req *to = lp && taken < B ? &c[taken++] : !lp && others < B ? &other[others++] : NULL;
+                if (!to) continue;
+                *to = pool[i];
+                memcpy(to->prompt + PROMPT, pool[i].out, (size_t)pool[i].n_out * sizeof to->prompt[0]);
+                to->n_prompt = PROMPT + pool[i].n_out;
             }
+        }
+        int looped = taken;
+        for (int i = 0; taken < B; i++)
+            c[taken++] = other[i];
         printf("copy b%d: %d of %d continuations of %d tokens end in a loop; %d of the %d taken do\n", B,
-               loops, 4 * B, L, loops < B ? loops : B, B);
+               loops, drawn, L, looped, B);
         static Req cp[MAXB];
         memcpy(cp, c, sizeof *c * (size_t)B);
         if (run(e, cp, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1;

@@ -18,6 +18,7 @@ static const char run_usage[] =
     "usage: kiln run PACKAGE --weights PATH (--prompt TEXT | --prompt-ids \"1 2 3\") [options]\n"
     "  --weights PATH      GGUF file, safetensors file or index, or a directory holding one\n"
     "  --random-weights S  random weights from seed S (0..2^64-1) instead (timing without a checkpoint)\n"
+    "  --tokenizer PATH    a Hugging Face tokenizer.json (or its directory) instead of the weights' own\n"
     "  --prompt TEXT       the prompt (tokenized with the GGUF's tokenizer; \"<|im_end|>\" in it is text);\n"
     "                      repeat it to generate for several prompts at once (continuous batching)\n"
     "  --chat              wrap the prompt in the ChatML template (<|im_start|>user ... assistant): the\n"
@@ -283,7 +284,8 @@ int cli_run(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = !strcmp(a, "--weights") || !strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids") ||
-                    !strcmp(a, "--db") || !strcmp(a, "--draft") || !strcmp(a, "--draft-weights");
+                    !strcmp(a, "--db") || !strcmp(a, "--draft") || !strcmp(a, "--draft-weights") ||
+                    !strcmp(a, "--tokenizer");
         int number = !strcmp(a, "--max-tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
                      !strcmp(a, "--top-p") || !strcmp(a, "--seed") || !strcmp(a, "--device") ||
                      !strcmp(a, "--kv-cache-mb") || !strcmp(a, "--threads") ||
@@ -332,6 +334,8 @@ int cli_run(int argc, char **argv)
             o.draft_package = v;
         else if (!strcmp(a, "--draft-weights"))
             o.draft_weights = v;
+        else if (!strcmp(a, "--tokenizer"))
+            o.tokenizer = v;
         else if (!strcmp(a, "--prompt") || !strcmp(a, "--prompt-ids")) {
             if (n_prompts == MAX_PROMPTS || (n_prompts && ids_given != !strcmp(a, "--prompt-ids"))) {
                 fprintf(stderr, "kiln run: at most %d prompts, all text or all ids\n", MAX_PROMPTS);

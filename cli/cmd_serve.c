@@ -30,6 +30,7 @@ static const char serve_usage[] =
     "  --device D          auto (default), host, or a GPU number 0..1023\n"
     "  --kv-cache-mb N     KV-cache pool size in MiB (default: from free memory)\n"
     "  --threads N         host threads per kernel launch, 1..1024 (default: every CPU)\n"
+    "  --tokenizer PATH    a Hugging Face tokenizer.json (or its directory) instead of the weights' own\n"
     "  --chat-template F   the chat template (Jinja, kiln's subset: docs/SERVER.md) instead of the model's\n"
     "  --db FILE           the tuning store (default $KILN_TUNE_DB, else ~/.cache/kiln/tune.db when it "
     "exists)\n";
@@ -92,6 +93,8 @@ static int parse(int argc, char **argv, const char **pkg, const char **weights, 
             *db = v;
         else if (!strcmp(a, "--chat-template"))
             *tpl = v;
+        else if (!strcmp(a, "--tokenizer"))
+            o->tokenizer = v;
         else
             return fprintf(stderr, "kiln serve: unknown option %s\n%s", a, serve_usage), 2;
         if (rc) return 2;
@@ -212,7 +215,7 @@ int cli_serve(int argc, char **argv)
     char *tpl_owned = NULL;
     const char *tpl_src = NULL;
     if (kiln_engine_tokenize(sv.e, "a", &probe, 1, &nt) != KILN_OK) {
-        cli_error("%s: kiln serve needs a tokenizer (GGUF weights carry one): %s", pkg,
+        cli_error("%s: kiln serve needs a tokenizer (GGUF weights carry one, or --tokenizer PATH): %s", pkg,
                   kiln_engine_errmsg(sv.e));
         rc = 1;
     } else if (chat_template(&sv, tpl_file, &tpl_owned, &tpl_src)) {

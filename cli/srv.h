@@ -30,9 +30,9 @@ typedef struct SrvChoice {
     struct SrvJob *job;
     int index;
     int64_t req;
-    int32_t *ids; /* generated */
-    int n_ids, cap_ids;
-    char *text; /* the detokenized output so far (the echoed prompt first) */
+    int32_t *ids;                 /* generated */
+    int n_ids, cap_ids, text_ids; /* text_ids: the ids text holds */
+    char *text;                   /* the detokenized output so far (the echoed prompt first) */
     size_t text_len, text_cap, emitted, text0;
     const char *reason; /* finish_reason once finished */
     int finished;
@@ -59,7 +59,8 @@ typedef struct SrvJob {
     int n_msgs;
     char *stop[SRV_MAX_STOP]; /* stop strings (never in the output) */
     int n_stop;
-    int32_t *stop_ids; /* stop_token_ids (s.stop_tokens points here) */
+    int32_t *stop_ids;   /* stop_token_ids (s.stop_tokens points here) */
+    KilnLogitBias *bias; /* logit_bias (s.logit_bias points here) */
     char id[48];
     int64_t created;
     double t_arrive, t_first, t_last;
@@ -107,7 +108,8 @@ typedef struct SrvServer {
     int ready;  /* the engine is open (until then every request but /metrics gets 503) */
     uint64_t next_id;
     SrvStats stats;
-    void *daemon; /* struct MHD_Daemon */
+    double callback_s; /* engine thread only: seconds in the engine's token callbacks (said at exit) */
+    void *daemon;      /* struct MHD_Daemon */
 } SrvServer;
 
 /* srv_api.c */

@@ -171,6 +171,32 @@ static int messages(Parse *p, json_t *v)
     return 0;
 }
 
+/* logit_bias: {"token id": bias in -100..100, ...} (OpenAI's form: the ids as keys). */
+static int logit_bias(Parse *p, json_t *v)
+{
+    SrvJob *j = p->j;
+    if (json_is_null(v)) return 0;
+    size_t n = json_is_object(v) ? json_object_size(v) : 0;
+    if (!json_is_object(v) || n > KILN_MAX_LOGIT_BIAS)
+        return bad(p, "'logit_bias' must be an object of at most 4096 token ids%s%s", "", "");
+    if (!(j->bias = malloc((n ? n : 1) * sizeof *j->bias))) return bad(p, "out of memory%s%s", "", "");
+    const char *key;
+    json_t *b;
+    json_object_foreach(v, key, b)
+    {
+        char *end = NULL;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || id < 0 || id >= p->sv->vocab || !json_is_number(b) ||
+            !(json_number_value(b) >= -100 && json_number_value(b) <= 100))
+            return bad(
+                p, "'logit_bias' must map token ids of the vocabulary to numbers in [-100, 100] (got '%s')%s",
+                key, "");
+        j->bias[j->s.n_logit_bias++] = (KilnLogitBias){(int32_t)id, (float)json_number_value(b)};
+    }
+    j->s.logit_bias = j->bias;
+    return 0;
+}
+
 /* One top-level field. */
 static int field(Parse *p, const char *key, json_t *v)
 {
@@ -275,15 +301,31 @@ static int field(Parse *p, const char *key, json_t *v)
         j->top_given |= chat;
         return 0;
     }
-    if (!strcmp(key, "presence_penalty") || !strcmp(key, "frequency_penalty")) {
+    /* penalties, min_p (vLLM's) and logit_bias: the host's sampling path (docs/SERVER.md) */
+    int presence = !strcmp(key, "presence_penalty"), frequency = !strcmp(key, "frequency_penalty");
+    if (presence || frequency) {
         if (json_is_null(v)) return 0;
         if (number(p, key, v, -2, 2, &x)) return -1;
-        return x == 0 ? 0 : bad(p, "'%s' other than 0 is not supported yet%s", key, "");
+        *(presence ? &s->presence_penalty : &s->frequency_penalty) = (float)x;
+        return 0;
     }
+    if (!strcmp(key, "repetition_penalty")) {
+        if (json_is_null(v)) return 0;
+        if (number(p, key, v, 0, 100, &x)) return -1;
+        if (x <= 0) return bad(p, "'repetition_penalty' must be in (0, 100]%s%s", "", "");
+        s->repetition_penalty = (float)x;
+        return 0;
+    }
+    if (!strcmp(key, "min_p")) {
+        if (json_is_null(v)) return 0;
+        if (number(p, key, v, 0, 1, &x)) return -1;
+        s->min_p = (float)x;
+        return 0;
+    }
+    if (!strcmp(key, "logit_bias")) return logit_bias(p, v);
     static const char *const later[] = {
-        "logit_bias", "min_p",         "repetition_penalty", "suffix",
-        "best_of",    "tools",         "tool_choice",        "response_format",
-        "functions",  "function_call", "parallel_tool_calls"};
+        "suffix",          "best_of",   "tools",         "tool_choice",
+        "response_format", "functions", "function_call", "parallel_tool_calls"};
     for (size_t k = 0; k < sizeof later / sizeof later[0]; k++) /* null: as if absent */
         if (!strcmp(key, later[k]))
             return json_is_null(v) ? 0 : bad(p, "'%s' is not supported yet%s", key, "");
@@ -340,7 +382,7 @@ int srv_parse(const SrvServer *sv, int kind, const char *body, size_t len, SrvJo
 void srv_job_release(SrvJob *j)
 {
     if (!j || --j->refs > 0) return;
-    free(j->prompt), free(j->prompt_ids), free(j->stop_ids);
+    free(j->prompt), free(j->prompt_ids), free(j->stop_ids), free(j->bias);
     for (int i = 0; i < j->n_msgs; i++)
         free(j->msgs[i].role), free(j->msgs[i].content);
     free(j->msgs);

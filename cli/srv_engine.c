@@ -43,7 +43,7 @@ static void reject(SrvServer *sv, SrvJob *j, int status, const char *msg)
 {
     pthread_mutex_lock(&sv->mu);
     j->state = SRV_REJECTED, j->status = status;
-    snprintf(j->err, sizeof j->err, "%s", msg);
+    snprintf(j->err, sizeof j->err, "%.*s", (int)sizeof j->err - 1, msg);
     sv->n_live--;
     srv_job_wake(j);
     srv_job_release(j); /* the engine's reference */
@@ -195,6 +195,37 @@ static size_t utf8_whole(const char *t, size_t len)
     return len;
 }
 
+/* Brings c's text up to its ids: the new token's bytes are the text of the last few ids less the text of
+ * those before it (a decoder's rule for a first token, SentencePiece's leading space, falls on both
+ * alike), so a token costs a few ids' decoding, not the whole output's; the whole is decoded where the
+ * window's texts do not line up. */
+static void append_text(KilnEngine *e, SrvChoice *c)
+{
+    enum { WINDOW = 4, BUF = 2048 };
+    char a[BUF], b[BUF];
+    int n = c->n_ids, p = n > WINDOW ? n - WINDOW : 0;
+    size_t la = 0, lb = 0, len = 0;
+    int fits = p > 0 && c->text_ids == n - 1 &&
+               kiln_engine_detokenize(e, c->ids + p, n - 1 - p, a, BUF, &la) == KILN_OK && la <= BUF &&
+               kiln_engine_detokenize(e, c->ids + p, n - p, b, BUF, &lb) == KILN_OK && lb <= BUF &&
+               lb >= la && !memcmp(a, b, la);
+    if (fits)
+        len = c->text_len - c->text0 + (lb - la);
+    else
+        kiln_engine_detokenize(e, c->ids, n, NULL, 0, &len);
+    if (c->text0 + len + 1 > c->text_cap) {
+        size_t cap = (c->text0 + len + 1) * 2;
+        char *t = realloc(c->text, cap);
+        if (!t) return; /* the text stays as it was: the next token tries again */
+        c->text = t, c->text_cap = cap;
+    }
+    if (fits)
+        memcpy(c->text + c->text_len, b + la, lb - la);
+    else
+        kiln_engine_detokenize(e, c->ids, n, c->text + c->text0, c->text_cap - c->text0, &len);
+    c->text_len = c->text0 + len, c->text_ids = n;
+}
+
 static void bucket(int64_t *h, const double *bounds, int nb, double x)
 {
     int b = 0;
@@ -213,7 +244,7 @@ static void finish(SrvServer *sv, SrvChoice *c, const char *reason, int status, 
     j->n_generated += c->n_ids;
     if (status && !j->status) {
         j->status = status;
-        snprintf(j->err, sizeof j->err, "%s", msg);
+        snprintf(j->err, sizeof j->err, "%.*s", (int)sizeof j->err - 1, msg);
     }
     char *ev = NULL;
     if (j->stream && !status) {
@@ -262,6 +293,7 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
     SrvServer *sv = j->sv;
     (void)req;
     int stop = 0;
+    double t_in = rt_now_s();
     pthread_mutex_lock(&sv->mu);
     if (!c->finished && tok >= 0) {
         double now = rt_now_s();
@@ -283,16 +315,7 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
             }
         }
         if (c->n_ids < c->cap_ids) c->ids[c->n_ids++] = tok;
-        size_t len = 0;
-        kiln_engine_detokenize(sv->e, c->ids, c->n_ids, NULL, 0, &len);
-        if (c->text0 + len + 1 > c->text_cap) {
-            size_t cap = (c->text0 + len + 1) * 2;
-            char *t = realloc(c->text, cap);
-            if (t) c->text = t, c->text_cap = cap;
-        }
-        if (c->text0 + len + 1 <= c->text_cap)
-            kiln_engine_detokenize(sv->e, c->ids, c->n_ids, c->text + c->text0, c->text_cap - c->text0, &len);
-        c->text_len = c->text0 + len;
+        append_text(sv->e, c);
         /* a stop string ends the text where it starts */
         size_t longest = 0;
         for (int i = 0; i < j->n_stop; i++) {
@@ -325,6 +348,7 @@ static int on_token(void *user, int64_t req, int32_t tok, KilnFinish fin)
     stop |= j->cancelled;
     if (fin != KILN_FINISH_NONE) c->engine_done = 1; /* the last callback: srv_engine_main lets go */
     pthread_mutex_unlock(&sv->mu);
+    sv->callback_s += rt_now_s() - t_in;
     return stop;
 }
 
@@ -343,6 +367,7 @@ void *srv_engine_main(void *arg)
     SrvServer *sv = arg;
     SrvJob **live = NULL; /* started jobs the engine still holds, to abort when their client goes */
     int n_live = 0, cap_live = 0, pending = 0;
+    double step_s = 0;
     for (;;) {
         pthread_mutex_lock(&sv->mu);
         while (!sv->stop && !sv->n_queue && !pending && !n_live)
@@ -391,11 +416,16 @@ void *srv_engine_main(void *arg)
             if (start(sv, j)) live[n_live++] = j;
         }
         free(take);
+        double t0 = rt_now_s();
         if (kiln_engine_step(sv->e, &pending) != KILN_OK) /* every request ended with an error: told */
             fprintf(stderr, "kiln serve: %s\n", kiln_engine_errmsg(sv->e));
+        step_s += rt_now_s() - t0;
         publish(sv);
         if (stopping && !pending && !n_live) break;
     }
+    fprintf(stderr,
+            "kiln serve: engine thread: %.3f s in steps, %.3f s of it in token callbacks (text, SSE)\n",
+            step_s, sv->callback_s);
     free(live);
     return NULL;
 }

@@ -92,6 +92,30 @@ KilnStatus kiln_sampling_check(const KilnSampling *given, int vocab, char *err, 
     if (s.spec != KILN_SPEC_NONE && (s.spec_branches < 1 || s.spec_branches > KILN_MAX_SPEC_BRANCHES))
         return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.spec_branches %d: want 1..%d",
                             s.spec_branches, KILN_MAX_SPEC_BRANCHES);
+    if (!(s.presence_penalty >= -2 && s.presence_penalty <= 2))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.presence_penalty %g: want -2..2 (0: off)",
+                            (double)s.presence_penalty);
+    if (!(s.frequency_penalty >= -2 && s.frequency_penalty <= 2))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.frequency_penalty %g: want -2..2 (0: off)",
+                            (double)s.frequency_penalty);
+    if (!(s.repetition_penalty > 0 && s.repetition_penalty <= 100))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "sampling.repetition_penalty %g: want (0, 100] (1: off)",
+                            (double)s.repetition_penalty);
+    if (!(s.min_p >= 0 && s.min_p <= 1))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG, "sampling.min_p %g: want 0..1 (0: off)",
+                            (double)s.min_p);
+    if (s.n_logit_bias < 0 || s.n_logit_bias > KILN_MAX_LOGIT_BIAS || (s.n_logit_bias && !s.logit_bias))
+        return rt_file_errf(err, errlen, KILN_ERR_ARG,
+                            "sampling.n_logit_bias %d: want 0..%d, with logit_bias", s.n_logit_bias,
+                            KILN_MAX_LOGIT_BIAS);
+    for (int i = 0; i < s.n_logit_bias; i++)
+        if (s.logit_bias[i].token < 0 || (vocab > 0 && s.logit_bias[i].token >= vocab) ||
+            !(s.logit_bias[i].bias >= -100 && s.logit_bias[i].bias <= 100))
+            return rt_file_errf(
+                err, errlen, KILN_ERR_ARG,
+                "sampling.logit_bias[%d]: token %d, bias %g: want a token 0..%d, a bias -100..100", i,
+                (int)s.logit_bias[i].token, (double)s.logit_bias[i].bias, vocab > 0 ? vocab - 1 : INT32_MAX);
     return KILN_OK;
 }
 

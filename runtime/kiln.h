@@ -143,6 +143,11 @@ typedef struct KilnEngineOptions {
      * says for the target) and its weights at draft_weights. NULL or "": none. */
     const char *draft_package;
     const char *draft_weights;
+    /* A Hugging Face tokenizer.json (or a directory holding one, with its tokenizer_config.json) used instead
+     * of the weights' own tokenizer: for a checkpoint that carries none, or random weights. NULL or "": the
+     * weights' (GGUF metadata, or the tokenizer.json beside safetensors). A file that does not load, or
+     * whose ids exceed the package's vocabulary, fails the open. */
+    const char *tokenizer;
 } KilnEngineOptions;
 
 /* Sets the defaults above. */
@@ -165,6 +170,12 @@ KILN_API const char *kiln_engine_device(const KilnEngine *e);
 
 /* Sampling parameters: the ranges are checked at submit (kiln_sampling_check); a value outside them is
  * KILN_ERR_ARG, never read as "off". */
+/* A logit bias entry: bias (finite, -100..100) added to token's logit. */
+typedef struct KilnLogitBias {
+    int32_t token;
+    float bias;
+} KilnLogitBias;
+
 typedef struct KilnSampling {
     int size;                   /* sizeof(KilnSampling) where the caller was compiled (kiln_sampling_init) */
     float temperature;          /* finite, >= 0; 0: greedy (argmax) */
@@ -198,7 +209,19 @@ typedef struct KilnSampling {
      * log-softmax of its logits, before temperature and filters) and that many most likely alternatives,
      * for the token's callback to read (kiln_engine_logprobs). Reads the step's logits rows back. */
     int logprobs;
+    /* What the graph's sampler cannot do: a request that asks for any of these has its logit rows read
+     * back and its tokens drawn on the host, after the adjustments below (runtime/rt_sample.h; the same
+     * noise and filters as the device's sampler, so its draws follow the seed alike), and does not
+     * speculate. Penalties as OpenAI and vLLM define them: */
+    float presence_penalty;  /* [-2, 2], 0 off: a token the output holds: logit - p */
+    float frequency_penalty; /* [-2, 2], 0 off: logit - f * (the times the output holds it) */
+    float
+        repetition_penalty; /* (0, 100], 1 off: a token of the prompt or output: logit / r if > 0, else * r */
+    float min_p;            /* [0, 1], 0 off: drops tokens less likely than min_p times the most likely */
+    const KilnLogitBias *logit_bias; /* added to the logits (copied at submit); non-NULL when n_logit_bias */
+    int n_logit_bias;                /* 0..KILN_MAX_LOGIT_BIAS */
 } KilnSampling;
+#define KILN_MAX_LOGIT_BIAS 4096      /* n_logit_bias */
 #define KILN_MAX_LOGPROBS   20        /* logprobs */
 #define KILN_MAX_PREDICTION (1 << 20) /* n_prediction */
 

@@ -26,6 +26,7 @@
 #include "rt_kvcache.h"
 #include "rt_package.h"
 #include "rt_plan.h"
+#include "rt_sample.h"
 #include "rt_spec.h"
 #include "rt_tokenizer.h"
 #include "rt_tune.h"
@@ -97,6 +98,7 @@ void kiln_sampling_init(KilnSampling *s)
     s->spec_k = 4;
     s->spec_branches = 1;
     s->logprobs = -1;
+    s->repetition_penalty = 1.0f;
 }
 
 KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const KilnSampling *s,
@@ -140,10 +142,23 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     r->tokens = malloc((size_t)r->cap * sizeof *r->tokens);
     r->stop = s->n_stop ? malloc((size_t)s->n_stop * sizeof *r->stop) : NULL;
     r->pred = s->n_prediction ? malloc((size_t)s->n_prediction * sizeof *r->pred) : NULL;
-    if (!r->tokens || (s->n_stop && !r->stop) || (s->n_prediction && !r->pred)) {
-        free(r->tokens), free(r->stop), free(r->pred);
+    r->bias = s->n_logit_bias ? malloc((size_t)s->n_logit_bias * sizeof *r->bias) : NULL;
+    r->host_sample = rt_sample_on_host(s);
+    if (r->host_sample && !e->hs_row) {
+        e->hs_row = malloc(3 * (size_t)e->vocab * sizeof *e->hs_row);
+        e->hs_count = calloc((size_t)e->vocab, sizeof *e->hs_count);
+    }
+    if (!r->tokens || (s->n_stop && !r->stop) || (s->n_prediction && !r->pred) ||
+        (s->n_logit_bias && !r->bias) || (r->host_sample && (!e->hs_row || !e->hs_count))) {
+        free(r->tokens), free(r->stop), free(r->pred), free(r->bias);
         return rt_engine_fail(e, KILN_ERR_NOMEM, "out of memory");
     }
+    if (r->host_sample && e->buf_logits < 0) {
+        free(r->tokens), free(r->stop), free(r->pred), free(r->bias);
+        return rt_engine_fail(e, KILN_ERR_UNSUPPORTED,
+                              "submit: penalties, logit_bias and min_p need the package's logits output");
+    }
+    if (s->n_logit_bias) memcpy(r->bias, s->logit_bias, (size_t)s->n_logit_bias * sizeof *r->bias);
     memcpy(r->tokens, prompt, (size_t)n * sizeof *prompt);
     if (s->n_stop) memcpy(r->stop, s->stop_tokens, (size_t)s->n_stop * sizeof *r->stop);
     if (s->n_prediction) memcpy(r->pred, s->prediction, (size_t)s->n_prediction * sizeof *r->pred);
@@ -152,8 +167,9 @@ KilnStatus kiln_engine_submit(KilnEngine *e, const int32_t *prompt, int n, const
     r->seq = r->dseq = -1;
     r->state = REQ_WAITING;
     r->s = *s;
-    r->s.stop_tokens = r->stop, r->s.prediction = r->pred;
-    if (s->spec) rt_spec_init(&r->spec, s->spec_k);
+    r->s.stop_tokens = r->stop, r->s.prediction = r->pred, r->s.logit_bias = r->bias;
+    if (r->host_sample) r->s.spec = KILN_SPEC_NONE; /* a draft's token would need the host's draw too */
+    if (r->s.spec) rt_spec_init(&r->spec, s->spec_k);
     r->cb = cb, r->user = user;
     r->id = e->next_id++;
     e->n_reqs++;
@@ -235,7 +251,7 @@ static void reap(KilnEngine *e)
         }
         if (r->seq >= 0 && !keep_prefix(e, r)) rt_kv_seq_free(e->kv, r->seq);
         if (r->dseq >= 0) rt_kv_seq_free(e->draft->kv, r->dseq);
-        free(r->tokens), free(r->stop), free(r->pred);
+        free(r->tokens), free(r->stop), free(r->pred), free(r->bias);
     }
     e->n_reqs = j;
     /* callbacks last: they may submit requests (e->reqs may move) */
@@ -805,6 +821,15 @@ static void deliver_row(KilnEngine *e, int idx, int32_t tok, int row)
     const Req *r = &e->reqs[idx];
     KilnLogprob lp[KILN_MAX_LOGPROBS + 1];
     e->lp_row = NULL, e->lp_n = -1;
+    if (e->lp_step && r->host_sample && r->state != REQ_DONE) { /* the host's draw replaces the device's */
+        float *x = e->hs_row;
+        memcpy(x, e->lp_logits + (size_t)row * (size_t)e->vocab, (size_t)e->vocab * sizeof *x);
+        rt_sample_adjust(x, e->vocab, &r->s, r->tokens, r->n_prompt, r->tokens + r->n_prompt,
+                         r->n_tokens - r->n_prompt, e->hs_count);
+        float sp[4];
+        row_sampling(r, 0, sp);
+        tok = rt_sample_row(x, e->vocab, sp[0], r->s.top_k, sp[2], r->s.min_p, (int64_t)sp[3], x + e->vocab);
+    }
     if (e->lp_step && r->s.logprobs >= 0 && r->state != REQ_DONE) {
         row_logprobs(e, row, tok, r->s.logprobs, lp);
         e->lp_row = lp, e->lp_n = r->s.logprobs;
@@ -1020,9 +1045,10 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
         if (!s)
             s = rt_exec_get(e->x, out, e->arena + (uint64_t)e->plan->bufs[e->buf_next_tokens].offset,
                             (size_t)R * 4, e->err, sizeof e->err);
-        int want_lp = 0; /* a request asked for logprobs: the step's logits rows to the host */
+        int want_lp =
+            0; /* a request asked for logprobs or host sampling: the step's logits rows to the host */
         for (int i = 0; i < R && !want_lp; i++)
-            want_lp = e->reqs[in->row_req[i]].s.logprobs >= 0;
+            want_lp = e->reqs[in->row_req[i]].s.logprobs >= 0 || e->reqs[in->row_req[i]].host_sample;
         if (!s && want_lp && e->buf_logits >= 0 && R > e->lp_rows) { /* grown to the most rows asked */
             float *lg = realloc(e->lp_logits, (size_t)R * (size_t)e->vocab * sizeof(float));
             if (!lg)

@@ -28,6 +28,8 @@ typedef struct Req {
     KilnFinish finish; /* set when it ends; reported at the end of the step */
     KilnSampling s;
     int32_t *stop;
+    KilnLogitBias *bias; /* KilnSampling.logit_bias, copied (NULL: none) */
+    int host_sample;     /* rt_sample_on_host: its tokens are drawn on the host (rt_sample.h) */
     int32_t *pred; /* KilnSampling.prediction, copied (NULL: none), n_pred tokens; pred_at: how many of */
     int n_pred, pred_at; /* the generated tokens follow it (== generated while they all do) */
     KilnTokenCallback cb;
@@ -102,8 +104,11 @@ struct KilnEngine {
     int probing;          /* rt_engine_probe: every launch of the step is marked */
     int route_rows;       /* > 0: the step's matmuls pick binaries as for this many rows (pick_binary) */
     int buf_logits;       /* the plan's logits output (-1: none) */
-    float *lp_logits;     /* logprobs: the step's logits rows read back (lp_rows x vocab, grown), or NULL */
-    int lp_rows, lp_step; /* lp_step: this step's rows were read back (a request asked for logprobs) */
+    float *lp_logits;     /* logprobs, host sampling: the step's logits rows read back (lp_rows x vocab,
+                             grown), or NULL */
+    int lp_rows, lp_step; /* lp_step: this step's rows were read back (logprobs or host sampling asked) */
+    float *hs_row;        /* host sampling (rt_sample.h): a row to adjust, then 2 rows of scratch (3 vocab) */
+    int32_t *hs_count;    /* and vocab zeroed counters */
     KilnLogprob *lp_row;  /* while a callback runs for a row with logprobs: its chosen token, then its top */
     int lp_n;             /* ... that many alternatives; -1: none */
     int *probe_bucket;    /* while probing, per kernel: the bucket its launches met (-1, -2: none, mixed) */

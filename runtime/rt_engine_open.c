@@ -259,6 +259,31 @@ static void hf_tokenizer(KilnEngine *e, const char *path)
     }
 }
 
+/* options.tokenizer: the tokenizer.json at path (or in the directory path) replaces the weights' tokenizer;
+ * one that does not load or whose ids exceed the vocabulary fails the open. */
+static KilnStatus given_tokenizer(KilnEngine *e, const char *path)
+{
+    struct stat st;
+    char tj[1200];
+    int dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    snprintf(tj, sizeof tj, dir ? "%s/tokenizer.json" : "%s", path);
+    RtTokenizer *t = NULL;
+    char *tpl = NULL, why[512];
+    if (rt_tok_create_hf(tj, &t, &tpl, why, sizeof why) != KILN_OK)
+        return rt_engine_fail(e, KILN_ERR_ARG, "options.tokenizer: %s", why);
+    if (rt_tok_n_vocab(t) > e->vocab) {
+        rt_engine_fail(e, KILN_ERR_ARG, "options.tokenizer: %s has %d tokens, the package's vocabulary %d",
+                       tj, rt_tok_n_vocab(t), e->vocab);
+        rt_tok_destroy(t), free(tpl);
+        return KILN_ERR_ARG;
+    }
+    rt_tok_destroy(e->tok), free(e->chat_template);
+    e->tok = t, e->chat_template = tpl, e->tok_why[0] = 0;
+    snprintf(e->tok_src, sizeof e->tok_src, "%.*s", (int)sizeof e->tok_src - 1, tj);
+    rt_engine_log(e, "tokenizer: %s (%d tokens, given)", tj, rt_tok_n_vocab(t));
+    return KILN_OK;
+}
+
 /* Reads every weight the plan names into device memory, converted to the package's dtypes, each checked
  * for NaN/Inf (a sample, or every value with check_all: rt_w_finite); path NULL: random weights from seed
  * (rt_w_random). */
@@ -573,6 +598,7 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     if (s == KILN_OK && e->tuning) s = apply_tuning(e, opt->tune_db);
     if (s == KILN_OK) s = load_kernels(e);
     if (s == KILN_OK) s = load_weights(e, pkg, package, weights, seed, opt->check_weights);
+    if (s == KILN_OK && opt->tokenizer && *opt->tokenizer) s = given_tokenizer(e, opt->tokenizer);
     if (s == KILN_OK) s = rt_exec_alloc(e->x, (size_t)e->plan->act_bytes, &e->arena, e->err, sizeof e->err);
     int sem = s == KILN_OK ? rt_plan_buf(e->plan, "%splitk_sem") : -1;
     if (sem >= 0) /* split-K tile counters (ir/sched.c): zero once; every launch leaves them zero */
@@ -593,7 +619,7 @@ KilnStatus rt_engine_open(const char *package, const char *weights, uint64_t see
     if (s == KILN_OK && opt->draft_package && *opt->draft_package) {
         /* the draft model: the same device and options, its own pool; random weights when the target's are */
         KilnEngineOptions d = *opt;
-        d.draft_package = d.draft_weights = NULL, d.profile = 0;
+        d.draft_package = d.draft_weights = d.tokenizer = NULL, d.profile = 0;
         char derr[512];
         if (weights && !(opt->draft_weights && *opt->draft_weights))
             s = rt_engine_fail(e, KILN_ERR_ARG,
@@ -678,7 +704,7 @@ void kiln_engine_close(KilnEngine *e)
     rt_kv_destroy(e->kv);
     rt_tok_destroy(e->tok);
     free(e->chat_template);
-    free(e->lp_logits);
+    free(e->lp_logits), free(e->hs_row), free(e->hs_count);
     rt_plan_free(e->plan);
     rt_exec_close(e->x);
     free(e);

@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -697,7 +698,8 @@ static KilnStatus check_conversion(const Src *src, int to, char *err, int errlen
 /* ---- w4a16: GPTQ/AWQ INT4 Linears repacked into one planar weight (ir/gir_dtypes.def) -------------- */
 
 /* Whether the checkpoint's config.json or quantize_config.json (beside the file) names checkpoint_format
- * "gptq_v2": GPTQModel's zero points as stored, where AutoGPTQ's (v1) store z - 1. */
+ * "gptq_v2", at its top level or in its "quantization_config": GPTQModel's zero points as stored, where
+ * AutoGPTQ's (v1) store z - 1. A file that is absent or not JSON says nothing. */
 static int read_gptq_v2(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -711,21 +713,14 @@ static int read_gptq_v2(const char *path)
         size_t n = 0;
         char e[8];
         if (rt_file_map(f, "config", &map, &n, e, sizeof e) != KILN_OK || !map) continue; /* absent, empty */
-        /* the whole file, NUL-terminated: a config's key may sit anywhere in it */
-        char *buf = malloc(n + 1);
-        if (buf) {
-            memcpy(buf, map, n);
-            buf[n] = 0;
-            const char *k = strstr(buf, "\"checkpoint_format\"");
-            if (k) {
-                k += strlen("\"checkpoint_format\"");
-                while (*k == ' ' || *k == '\t' || *k == '\n' || *k == '\r' || *k == ':')
-                    k++;
-                v2 = !strncmp(k, "\"gptq_v2\"", 9);
-            }
-            free(buf);
-        }
+        json_t *cfg = json_loadb((const char *)map, n, 0, NULL);
         rt_file_unmap(map, n);
+        const char *fmt = json_string_value(json_object_get(cfg, "checkpoint_format"));
+        if (!fmt)
+            fmt = json_string_value(
+                json_object_get(json_object_get(cfg, "quantization_config"), "checkpoint_format"));
+        v2 = fmt && !strcmp(fmt, "gptq_v2");
+        json_decref(cfg);
     }
     return v2;
 }

@@ -218,7 +218,7 @@ else
   expect "run: the largest id" 1 "kiln: submit: token 2147483647 at 0 is outside the vocabulary (256)" \
     "${tiny[@]}" --prompt-ids 2147483647
   expect "serve without a tokenizer" 1 \
-    "kiln: $d/tiny.kiln: kiln serve needs a tokenizer (GGUF weights carry one): no tokenizer: random weights carry none (give token ids)" \
+    "kiln: $d/tiny.kiln: kiln serve needs a tokenizer (GGUF weights carry one, or --tokenizer PATH): no tokenizer: random weights carry none (give token ids)" \
     serve "$d/tiny.kiln" --random-weights 1 --device host --port $((20000 + RANDOM % 40000))
 fi
 checks_done hostile_options

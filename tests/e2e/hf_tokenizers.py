@@ -138,4 +138,26 @@ ok = r.returncode == 0 and [int(x) for x in first] == bl.encode(prompt).ids and 
 print(("ok   " if ok else "FAIL ") + "kiln run with safetensors and tokenizer.json: the prompt tokenized as tokenizers does, "
       "text out" + ("" if ok else f": rc {r.returncode} {out!r} {r.stderr[-300:]!r}"))
 fails += not ok
+# --tokenizer: random weights (no tokenizer of their own) with the same tokenizer.json given, by file and by
+# directory; one with more tokens than the package's vocabulary, or a broken one, fails the open in a line
+for given in (os.path.join(st, "tokenizer.json"), st):
+    r = subprocess.run([KILN, "run", pkg, "--random-weights", "7", "--tokenizer", given, "--prompt", prompt,
+                        "--max-tokens", "4", "--device", "host", "--print-prompt-ids"], capture_output=True)
+    first = r.stdout.decode("utf-8", "replace").split("\n")[0].split()
+    ok = r.returncode == 0 and [int(x) for x in first] == bl.encode(prompt).ids
+    print(("ok   " if ok else "FAIL ") + f"kiln run --random-weights --tokenizer {os.path.basename(given)}: the prompt "
+          "tokenized as tokenizers does" + ("" if ok else f": rc {r.returncode} {r.stderr[-300:]!r}"))
+    fails += not ok
+big = os.path.join(D, "big")
+os.makedirs(big, exist_ok=True)
+wide = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet + [f"t{i}" for i in range(44)])}, merges=[]))
+wide.pre_tokenizer, wide.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+wide.save(os.path.join(big, "tokenizer.json"))
+for given, want in ((big, b"300 tokens"), (os.path.join(D, "broken.json"), b"options.tokenizer")):
+    r = subprocess.run([KILN, "run", pkg, "--random-weights", "7", "--tokenizer", given, "--prompt-ids", "1 2",
+                        "--device", "host"], capture_output=True)
+    ok = r.returncode != 0 and want in r.stderr and len(r.stderr.strip().split(b"\n")) == 1 and not r.stdout
+    print(("ok   " if ok else "FAIL ") + f"kiln run --tokenizer {os.path.basename(given)}: refused in one line"
+          + ("" if ok else f": rc {r.returncode} {r.stderr[-300:]!r}"))
+    fails += not ok
 sys.exit(1 if fails else 0)

@@ -167,6 +167,27 @@ scs = list(client.chat.completions.create(model=MODEL, messages=chat, max_tokens
 sct = [t.token for x in scs if x.choices and x.choices[0].logprobs for t in x.choices[0].logprobs.content]
 check(sct == [x.token for x in cont], "chat logprobs streamed: the non-stream tokens", (sct, cont))
 check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, logprobs=21)) == 400, "logprobs 21: 400")
+# ---- penalties, logit_bias, min_p: the host's sampling path (the engine's tests check each draw) ----
+the = int(subprocess.run([KILN, "tokenize", MODEL_FILE], input=" the", capture_output=True, text=True).stdout.split()[-1])
+lb = client.completions.create(model=MODEL, prompt=p, max_tokens=5, logit_bias={str(the): 100})
+check(lb.choices[0].text == " the" * 5, f"logit_bias +100 on ' the' ({the}): five of it", lb.choices[0].text)
+loop = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
+plain_loop = client.completions.create(model=MODEL, prompt=loop, max_tokens=12).choices[0].text
+pn = client.completions.create(model=MODEL, prompt=loop, max_tokens=12, frequency_penalty=2, presence_penalty=1,
+                               extra_body={"repetition_penalty": 1.2})
+pns = "".join(x.choices[0].text for x in client.completions.create(
+    model=MODEL, prompt=loop, max_tokens=12, frequency_penalty=2, presence_penalty=1,
+    extra_body={"repetition_penalty": 1.2}, stream=True))
+check(pn.choices[0].text != plain_loop and pns == pn.choices[0].text,
+      "penalties change the greedy text of a looping prompt; streamed the same", (plain_loop, pn.choices[0].text, pns))
+mp = [client.completions.create(model=MODEL, prompt=p, max_tokens=6, temperature=1, seed=3,
+                                extra_body={"min_p": 0.2}).choices[0].text for _ in range(2)]
+check(mp[0] == mp[1], "min_p 0.2 with seed 3 twice: the same text", mp)
+for bad in ({"presence_penalty": 2.5}, {"frequency_penalty": "x"}, {"repetition_penalty": 0}, {"min_p": 1.5},
+            {"logit_bias": {"abc": 1}}, {"logit_bias": {str(the): 101}}, {"logit_bias": {"99999999": 1}},
+            {"logit_bias": [1]}):
+    check(status_of(lambda: client.completions.create(model=MODEL, prompt=p, max_tokens=2, extra_body=bad)) == 400,
+          f"{bad}: 400")
 st, body = raw("POST", "/v1/completions", b'{"model": "smol", "prompt": "x", "max_tokens": "5"}')
 err = json.loads(body).get("error", {})
 check(st == 400 and "max_tokens" in err.get("message", "") and err.get("type") == "invalid_request_error",

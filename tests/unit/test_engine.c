@@ -31,6 +31,7 @@
 #include "codegen/cg_driver.h"
 #include "codegen/llvm/cg_host.h"
 #include "ir/kfam.h"
+#include "ir/kir.h"
 #include "kfile.h"
 #include "kiln.h"
 #include "kref.h"
@@ -38,6 +39,7 @@
 #include "kt.h"
 #include "runtime/rt_exec.h"
 #include "runtime/rt_package.h"
+#include "runtime/rt_sample.h"
 #include "runtime/rt_tunedb.h"
 
 #include <sqlite3.h>
@@ -342,6 +344,200 @@ static void copy_file(const char *from, const char *to)
     free(bytes);
 }
 
+/* ---- the host's sampling path (runtime/rt_sample.h): penalties, logit bias, min-p ---- */
+
+/* The reference draw: the allowed set by sorting (double), then argmax of x / T + Gumbel noise. */
+static int32_t ref_draw(const float *x, int V, float T, int top_k, float top_p, float min_p, int64_t seed)
+{
+    int best = 0;
+    for (int v = 1; v < V; v++)
+        if (x[v] > x[best]) best = v;
+    if (!(T > 0)) return best;
+    double mx = x[best], t = -INFINITY;
+    float *sorted = malloc((size_t)V * sizeof *sorted);
+    if (!sorted) return -1;
+    memcpy(sorted, x, (size_t)V * sizeof *sorted);
+    for (int i = 1; i < V; i++) /* insertion sort, descending: V is small here */
+        for (int j = i; j > 0 && sorted[j] > sorted[j - 1]; j--) {
+            float f = sorted[j];
+            sorted[j] = sorted[j - 1], sorted[j - 1] = f;
+        }
+    if (top_k > 0 && top_k < V) t = sorted[top_k - 1];
+    if (top_p < 1) {
+        double z = 0, mass = 0;
+        for (int i = 0; i < V; i++)
+            z += sorted[i] >= t ? exp((sorted[i] - mx) / T) : 0;
+        for (int i = 0; i < V && sorted[i] >= t; i++) {
+            mass += exp((sorted[i] - mx) / T);
+            if (mass >= top_p * z * (1 - 1e-9)) {
+                t = sorted[i];
+                break;
+            }
+        }
+    }
+    if (min_p > 0 && mx + T * log(min_p) > t) t = mx + T * log(min_p);
+    free(sorted);
+    double top = -INFINITY;
+    for (int v = 0; v < V; v++) {
+        double u = kir_rand_ref(seed, v), z;
+        if (x[v] < t) continue;
+        z = x[v] / (double)T - log(-log(u > 0x1p-25 ? u : 0x1p-25));
+        if (z > top) top = z, best = v;
+    }
+    return best;
+}
+
+/* The request's tokens drawn through the host path again, from kiln_engine_score's logits: each must be
+ * the reference draw of its row, adjusted by the reference penalties (double). */
+static void check_host_draws(KilnEngine *e, const int32_t *p, int n, const Out *o, const KilnSampling *s,
+                             const char *what)
+{
+    int V = kiln_engine_vocab(e), total = n + o->n - 1;
+    int32_t *all = malloc((size_t)(n + o->n) * sizeof *all);
+    float *lg = malloc((size_t)total * (size_t)V * sizeof *lg), *x = malloc((size_t)V * sizeof *x);
+    if (!all || !lg || !x || o->n < 2) {
+        KT_CHECK(0, "%s: out of memory or %d tokens", what, o->n);
+        free(all), free(lg), free(x);
+        return;
+    }
+    memcpy(all, p, (size_t)n * sizeof *all);
+    memcpy(all + n, o->tok, (size_t)o->n * sizeof *all);
+    KT_CHECK(kiln_engine_score(e, all, total, lg) == KILN_OK, "%s: score: %s", what, kiln_engine_errmsg(e));
+    int bad = -1;
+    for (int g = 0; g < o->n && bad < 0; g++) {
+        const float *row = lg + (size_t)(n - 1 + g) * (size_t)V;
+        for (int v = 0; v < V; v++) {
+            double y = row[v];
+            int in_prompt = 0, in_out = 0;
+            for (int i = 0; i < n; i++)
+                in_prompt |= all[i] == v;
+            for (int i = 0; i < g; i++)
+                in_out += o->tok[i] == v;
+            if (in_prompt || in_out) y = y > 0 ? y / s->repetition_penalty : y * s->repetition_penalty;
+            if (in_out) y -= s->presence_penalty + s->frequency_penalty * in_out;
+            for (int i = 0; i < s->n_logit_bias; i++)
+                y += s->logit_bias[i].token == v ? s->logit_bias[i].bias : 0;
+            x[v] = (float)y;
+        }
+        /* the engine's per-token seed (rt_engine.c row_sampling): recomputed through the same rule */
+        uint64_t z = (uint64_t)g + 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull, z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z = s->seed ^ (z ^ (z >> 31));
+        z += 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull, z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        int64_t seed = (int64_t)((z ^ (z >> 31)) & 0xffffff);
+        if (ref_draw(x, V, s->temperature, s->top_k, s->top_p, s->min_p, seed) != o->tok[g]) bad = g;
+    }
+    KT_CHECK(bad < 0, "%s: token %d (%d) is not the reference draw of its adjusted logits", what, bad,
+             bad >= 0 ? o->tok[bad] : 0);
+    free(all), free(lg), free(x);
+}
+
+static void test_host_sampling(const int32_t *p, int n, int V, KrefRng *g)
+{
+    /* the noise: the device's, bit for bit */
+    int rand_ok = 1;
+    for (int i = 0; i < 1000; i++) {
+        int64_t seed = (int64_t)kref_next(g);
+        int32_t c = (int32_t)(kref_next(g) & 0x7fffffff);
+        rand_ok &= rt_sample_rand(seed, c) == kir_rand_ref(seed, c);
+    }
+    KT_CHECK(rand_ok, "rt_sample_rand differs from kir_rand_ref");
+    /* rt_sample_row against the sorting reference on random rows (ties: some rows repeat values) */
+    enum { RV = 300 };
+    float x[RV], scratch[2 * RV];
+    int row_bad = 0;
+    for (int t = 0; t < 400; t++) {
+        int ties = t % 4 == 0;
+        for (int v = 0; v < RV; v++)
+            x[v] = ties ? (float)(int)kref_uniform(g, -4, 4) : (float)kref_uniform(g, -6, 6);
+        if (t % 7 == 0) x[(int)kref_uniform(g, 0, RV)] = -INFINITY;
+        float T = t % 5 == 0 ? 0 : (float)kref_uniform(g, 0.2, 2);
+        int k = t % 3 == 0 ? 0 : (int)kref_uniform(g, 1, RV + 20);
+        float tp = t % 2 ? 1 : (float)kref_uniform(g, 0.05, 1),
+              mp = t % 3 == 1 ? 0 : (float)kref_uniform(g, 0, 0.5);
+        int64_t seed = (int64_t)(kref_next(g) & 0xffffff);
+        int32_t got = rt_sample_row(x, RV, T, k, tp, mp, seed, scratch),
+                want = ref_draw(x, RV, T, k, tp, mp, seed);
+        if (got != want && !row_bad++)
+            KT_CHECK(0, "rt_sample_row row %d (T %g, top_k %d, top_p %g, min_p %g): %d, reference %d", t, T,
+                     k, tp, mp, got, want);
+    }
+    KT_CHECK(!row_bad, "rt_sample_row: %d of 400 rows differ from the reference", row_bad);
+
+    KilnSampling base;
+    kiln_sampling_init(&base);
+    base.max_tokens = 12, base.ignore_eos = 1;
+    /* min-p that drops nothing takes the host path and must draw what the device draws */
+    KilnSampling hot = base, hot_host;
+    hot.temperature = 0.9f, hot.top_k = 40, hot.top_p = 0.9f, hot.seed = 11;
+    hot_host = hot, hot_host.min_p = 1e-30f;
+    Out dev, host;
+    run_alone(p, n, &hot, &dev);
+    run_alone(p, n, &hot_host, &host);
+    KT_CHECK(same(&dev, &host) && dev.n == 12, "the host path's draws differ from the device sampler's");
+    /* logit bias +100 on one token: every greedy token is it; -100 on the greedy first token: not it */
+    KilnLogitBias up = {(int32_t)(V / 3), 100.0f}, down;
+    KilnSampling b = base;
+    b.logit_bias = &up, b.n_logit_bias = 1;
+    Out ob, plain;
+    run_alone(p, n, &b, &ob);
+    int all_up = ob.n == 12;
+    for (int i = 0; i < ob.n; i++)
+        all_up &= ob.tok[i] == up.token;
+    KT_CHECK(all_up, "logit_bias +100 on %d: not every token is it", up.token);
+    run_alone(p, n, &base, &plain);
+    down = (KilnLogitBias){plain.tok[0], -100.0f};
+    b.logit_bias = &down;
+    run_alone(p, n, &b, &ob);
+    KT_CHECK(ob.n == 12 && ob.tok[0] != plain.tok[0], "logit_bias -100 on the greedy token %d kept it",
+             down.token);
+    /* penalties, bias and min-p, greedy and sampled, batched with plain requests: each token is the
+     * reference draw of the scored logits adjusted by a plain double reference */
+    KilnLogitBias lb[3] = {{1, 1.5f}, {(int32_t)(V - 1), -2.0f}, {(int32_t)(V / 2), 0.75f}};
+    KilnSampling cases[4] = {base, base, base, base};
+    cases[0].presence_penalty = 1.5f, cases[0].frequency_penalty = 0.5f;
+    cases[1].repetition_penalty = 1.3f, cases[1].logit_bias = lb, cases[1].n_logit_bias = 3;
+    cases[2] = cases[0], cases[2].temperature = 0.8f, cases[2].top_p = 0.9f, cases[2].min_p = 0.05f,
+    cases[2].seed = 5;
+    cases[3].temperature = 1.1f, cases[3].top_k = 20, cases[3].repetition_penalty = 0.8f,
+    cases[3].frequency_penalty = -0.5f, cases[3].seed = 6,
+    cases[3].spec = KILN_SPEC_NGRAM; /* speculation: off for this request */
+    KilnEngine *e = open_engine(0, 0, 0);
+    if (!e) return;
+    Out o[4], side = {0};
+    memset(o, 0, sizeof o);
+    kiln_engine_submit(e, p, n, &base, on_token, &side, NULL);
+    for (int c = 0; c < 4; c++)
+        KT_CHECK(kiln_engine_submit(e, p, n, &cases[c], on_token, &o[c], NULL) == KILN_OK,
+                 "submit case %d: %s", c, kiln_engine_errmsg(e));
+    drain(e);
+    KilnEngineStats st;
+    kiln_engine_stats(e, &st, sizeof st);
+    KT_CHECK(same(&side, &plain), "a plain request beside host-sampled ones changed");
+    KT_CHECK(st.spec_verifies == 0, "a host-sampled request speculated (%lld verifies)",
+             (long long)st.spec_verifies);
+    static const char *what[4] = {"presence+frequency", "repetition+bias", "sampled penalties+min_p",
+                                  "sampled repetition<1, frequency<0"};
+    for (int c = 0; c < 4; c++)
+        check_host_draws(e, p, n, &o[c], &cases[c], what[c]);
+    /* refused: out of range, a bias token outside the vocabulary */
+    KilnSampling bad = base;
+    bad.presence_penalty = 2.5f;
+    KT_CHECK(kiln_engine_submit(e, p, n, &bad, NULL, NULL, NULL) == KILN_ERR_ARG,
+             "presence_penalty 2.5 taken");
+    bad = base, bad.repetition_penalty = 0;
+    KT_CHECK(kiln_engine_submit(e, p, n, &bad, NULL, NULL, NULL) == KILN_ERR_ARG,
+             "repetition_penalty 0 taken");
+    bad = base, bad.min_p = NAN;
+    KT_CHECK(kiln_engine_submit(e, p, n, &bad, NULL, NULL, NULL) == KILN_ERR_ARG, "min_p NaN taken");
+    KilnLogitBias far = {V, 1};
+    bad = base, bad.logit_bias = &far, bad.n_logit_bias = 1;
+    KT_CHECK(kiln_engine_submit(e, p, n, &bad, NULL, NULL, NULL) == KILN_ERR_ARG,
+             "a bias token past the vocabulary");
+    kiln_engine_close(e);
+}
+
 static void test_tuning(const int32_t *prompt, int n, int V)
 {
     char db_all[512], db_16[512], path[512], err[512], fp[RT_TDB_FP_LEN];
@@ -465,7 +661,8 @@ static void test_tuning(const int32_t *prompt, int n, int V)
 int main(void)
 {
     const char *kiln = getenv("KILN_BIN"), *src = getenv("KILN_SOURCE_DIR");
-    if (!cg_host_jit_available()) return kt_skip_toolkit("test_engine", "this build has no LLVM host backend");
+    if (!cg_host_jit_available())
+        return kt_skip_toolkit("test_engine", "this build has no LLVM host backend");
     if (!kiln || !src) {
         printf("SKIP: needs KILN_BIN and KILN_SOURCE_DIR (run through ctest)\n");
         return 77;
@@ -474,8 +671,8 @@ int main(void)
     snprintf(pkg_path, sizeof pkg_path, "%s", kf_at("tiny.kiln"));
     snprintf(weights_path, sizeof weights_path, "%s", kf_at("tiny.safetensors"));
     char cmd[2048], cache[1200];
-    snprintf(cmd, sizeof cmd, "'%s' compile '%s/recipes/llama.lua' --model tiny --target host %s -o '%s'", kiln,
-             src, krun_compile_cache_flag(cache, sizeof cache), pkg_path);
+    snprintf(cmd, sizeof cmd, "'%s' compile '%s/recipes/llama.lua' --model tiny --target host %s -o '%s'",
+             kiln, src, krun_compile_cache_flag(cache, sizeof cache), pkg_path);
     KT_CHECK(system(cmd) == 0, "%s", cmd);
     KrefRng g = kref_rng(kref_seed()); /* printed; KILN_TEST_SEED replays it */
     if (!write_weights(&g)) return kt_done("test_engine");
@@ -707,6 +904,7 @@ int main(void)
                  o.n, o.finish);
         kiln_engine_close(e);
     }
+    test_host_sampling(prompts[4], lens[4], V, &g);
     test_tuning(prompts[4], lens[4], V);
     kf_scratch_close();
     return kt_done("test_engine");
