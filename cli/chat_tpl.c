@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rt_file.h"
+
 /* ---- arena, errors ---- */
 
 typedef struct Blk {
@@ -1096,4 +1098,22 @@ void ct_out_free(CtOut *o)
 {
     free(o->text), free(o->marks);
     memset(o, 0, sizeof *o);
+}
+
+char *ct_read_file(const char *file, char *err, size_t errlen)
+{
+    unsigned char *map = NULL;
+    size_t n = 0;
+    char why[512];
+    if (rt_file_map(file, "chat template", &map, &n, why, sizeof why) != KILN_OK) {
+        snprintf(err, errlen, "%s", why);
+        return NULL;
+    }
+    char *t = n <= CT_MAX_FILE ? malloc(n + 1) : NULL;
+    if (t) memcpy(t, map, n), t[n] = 0;
+    rt_file_unmap(map, n);
+    if (!t)
+        snprintf(err, errlen, "%s: %s", file,
+                 n > CT_MAX_FILE ? "a chat template over 1 MiB" : "out of memory");
+    return t;
 }

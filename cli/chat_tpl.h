@@ -27,5 +27,9 @@ enum { CT_OK = 0, CT_ERR_TEMPLATE = -1, CT_ERR_REFUSED = -2, CT_ERR_NOMEM = -3 }
 int ct_render(const char *tpl, const CtMsg *msgs, int n, const char *bos, const char *eos, int add_generation,
               CtOut *out, char *err, size_t errlen);
 void ct_out_free(CtOut *o);
+/* A template file's text (malloc'd, NUL-terminated; at most CT_MAX_FILE bytes), or NULL with one line in err
+ * (missing, unreadable, too large). */
+enum { CT_MAX_FILE = 1 << 20 };
+char *ct_read_file(const char *file, char *err, size_t errlen);
 
 #endif

@@ -129,17 +129,10 @@ static int chat_template(SrvServer *sv, const char *file, char **owned, const ch
     char err[512];
     *owned = NULL, *src = "none";
     if (file) {
-        FILE *f = fopen(file, "rb");
-        long n = f && !fseek(f, 0, SEEK_END) ? ftell(f) : -1;
-        if (n < 0 || n > (1 << 20) || fseek(f, 0, SEEK_SET) || !(*owned = malloc((size_t)n + 1)) ||
-            fread(*owned, 1, (size_t)n, f) != (size_t)n) {
-            if (f) fclose(f);
-            free(*owned), *owned = NULL;
-            cli_error("--chat-template %s: cannot read it (missing, unreadable or over 1 MiB)", file);
+        if (!(*owned = ct_read_file(file, err, sizeof err))) {
+            cli_error("--chat-template %s", err);
             return 1;
         }
-        fclose(f);
-        (*owned)[n] = 0;
         sv->chat_template = *owned, *src = file;
     } else if (kiln_engine_chat_template(sv->e)) {
         sv->chat_template = kiln_engine_chat_template(sv->e), *src = "the model's";

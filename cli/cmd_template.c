@@ -31,15 +31,8 @@ static char *template_of(const char *file)
         if (!t) cli_error("%s: no tokenizer.chat_template", file);
         return t;
     }
-    unsigned char *map = NULL;
-    size_t n = 0;
-    if (rt_file_map(file, "chat template", &map, &n, err, sizeof err) != KILN_OK) {
-        cli_error("%s", err);
-        return NULL;
-    }
-    char *t = malloc(n + 1);
-    if (t) memcpy(t, map, n), t[n] = 0;
-    rt_file_unmap(map, n);
+    char *t = ct_read_file(file, err, sizeof err);
+    if (!t) cli_error("%s", err);
     return t;
 }
 
