@@ -2,7 +2,7 @@
  * (one open of the target and its draft: an 8B model with random weights takes most of a minute to open,
  * so one `kiln run` per row does not fit a device call). Issue 28's figures (docs/BENCHMARKS.md).
  *
- *   bench_spec PACKAGE [--draft PACKAGE] [--branches B] [--batch 1|8|32] [--new N] [--lead L] [--seed S]
+ *   bench_spec PACKAGE [--draft PACKAGE] [--branches B] [--batch 1,8,32] [--new N] [--lead L] [--seed S]
  * [--db TUNE_DB]
  *              [--probe]
  *
@@ -222,7 +222,7 @@ static void probe_table(KilnEngine *e)
 int main(int argc, char **argv)
 {
     const char *pkg = NULL, *draft = NULL, *db = NULL;
-    int N = 192, L = 512, probe = 0, only = 0; /* only: --batch B, one of 1, 8, 32 (0: all) */
+    int N = 192, L = 512, probe = 0, only = 0; /* --batch 1,8,32: the batches run, a bit each (0: all) */
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--draft") && i + 1 < argc)
@@ -236,7 +236,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--probe"))
             probe = 1;
         else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            only = atoi(argv[++i]);
+            for (const char *c = argv[++i]; c; c = strchr(c, ','), c = c ? c + 1 : NULL)
+                only |= atoi(c) == 1 ? 1 : atoi(c) == 8 ? 2 : atoi(c) == 32 ? 4 : 0;
         else if (!strcmp(argv[i], "--lead") && i + 1 < argc)
             L = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
@@ -275,14 +276,14 @@ int main(int argc, char **argv)
            "verify ms", "draft ms");
     static Req plain[MAXB], r[MAXB];
     static const int batches[] = {1, 8, 32};
-    int status = 0;
+    int status = 0, warm = 0;
     for (int bi = 0; bi < 3 && !status; bi++) {
         int B = batches[bi];
-        if (only && only != B) continue;
+        if (only && !(only & (1 << bi))) continue;
         char name[32];
         Row p, x, dr = {0};
         prompts(plain, B, (unsigned)B, kiln_engine_vocab(e));
-        if (B == 1 && run(e, plain, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1; /* warm-up: graphs captured */
+        if (!warm++ && run(e, plain, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1; /* warm-up: graphs captured */
         if (run(e, plain, B, N, KILN_SPEC_NONE, 0, 0, &p)) return 1;
         snprintf(name, sizeof name, "b%d plain", B);
         print_row(name, &p, &p, 1);

@@ -16,4 +16,4 @@ shift $(( $# > 0 ? 1 : 0 ))
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
 draft=()
 [ -f "$B/pkgs/l32.kiln" ] && draft=(--draft "$B/pkgs/l32.kiln")
-timeout 560 "$B/bench/bench_spec" "$B/pkgs/l3.kiln" "${draft[@]}" --new "${NEW:-192}" "$@"
+timeout 560 stdbuf -oL "$B/bench/bench_spec" "$B/pkgs/l3.kiln" "${draft[@]}" --new "${NEW:-192}" "$@"
