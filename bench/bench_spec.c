@@ -3,8 +3,7 @@
  * so one `kiln run` per row does not fit a device call). Issue 28's figures (docs/BENCHMARKS.md).
  *
  *   bench_spec PACKAGE [--draft PACKAGE] [--branches B] [--batch 1,8,32] [--new N] [--lead L] [--seed S]
- * [--db TUNE_DB]
- *              [--probe]
+ *              [--db TUNE_DB] [--probe]
  *
  * Random weights (rt_engine_open, seed S; the draft gets its own from the same seed). Workloads, each a
  * batch submitted at once and run to the end (greedy, EOS ignored, N new tokens per request):
