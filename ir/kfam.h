@@ -29,12 +29,17 @@ enum { KFAM_SPLITK_ROWS = 64, KFAM_SPLITK_MAX = 8 };
 
 /* What a family's default rules read of the target a config is shaped for: one row per target in
  * codegen's target table (cg_target_facts), so ir/ holds rules over these, never a device's numbers.
- * Packages shape every default by one reference target's row (cg_target_defaults: sm_90a). */
+ * Packages shape every default by one reference target's row (cg_target_defaults: sm_90a); the host's
+ * binaries are shaped by the host's row (cpu = 1). */
 typedef struct KfamFacts {
     int sms;        /* streaming multiprocessors (NVIDIA) or compute units (AMD): programs run at once
                        on each, so a grid "fills the device" at about this many programs */
     int smem_block; /* bytes of shared memory (LDS) one program may use: the opt-in maximum */
     int regs_sm;    /* 32-bit registers of one SM's (CU's) register file, shared by its resident programs */
+    int cpu;        /* 1: a CPU (the host backend): programs run one after another on each core, every
+                       tile a stack array and every tile op a loop over it, so a tile's cost is its
+                       elements, masked rows included, and tiles pay when their trip's working set
+                       stays in the L1 cache; 0: a GPU */
 } KfamFacts;
 
 typedef struct KfamSpec {

@@ -82,6 +82,28 @@ int kfam_epilogue_two_weights(int epi)
     return epi == KFAM_EPI_SILU_MUL || epi == KFAM_EPI_PAIR;
 }
 
+/* The host's defaults (facts->cpu): its lowering computes every row of a tile, masked or not, and runs
+ * each tile op as a loop over a stack array, so a tile is as tall as the rows its launches have and small
+ * enough that one K trip's tiles stay in the L1 cache: 1 row (m_hint 1, a decode step) x 32 columns x 64
+ * of K, 16 rows (m_hint <= 16) x 32 x 64, else 128 x 32 x 32 (prefill: each B tile feeds 128 rows). BN
+ * divides N and N2 for epilogue group. One warp, no stages, no split (the host ignores them). Measured on
+ * SmolLM2's shapes with bench/hbench.c (docs/BACKENDS.md, "Host tiles"). */
+static void matmul_host_defaults(const KfamSpec *s, int64_t m, KirConfig *cfg)
+{
+    int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096);
+    int64_t bm = m == 1 ? 1 : m > 0 && m <= 16 ? 16 : 128;
+    int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 1, 32),
+            bk = kfam_clamp(kfam_pow2_ceil(K), 1, bm > 16 ? 32 : 64);
+    while (kfam_epilogue_of(s) == KFAM_EPI_GROUP && bn > 1 && (N % bn || kfam_spec_i(s, "N2", 0) % bn))
+        bn /= 2;
+    kir_config_set(cfg, "BM", bm);
+    kir_config_set(cfg, "BN", bn);
+    kir_config_set(cfg, "BK", bk);
+    kir_config_set(cfg, "WARPS", 1);
+    kir_config_set(cfg, "STAGES", 1);
+    kir_config_set(cfg, "SPLIT_K", 1);
+}
+
 /* Defaults shaped for the CUDA backend's fast paths (docs/BACKENDS.md): BM = 16 x WARPS and BK a multiple
  * of 64 let sm_90a use wgmma. Large or unknown M: 128x256x64 tiles, 8 warps (128x128 per accumulator for
  * the two of silu_mul and pair). M known to be small (m_hint <= 64): 64-row tiles, long K steps to stream
@@ -92,6 +114,10 @@ int kfam_epilogue_two_weights(int epi)
 static void matmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig *cfg)
 {
     int64_t N = kfam_spec_i(s, "N", 4096), K = kfam_spec_i(s, "K", 4096), m = kfam_spec_i(s, "m_hint", 0);
+    if (facts->cpu) {
+        matmul_host_defaults(s, m, cfg);
+        return;
+    }
     int two = kfam_epilogue_two_weights(kfam_epilogue_of(s)), group = kfam_epilogue_of(s) == KFAM_EPI_GROUP;
     if (group) N += kfam_spec_i(s, "N2", 0) + kfam_spec_i(s, "N3", 0); /* tiles sized for all the columns */
     int small_m = m > 0 && m <= 64;

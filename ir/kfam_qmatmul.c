@@ -158,6 +158,25 @@ static int b_computed(int fmt, int64_t g)
     return !(per_row_scale(fmt) && g == 1);
 }
 
+/* The host's defaults (facts->cpu; the dense family's reasons, kfam_matmul.c): the B tile is dequantized
+ * per trip whatever the rows, so a decode step (m_hint 1) takes 1 row x 1 column x one group of K (32
+ * for the GGUF blocks: one block a trip) per program, the dequantization's tiles a few dozen elements; 16
+ * rows (m_hint <= 16) x 8 columns (as fast as 16 columns, half the LLVM time); else 128 rows x 32 columns
+ * (prefill: each dequantized tile feeds 128 rows). SWAP=0 (a plain [BM,BK] x [BK,BN] dot; BM < 16 is fine on
+ * a CPU), one warp, no stages, no split. Measured on SmolLM2's q4_1 shapes with bench/hbench.c
+ * (docs/BACKENDS.md, "Host tiles"). */
+static void qmatmul_host_defaults(int64_t N, int64_t m, int64_t g, KirConfig *cfg)
+{
+    int64_t bm = m == 1 ? 1 : m > 0 && m <= 16 ? 16 : 128;
+    kir_config_set(cfg, "BM", bm);
+    kir_config_set(cfg, "BN", kfam_clamp(kfam_pow2_ceil(N), 1, bm == 1 ? 1 : bm == 16 ? 8 : 32));
+    kir_config_set(cfg, "BK", kfam_pow2_ceil(g < 32 ? 32 : g));
+    kir_config_set(cfg, "WARPS", 1);
+    kir_config_set(cfg, "STAGES", 1);
+    kir_config_set(cfg, "SPLIT_K", 1);
+    kir_config_set(cfg, "SWAP", 0);
+}
+
 /* Decode (small M, m_hint <= 64): pow2(m_hint) rows in [16, 64] (16: one mma row block), N tiles narrow
  * enough for about one program per SM (and BK x BN <= 128 x 64: Llama-3-8B's 28672 x 4096 at 128 x 128
  * needed ~272 registers per thread) and 128-long K steps (a few groups or blocks per trip: more bytes in
@@ -176,6 +195,10 @@ static void qmatmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfi
     int fmt = format_of(s), two = kfam_epilogue_two_weights(kfam_epilogue_of(s));
     int small_m = m > 0 && m <= 64;
     int64_t g = fmt >= 0 ? group_of(s, fmt) : 32;
+    if (facts->cpu) {
+        qmatmul_host_defaults(N, m, g, cfg);
+        return;
+    }
     int64_t bm = small_m ? kfam_clamp(kfam_pow2_ceil(m), 16, 64) : 128;
     int64_t bn = kfam_clamp(kfam_pow2_ceil(N), 32, small_m || !two ? 128 : 64);
     while (small_m && bn > 32 && N / bn < facts->sms * 10 / 11)
@@ -671,7 +694,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KfamFacts *fa
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: STAGES=%d is outside [1, 8]", stages);
     if (swap != 0 && (swap != 1 || at != dt))
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: SWAP=%d (0, or 1 without W8A8)", swap);
-    if (bm < 16 && !swap) /* BM 8: x^T is one n8 fragment of the B operand, the SWAP=1 decode form */
+    /* GPUs: BM 8 is x^T as one n8 fragment of the B operand, the SWAP=1 decode form; a CPU runs any BM */
+    if (bm < 16 && !swap && !facts->cpu)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BM=%d needs SWAP=1", bm);
     if (bk % g)
         return ir_diag_set(d, IR_ERR_UNSUPPORTED, "qmatmul: BK=%d is not a multiple of the group %lld", bk,

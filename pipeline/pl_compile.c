@@ -234,12 +234,12 @@ static IrStatus check_launch_args(const Schedule *s, KirKernel *const *kk, IrDia
 }
 
 /* Small-M variants of a kernel whose family shapes its default by the typical row count (m_hint: the
- * linear layers): the defaults for m_hint 1, 16 and 64 that differ from the default config and from each
- * other and keep its parameters (so the launch plan serves all). A GPU target gets them beside the
- * default and the runtime picks one per launch by M (the smallest BM >= M, else the largest BM:
- * docs/RUNTIME.md); decode steps then run decode-shaped tiles. The host target gets only the first (the
- * host backend computes whole tiles, masked rows included, so small tiles never cost it). Returns how
- * many were written to out (at most MAX_VARIANTS). */
+ * linear layers): the defaults (for facts) for m_hint 1, 16 and 64 that differ from the default config
+ * and from each other and keep its parameters (so the launch plan serves all). Every target gets them
+ * beside the default and the runtime picks one per launch by M (the smallest BM >= M, else the largest
+ * BM: docs/RUNTIME.md): decode steps run decode-shaped tiles. On the host that is what makes a decode
+ * step cheap: its lowering computes whole tiles, masked rows included, so a 1-row launch of a 16-row
+ * tile does 16 rows' work. Returns how many were written to out (at most MAX_VARIANTS). */
 static int small_m_variants(const SchedKernel *sk, const KfamFacts *facts, const KirKernel *k, IrArena *arena,
                             KirKernel **out)
 {
@@ -305,6 +305,14 @@ static IrStatus build_default(const SchedKernel *sk, const KfamFacts *facts, IrA
 static const KfamFacts *defaults_facts(const PlOptions *o)
 {
     return cg_target_facts(o->defaults_target ? o->defaults_target : cg_target_defaults());
+}
+
+/* The facts target t's binaries are shaped by: the reference's (the kernel rows' own: one row serves
+ * every GPU, and the tuning store keys by its IR), except on a CPU, whose lowering is unlike any GPU's
+ * (every tile a stack array, every masked row computed): the host shapes its binaries by its own row. */
+static const KfamFacts *binary_facts(const PlOptions *o, const CgTarget *t)
+{
+    return cg_target_facts(t)->cpu ? cg_target_facts(t) : defaults_facts(o);
 }
 
 IrStatus pl_check(const PlOptions *o, const GirGraph *g, IrDiag *d)
@@ -396,22 +404,30 @@ static IrStatus stage_kernels(Pl *p)
         IrStatus st = build_default(sk, facts, p->arena, &p->kk[i], &d);
         if (st != IR_OK) return kernel_error(s, o->recipe, i, p->d, st, "%s: %s", sk->name, d.msg);
         if ((st = write_kernel_row(p, i)) != IR_OK) return st;
-        KirKernel *var[MAX_VARIANTS];
-        int nv = small_m_variants(sk, facts, p->kk[i], p->arena, var);
+        KirKernel *ref_var[MAX_VARIANTS];
+        int ref_nv = small_m_variants(sk, facts, p->kk[i], p->arena, ref_var);
         for (int t = 0; t < o->n_targets; t++) {
+            const KfamFacts *tf = binary_facts(o, o->targets[t]);
+            KirKernel *def = p->kk[i], *own_var[MAX_VARIANTS], **var = ref_var;
+            int nv = ref_nv;
+            if (tf != facts) { /* the target's own default and variants, with the row's parameters */
+                if ((st = build_default(sk, tf, p->arena, &def, &d)) != IR_OK)
+                    return kernel_error(s, o->recipe, i, p->d, st, "%s for %s: %s", sk->name,
+                                        o->targets[t]->name, d.msg);
+                if (def->n_params != p->kk[i]->n_params)
+                    return kernel_error(s, o->recipe, i, p->d, IR_ERR_INTERNAL,
+                                        "internal error: %s for %s takes %d parameters, its row %d", sk->name,
+                                        o->targets[t]->name, def->n_params, p->kk[i]->n_params);
+                nv = small_m_variants(sk, tf, def, p->arena, own_var);
+                var = own_var;
+            }
             CgKernelJob job = {.fam = sk->fam,
                                .spec = &sk->spec,
-                               .facts = facts,
-                               .k = p->kk[i],
+                               .facts = tf,
+                               .k = def,
                                .target = o->targets[t],
                                .retry = 1,
                                .row = i};
-            if (o->targets[t]->backend == CG_BACKEND_HOST) {
-                for (int v = nv - 1; v >= 0; v--) /* the first variant that does not split K: any M */
-                    if (kir_config_get(&var[v]->cfg, "SPLIT_K", 1) == 1) job.k = var[v];
-                p->jobs[p->n_jobs++] = job;
-                continue;
-            }
             p->jobs[p->n_jobs++] = job;
             for (int v = 0; v < nv; v++) {
                 job.k = var[v], job.retry = 0;

@@ -19,8 +19,16 @@ ls "$d" | grep -q tmp && bad "temporary file left behind" || ok "no temporary fi
 cache="$d/cache"
 if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$cache" -v -o "$d/host.kiln" 2> "$d/err"; then
   nb=$(sqlite3 "$d/host.kiln" "SELECT count(*) FROM binaries WHERE target = 'host' AND format = 'host-so'")
+  nkb=$(sqlite3 "$d/host.kiln" "SELECT count(DISTINCT kernel_id) FROM binaries WHERE target = 'host' AND format = 'host-so'")
   nk=$(sqlite3 "$d/host.kiln" "SELECT count(DISTINCT kernel_id) FROM launch_plan WHERE kernel_id IN (SELECT kernel_id FROM binaries)")
-  [ "$nb" -ge 8 ] && [ "$nb" = "$nk" ] && ok "host binaries ($nb)" || bad "host binaries: $nb binaries, $nk launched kernels with binaries"
+  [ "$nkb" -ge 8 ] && [ "$nkb" = "$nk" ] && ok "host binaries ($nb for $nkb kernels)" ||
+    bad "host binaries: $nkb kernels with binaries, $nk launched kernels with binaries"
+  # a linear layer's host binaries: rows sized for a decode step (BM 1), a few rows (16) and prefill (128)
+  bms=$(sqlite3 "$d/host.kiln" "SELECT group_concat(binaries.config, ' | ') FROM binaries JOIN kernels ON kernels.id = kernel_id
+                                WHERE target = 'host' AND kernels.name = 'matmul_64_64_bf16_none'")
+  bm_missing=""
+  for bm in 1 16 128; do echo "$bms" | grep -q "BM=$bm " || bm_missing="$bm_missing $bm"; done
+  [ -z "$bm_missing" ] && ok "host row variants: $bms" || bad "host row variants (no BM$bm_missing): $bms"
   "$kiln" kernels "$d/host.kiln" > "$d/kernels" && grep -q "host-so" "$d/kernels" && ok "kiln kernels lists binaries" || bad "kiln kernels"
   "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-dir "$cache" -v -o "$d/host2.kiln" 2> "$d/err2"
   grep -q "($nb from cache)" "$d/err2" && ok "recompile served from the cache" || bad "recompile not cached: $(grep binaries "$d/err2")"
@@ -41,7 +49,8 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host --cache-d
     bad "world-writable cache: $(cat "$d/err3")"
   fi
   # Small-M variants (docs/RUNTIME.md): the GPU target gets the down projection's split-K variant (BM 64,
-  # below the default's 128, so the runtime picks it only for M <= 64); the host one that never splits K.
+  # below the default's 128, so the runtime picks it only for M <= 64); the host's (BM 1, 16, 128) never
+  # split K.
   if "$kiln" compile "$src/recipes/llama.lua" --model llama-3-8b --set n_layers=1 --target sm_90a,host \
        --cache-dir "$cache" -o "$d/l8.kiln" 2> "$d/err4" && "$kiln" kernels "$d/l8.kiln" > "$d/k8"; then
     down="matmul_4096_14336_bf16_none_1 "

@@ -93,13 +93,14 @@ tamper "last step deleted" tiny.kiln "DELETE FROM launch_plan WHERE step = 21" \
   "output next_tokens (buffer %64) is written by no step of the launch plan"
 tamper "swapped steps" tiny.kiln "$(swap 6 7)" \
   "step 6 (kernel rmsnorm_64_1e_05_bf16_1): param r reads %23 before any step writes it (steps deleted or out of order)"
-tamper "grid its config does not give" tiny.kiln "UPDATE binaries SET grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2" \
-  "kernel matmul_64_64_bf16_group_32_32: host binary BM=64 BN=32 BK=64 WARPS=4 STAGES=4 SPLIT_K=1: grid cdiv(M*1,128) 4 1, but its config gives cdiv(M*1,64) 4 1"
+tamper "grid its config does not give" tiny.kiln \
+  "UPDATE binaries SET grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2 AND config LIKE 'BM=1 %'" \
+  "kernel matmul_64_64_bf16_group_32_32: host binary BM=1 BN=32 BK=64 WARPS=1 STAGES=1 SPLIT_K=1: grid cdiv(M*1,128) 4 1, but its config gives cdiv(M*1,1) 4 1"
 # the code was compiled for its config: a config and grid edited together (consistent with each other)
 # no longer match the row's hash
 cp "$d/tiny.kiln" "$d/bad.kiln"
-sqlite3 "$d/bad.kiln" "UPDATE binaries SET config = replace(config, 'BM=64', 'BM=128'),
-                              grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2"
+sqlite3 "$d/bad.kiln" "UPDATE binaries SET config = replace(config, 'BM=1 ', 'BM=128 '),
+                              grid = 'cdiv(M*1,128) 4 1' WHERE kernel_id = 2 AND config LIKE 'BM=1 %'"
 run "$d/bad.kiln" --random-weights 1 > /dev/null 2> "$d/err"; rc=$?
 [ $rc = 1 ] && [ "$(wc -l < "$d/err")" = 1 ] &&
   grep -qx "kiln: $d/bad.kiln: kernel matmul_64_64_bf16_group_32_32: host binary damaged (hash [0-9a-f]\{16\}, stored [0-9a-f]\{16\}; it covers the code, its config, grid and launch fields)" "$d/err" &&

@@ -94,17 +94,18 @@ if "$kiln" compile "$src/recipes/llama.lua" --model tiny --target host -o "$d/ho
   fp=$("$kiln" db device host | awk '{print $2}')
   store="$d/run.db"
   "$kiln" db upgrade --db "$store" > /dev/null
-  # kernel $1's package binary stored for bucket $2, as a tuner would store a tuned one
+  # kernel $1's package binary (the one whose config starts with $3: a linear layer has one per row
+  # count) stored for bucket $2, as a tuner would store a tuned one
   put() { sqlite3 "$store" "ATTACH '$d/host.kiln' AS p;
     INSERT OR IGNORE INTO devices VALUES ('$fp', 'cpu', 'host', 1, 1, 'x', 'none', 'now');
     INSERT OR IGNORE INTO binaries SELECT '$fp', k.ir_hash, b.config, 'host', b.format, b.entry, k.params, b.grid,
       b.block, b.smem, b.data, b.hash, b.compile_ms, '0.1.0', 'now'
-      FROM p.binaries b JOIN p.kernels k ON k.id = b.kernel_id WHERE k.name = '$1';
+      FROM p.binaries b JOIN p.kernels k ON k.id = b.kernel_id WHERE k.name = '$1' AND b.config LIKE '$3%';
     INSERT INTO results(device, kernel, ir_hash, bucket, config, median_us, p20_us, p80_us, samples, kiln_version,
       tuned_at) SELECT '$fp', k.name, k.ir_hash, '$2', b.config, 2, 1, 3, 20, '0.1.0', 'now'
-      FROM p.binaries b JOIN p.kernels k ON k.id = b.kernel_id WHERE k.name = '$1';"; }
-  put rmsnorm_64_1e_05_bf16_0 ""
-  put matmul_64_64_bf16_none "T=16"
+      FROM p.binaries b JOIN p.kernels k ON k.id = b.kernel_id WHERE k.name = '$1' AND b.config LIKE '$3%';"; }
+  put rmsnorm_64_1e_05_bf16_0 "" ""
+  put matmul_64_64_bf16_none "T=16" "BM=16 "
   run=("$kiln" run "$d/host.kiln" --weights "$d/w.safetensors" --prompt-ids "1 2 3 4 5" --max-tokens 6 --print-ids
        --device host)
   "${run[@]}" --no-db > "$d/ids0" 2> /dev/null

@@ -163,7 +163,8 @@ static int sampled_in(const KfamSpec *s, const KirConfig *cfg)
     return (h >> 40) % 4 == 0;
 }
 
-static KirKernel *build(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg, int sample)
+static KirKernel *build(const KRunner *r, IrArena *a, const KfamSpec *s, const KfamFacts *facts,
+                        const KirConfig *cfg, int sample)
 {
     int i = slot(r);
     const KfamFamily *f = kfam_find(s->family);
@@ -176,11 +177,12 @@ static KirKernel *build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
         return NULL;
     }
     counts[i].tried++;
-    IrStatus st = f ? f->build(a, s, kfacts_sm90(), cfg ? cfg : &none, &k, &d) : IR_ERR_INPUT;
-    /* the host executor's code: optimized as a package's for the default, for every config in the full
-     * tier and for the seed's sample in the standard one; else kiln's IR as emitted (fast to compile) */
+    IrStatus st = f ? f->build(a, s, facts, cfg ? cfg : &none, &k, &d) : IR_ERR_INPUT;
+    /* the host executor's code: optimized as a package's for the default (and for host tiles, which
+     * are the host's defaults), for every config in the full tier and for the seed's sample in the
+     * standard one; else kiln's IR as emitted (fast to compile) */
     if (st == IR_OK)
-        krun_host_optimize(k, !f || is_default(f, s, cfg) || tier_get() == KSWEEP_FULL ||
+        krun_host_optimize(k, !f || facts->cpu || is_default(f, s, cfg) || tier_get() == KSWEEP_FULL ||
                                   (tier_get() == KSWEEP_STANDARD && sampled_in(s, cfg)));
     if (st == IR_ERR_LIMIT || st == IR_ERR_UNSUPPORTED) {
         counts[i].invalid++;
@@ -201,12 +203,28 @@ static KirKernel *build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
 
 KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg)
 {
-    return build(r, a, s, cfg, 1);
+    return build(r, a, s, kfacts_sm90(), cfg, 1);
 }
 
 KirKernel *ksweep_build_always(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg)
 {
-    return build(r, a, s, cfg, 0);
+    return build(r, a, s, kfacts_sm90(), cfg, 0);
+}
+
+KirConfig ksweep_host_cfg(const KfamSpec *s, int64_t m_hint)
+{
+    KfamSpec hinted = *s;
+    KirConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    if (m_hint > 0) kfam_spec_int(&hinted, "m_hint", m_hint);
+    const KfamFamily *f = kfam_find(s->family);
+    if (f) f->defaults(&hinted, kfacts_host(), &cfg);
+    return cfg;
+}
+
+KirKernel *ksweep_build_host(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg)
+{
+    return build(r, a, s, kfacts_host(), cfg, 0);
 }
 
 int ksweep_sampled_out(const KRunner *r)

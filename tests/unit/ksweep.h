@@ -49,6 +49,12 @@ KirKernel *ksweep_build(const KRunner *r, IrArena *a, const KfamSpec *s, const K
 /* As ksweep_build, never sampled out: for a kernel that a check of an already built config needs (the
  * epilogue-none twin of a pair launch, a merge), or a fixed case outside the config sweep. */
 KirKernel *ksweep_build_always(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg);
+/* The host target's own config for s: its family's defaults at m_hint (0: none) for the host row's facts,
+ * the tiles a package's host binaries run (pl_compile.c). */
+KirConfig ksweep_host_cfg(const KfamSpec *s, int64_t m_hint);
+/* As ksweep_build_always, built with the host row's facts (which allow host-only tiles: qmatmul's BM < 16
+ * with SWAP=0) and optimized as a package's on the host executor. */
+KirKernel *ksweep_build_host(const KRunner *r, IrArena *a, const KfamSpec *s, const KirConfig *cfg);
 /* Configs of executor r the reduced tier has left out so far (0 in the full tier). */
 int ksweep_sampled_out(const KRunner *r);
 /* Runs k on r. 1: ran; 0: the executor says the config is INVALID there (counted); -1: failed (reported

@@ -161,17 +161,18 @@ static void test_defaults(void)
     }
 }
 
-/* The target table's facts: one row per target, its shared memory the limit's; packages' defaults come
- * from sm_90a's; and a default rule reads them (decode N tiles narrow to fill sm_90a's 132 SMs, not the
- * host's one). */
+/* The target table's facts: one row per target, its shared memory the limit's, only the host's a CPU;
+ * packages' defaults come from sm_90a's; and a default rule reads them (decode N tiles narrow to fill
+ * sm_90a's 132 SMs; the host's tiles as tall as the launch's rows: one for a decode step). */
 static void test_target_facts(void)
 {
     int n = 0;
     const CgTarget *ts = cg_targets(&n);
     for (int i = 0; i < n; i++) {
         const KfamFacts *t = cg_target_facts(&ts[i]);
-        KT_CHECK(t->sms > 0 && t->smem_block == cg_target_limits(&ts[i])->smem_bytes, "%s: facts %d SMs, %d B",
-                 ts[i].name, t->sms, t->smem_block);
+        KT_CHECK(t->sms > 0 && t->smem_block == cg_target_limits(&ts[i])->smem_bytes,
+                 "%s: facts %d SMs, %d B", ts[i].name, t->sms, t->smem_block);
+        KT_CHECK(t->cpu == (ts[i].backend == CG_BACKEND_HOST), "%s: cpu %d", ts[i].name, t->cpu);
     }
     KT_CHECK(cg_target_defaults() == cg_target_find("sm_90a") && kfacts_sm90()->sms == 132,
              "the packages' reference is sm_90a");
@@ -179,9 +180,20 @@ static void test_target_facts(void)
     KirConfig dev = {0}, host = {0};
     kfam_find("matmul")->defaults(&s, kfacts_sm90(), &dev);
     kfam_find("matmul")->defaults(&s, cg_target_facts(cg_target_find("host")), &host);
-    KT_CHECK(kir_config_get(&dev, "BN", 0) == 32 && kir_config_get(&host, "BN", 0) == 128,
-             "decode BN %lld at sm_90a's facts, %lld at the host's", (long long)kir_config_get(&dev, "BN", 0),
-             (long long)kir_config_get(&host, "BN", 0));
+    KT_CHECK(kir_config_get(&dev, "BN", 0) == 32 && kir_config_get(&dev, "BM", 0) == 64 &&
+                 kir_config_get(&host, "BM", 0) == 16,
+             "m_hint 16: BN %lld BM %lld at sm_90a's facts, BM %lld at the host's",
+             (long long)kir_config_get(&dev, "BN", 0), (long long)kir_config_get(&dev, "BM", 0),
+             (long long)kir_config_get(&host, "BM", 0));
+    static const char *const decode[2][2] = {{"matmul", "N=576 K=576 dtype=f32 epilogue=none m_hint=1"},
+                                             {"qmatmul", "N=576 K=576 dtype=f32 wfmt=q4_1 m_hint=1"}};
+    for (int i = 0; i < 2; i++) {
+        KfamSpec q = spec_of(decode[i][0], decode[i][1]);
+        KirConfig c = {0};
+        kfam_find(decode[i][0])->defaults(&q, cg_target_facts(cg_target_find("host")), &c);
+        KT_CHECK(kir_config_get(&c, "BM", 0) == 1 && kir_config_get(&c, "SPLIT_K", 0) == 1,
+                 "%s decode on the host: BM %lld", decode[i][0], (long long)kir_config_get(&c, "BM", 0));
+    }
 }
 
 /* Every config of the family's space: OK or INVALID (LIMIT / UNSUPPORTED), never another error; an OK

@@ -6,7 +6,8 @@
  * different widths in one grid) likewise, each output against its own product. Split-K inside the launch
  * (spec ws=1): partial slices poisoned, tile counters zero; each config runs twice, both against the
  * reference, bit-identical to each other (fixed summation order), counters zero after each run. Inputs and
- * the reference are made once per case and shared by its configs. */
+ * the reference are made once per case and shared by its configs. The host target's own tiles (BM 1, 16,
+ * 128: a package's host binaries) on every dtype and epilogue. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@ typedef struct Case {
     void *x, *w, *w2, *bias, *res, *out, *out2, *sep; /* sep: a separate epilogue-none output */
     float *ws;
     double *want, *want2; /* want2: pair's second output */
+    int host;             /* the configs are the host target's own tiles: built with its facts */
 } Case;
 
 /* always: never sampled out (a kernel that a check of an already built config needs) */
@@ -37,6 +39,7 @@ static KirKernel *build(const KRunner *r, IrArena *a, const Case *c, const char 
     if (cfg) kfam_spec_int(&s, "K", c->K);
     kfam_spec_str(&s, "dtype", kir_dtype_name(c->dt));
     kfam_spec_str(&s, "epilogue", epi);
+    if (c->host) return ksweep_build_host(r, a, &s, cfg);
     return always ? ksweep_build_always(r, a, &s, cfg) : ksweep_build(r, a, &s, cfg);
 }
 
@@ -377,13 +380,54 @@ static void sweep_inline(const KRunner *r, KrefRng *g)
     ir_arena_destroy(a);
 }
 
+/* The host target's own tiles (its facts: BM 1 for a decode step, 16, 128), as a package's host binaries
+ * run them: every launch size against each, M, N and K that no tile divides, every dtype and epilogue;
+ * and epilogue group (BN dividing N and N2). */
+static void host_tiles(const KRunner *r, KrefRng *g)
+{
+    static const int hints[3] = {1, 16, 0}, shapes[][3] = {{1, 37, 70}, {5, 40, 100}, {19, 97, 143}};
+    for (int d = 0; d < 3; d++)
+        for (int e = 0; e < N_EPI; e++) {
+            int sh = (d + e) % 3;
+            Case c = {.dt = dtypes[d],
+                      .M = shapes[sh][0],
+                      .N = shapes[sh][1],
+                      .K = shapes[sh][2],
+                      .epi = epilogues[e],
+                      .host = 1};
+            KfamSpec s = kfam_spec("matmul");
+            kfam_spec_int(&s, "N", c.N);
+            kfam_spec_int(&s, "K", c.K);
+            kfam_spec_str(&s, "epilogue", c.epi);
+            KirConfig cfgs[3];
+            for (int h = 0; h < 3; h++)
+                cfgs[h] = ksweep_host_cfg(&s, hints[h]);
+            ksweep_check(
+                r, NULL, kir_config_get(&cfgs[0], "BM", 0) == 1 && kir_config_get(&cfgs[2], "BM", 0) > 16,
+                "matmul host tiles: BM %lld for a decode step, %lld for prefill",
+                (long long)kir_config_get(&cfgs[0], "BM", 0), (long long)kir_config_get(&cfgs[2], "BM", 0));
+            run_case(r, g, c, cfgs, 3);
+        }
+    static const int group[3] = {576, 192, 192};
+    KfamSpec s = kfam_spec("matmul");
+    kfam_spec_int(&s, "N", group[0]);
+    kfam_spec_int(&s, "N2", group[1]);
+    kfam_spec_int(&s, "N3", group[2]);
+    kfam_spec_int(&s, "K", 96);
+    kfam_spec_str(&s, "epilogue", "group");
+    KirConfig cfgs[3];
+    for (int h = 0; h < 3; h++)
+        cfgs[h] = ksweep_host_cfg(&s, hints[h]);
+    run_group(r, g, KIR_F32, 3, group, 96, cfgs, 3);
+}
+
 int main(void)
 {
     const KRunner *rs[3];
     int n = ksweep_runners(rs, 3);
     KrefRng g = kref_rng(kref_seed());
     for (int i = 0; i < n; i++)
-        sweep(rs[i], &g), sweep_group(rs[i], &g), sweep_inline(rs[i], &g);
+        sweep(rs[i], &g), sweep_group(rs[i], &g), sweep_inline(rs[i], &g), host_tiles(rs[i], &g);
     ksweep_summary("kfam_matmul");
     return kt_done("test_kfam_matmul");
 }

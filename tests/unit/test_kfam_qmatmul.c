@@ -11,6 +11,7 @@
  * of the group (w8a16, fp8: odd K), configs across tile sizes, warps, stages and split-K (then
  * matmul_splitk_epilogue), with outputs poisoned; relative L2 within kref_tol; epilogue pair's two outputs
  * also bit for bit equal to two epilogue-none launches of the same config, one per weight;
+ *   - the host target's own tiles (BM 1, 16, 128: a package's host binaries) for every format;
  *   - the default kernels of model shapes compile with NVRTC for sm_90a (skipped without NVRTC).
  */
 #include <math.h>
@@ -401,6 +402,7 @@ typedef struct Case {
     float *ws;
     double *want, *want2; /* want2: pair's second output */
     int inl;              /* spec ws=1: split-K reduced in the launch (ws, sem after out) */
+    int host;             /* the configs are the host target's own tiles: built with its facts */
 } Case;
 
 /* Appends the activation arguments: x [, xs]. */
@@ -431,7 +433,7 @@ static void check_pair_bits(const KRunner *r, IrArena *a, const Case *c, const K
 {
     KfamSpec s = spec_of(c->f, c->dt, c->N, c->K, "none");
     if (c->inl) kfam_spec_int(&s, "ws", 1); /* the same split, summed in the same order */
-    KirKernel *nk = ksweep_build_always(r, a, &s, &k->cfg);
+    KirKernel *nk = c->host ? ksweep_build_host(r, a, &s, &k->cfg) : ksweep_build_always(r, a, &s, &k->cfg);
     size_t mn = kref_bytes(c->dt, (size_t)c->M * c->N);
     for (int i = 0; nk && i < 2; i++) {
         KRunArg args[8];
@@ -462,7 +464,7 @@ static void run_config(const KRunner *r, const Case *c, const KirConfig *cfg)
     KirDtype dt = c->dt;
     KfamSpec s = spec_of(c->f, dt, c->N, c->K, c->epi);
     if (c->inl) kfam_spec_int(&s, "ws", 1);
-    KirKernel *k = ksweep_build(r, a, &s, cfg), *ek = NULL;
+    KirKernel *k = c->host ? ksweep_build_host(r, a, &s, cfg) : ksweep_build(r, a, &s, cfg), *ek = NULL;
     float *iws = NULL; /* ws=1: inl_args */
     int32_t *sem = NULL;
     size_t n_sem = c->inl ? (size_t)KFAM_SPLITK_SEMS(c->N) : 0;
@@ -684,6 +686,33 @@ static void sweep(const KRunner *r, KrefRng *g)
     }
 }
 
+/* The host target's own tiles (its facts: BM 1 x BN 1 for a decode step, 16 x 16, 128 x 32; SWAP=0,
+ * which GPUs refuse below BM 16), as a package's host binaries run them: every launch size against
+ * each, M and N that no tile divides, every format once in f32 and a 16-bit dtype over the epilogues. */
+static void host_tiles(const KRunner *r, KrefRng *g)
+{
+    static const int hints[3] = {1, 16, 0}, shapes[][2] = {{1, 37}, {5, 24}, {19, 33}};
+    for (unsigned fi = 0; fi < sizeof fmts / sizeof fmts[0]; fi++)
+        for (int d = 0; d < 2; d++) {
+            if (!ksweep_mine()) continue; /* (KILN_TEST_SHARD) */
+            const Fmt *f = &fmts[fi];
+            Case c = {.f = f, .dt = dtypes[d ? 2 : (int)fi % 2], .host = 1};
+            int sh = ((int)fi + d) % 3, G = group_of(f);
+            c.M = shapes[sh][0], c.N = shapes[sh][1], c.K = 2 * (G < 64 ? 64 : G) + (per_row(f) ? 15 : 0);
+            c.epi = epilogues[(fi * 2 + (unsigned)d) % N_EPI];
+            KfamSpec s = spec_of(f, c.dt, c.N, c.K, c.epi);
+            KirConfig cfgs[3];
+            int pick[3] = {0, 1, 2};
+            for (int h = 0; h < 3; h++)
+                cfgs[h] = ksweep_host_cfg(&s, hints[h]);
+            ksweep_check(
+                r, NULL, kir_config_get(&cfgs[0], "BM", 0) == 1 && kir_config_get(&cfgs[2], "BM", 0) > 16,
+                "qmatmul %s host tiles: BM %lld for a decode step, %lld for prefill", f->wfmt,
+                (long long)kir_config_get(&cfgs[0], "BM", 0), (long long)kir_config_get(&cfgs[2], "BM", 0));
+            run_case(r, g, c, cfgs, pick, 3);
+        }
+}
+
 /* The default kernels of model shapes build, fit sm_90a and host budgets and compile with NVRTC. */
 static void cuda_compile(void)
 {
@@ -783,6 +812,7 @@ int main(void)
     for (int i = 0; i < n; i++) {
         exact(rs[i], &g);
         sweep(rs[i], &g);
+        host_tiles(rs[i], &g);
     }
     cuda_compile();
     if (ksweep_shard0()) smem_estimate();
