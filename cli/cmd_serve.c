@@ -27,6 +27,8 @@ static const char serve_usage[] =
     "  --model-name NAME   the model's name in the API (default: the package's file name, without .kiln)\n"
     "  --spec ngram|none   speculative decoding for every request (n-gram lookup; default none)\n"
     "  --spec-k K          draft tokens per step at most, 1..32 (default 4)\n"
+    "  --batch-wait-us N   an idle engine starts once no request has come for N us (at most 4N in all), so\n"
+    "                      a burst starts in one step; 0..100000 (default 300)\n"
     "  --device D          auto (default), host, or a GPU number 0..1023\n"
     "  --kv-cache-mb N     KV-cache pool size in MiB (default: from free memory)\n"
     "  --threads N         host threads per kernel launch, 1..1024 (default: every CPU)\n"
@@ -73,6 +75,8 @@ static int parse(int argc, char **argv, const char **pkg, const char **weights, 
             sv->model = v;
         else if (!strcmp(a, "--spec-k"))
             rc = cli_num_int("serve", a, v, 1, KILN_MAX_SPEC_K, &n), sv->spec_k = (int)n;
+        else if (!strcmp(a, "--batch-wait-us"))
+            rc = cli_num_int("serve", a, v, 0, 100000, &n), sv->gather_us = (int)n;
         else if (!strcmp(a, "--spec")) {
             if (strcmp(v, "ngram") && strcmp(v, "none")) rc = cli_num_error("serve", a, "ngram or none", v);
             sv->spec = !strcmp(v, "ngram") ? KILN_SPEC_NGRAM : KILN_SPEC_NONE;
@@ -165,7 +169,7 @@ int cli_serve(int argc, char **argv)
     int port = 8080, random = 0;
     uint64_t seed = 0;
     static SrvServer sv; /* one per process */
-    sv.max_queue = 256, sv.spec_k = 4;
+    sv.max_queue = 256, sv.spec_k = 4, sv.gather_us = 300;
     KilnEngineOptions o;
     kiln_engine_options_init(&o);
     int rc = parse(argc, argv, &pkg, &weights, &seed, &random, &host, &port, &sv, &o, &db, &tpl_file);
@@ -187,7 +191,11 @@ int cli_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&sv.mu, NULL);
-    pthread_cond_init(&sv.wake, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* srv_engine.c's gather waits on the monotonic clock */
+    pthread_cond_init(&sv.wake, &ca);
+    pthread_condattr_destroy(&ca);
     /* listen first: a port in use fails before the weights load; until they have, requests get 503 */
     if (srv_http_start(&sv, host, port)) return 1;
     char err[512];

@@ -8,6 +8,7 @@
 #define KILN_SRV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,12 +37,16 @@ typedef struct SrvChoice {
     size_t text_len, text_cap, emitted, text0;
     const char *reason; /* finish_reason once finished */
     int finished;
-    int role_sent;   /* the stream's first chunk (the chat role) went out */
-    int engine_done; /* the request's last callback came (set in it, read by the engine loop) */
-    int aborted;     /* kiln_engine_abort was called */
+    int role_sent;        /* the stream's first chunk (the chat role) went out */
+    int engine_done;      /* the request's last callback came (set in it, read by the engine loop) */
+    int text_done;        /* the text thread took that last callback's record */
+    atomic_int stop_seen; /* the text thread met a stop string: the engine ends the request */
+    int aborted;          /* kiln_engine_abort was called */
     int submitted;
     KilnLogprob *lp; /* logprobs: per token, the chosen one then job->s.logprobs alternatives */
     int lp_sent;     /* tokens whose logprobs a stream chunk carried */
+    char *sse;       /* srv_chunk_text_sse's template: the text chunk's event, split where the text goes */
+    size_t sse_head, sse_len;
 } SrvChoice;
 
 /* One request, shared by the HTTP side and the engine thread: fields below "shared" are read and written
@@ -99,8 +104,9 @@ typedef struct SrvServer {
     int64_t max_ctx;           /* tokens a request may hold (prompt + output) */
     KilnSpec spec;             /* --spec: the proposer requests get */
     int spec_k;
+    int gather_us; /* --batch-wait-us: how long an idle engine waits for a burst's next request */
     pthread_mutex_t mu;
-    pthread_cond_t wake; /* the engine thread waits on it when idle */
+    pthread_cond_t wake; /* the engine thread waits on it when idle (CLOCK_MONOTONIC) */
     SrvJob **queue;      /* jobs waiting for the engine thread */
     int n_queue, cap_queue;
     int n_live; /* queued or running jobs */
@@ -109,7 +115,15 @@ typedef struct SrvServer {
     uint64_t next_id;
     SrvStats stats;
     double callback_s; /* engine thread only: seconds in the engine's token callbacks (said at exit) */
-    void *daemon;      /* struct MHD_Daemon */
+    double text_s;     /* text thread only: seconds turning records into text and events */
+    /* engine thread -> text thread: the records of a step's callbacks (srv_engine.c) */
+    struct SrvRec *stage; /* the engine thread's, filled by its callbacks */
+    int n_stage, cap_stage;
+    struct SrvRec *text_q; /* handed over, under mu */
+    int n_text_q, cap_text_q;
+    int text_stop;            /* under mu: the engine thread ended, the text thread drains and ends */
+    pthread_cond_t text_wake; /* the text thread waits on it */
+    void *daemon;             /* struct MHD_Daemon */
 } SrvServer;
 
 /* srv_api.c */
@@ -127,13 +141,17 @@ char *srv_final_json(const SrvServer *sv, const SrvJob *j);
  * malloc'd; c NULL: the usage-only chunk instead. */
 char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, const char *text, size_t len,
                     int first, const char *finish, int lp_from, int lp_to);
+/* The same for the common chunk (text only: not the first, no finish, no logprobs), from a per-choice
+ * template (rendered by srv_chunk_sse once) with the text escaped here: a token's event costs a copy, not
+ * a JSON tree. */
+char *srv_chunk_text_sse(const SrvServer *sv, const SrvJob *j, SrvChoice *c, const char *text, size_t len);
 char *srv_models_json(const SrvServer *sv);
 /* json (malloc'd, taken; NULL: out of memory) as one server-sent event "data: ...\n\n", malloc'd. */
 char *srv_sse(char *json);
 
 /* srv_engine.c */
-/* Runs the engine thread until sv->stop: takes queued jobs, submits them, steps the engine, and fills
- * their output. */
+/* Runs the engine thread until sv->stop: takes queued jobs, submits them and steps the engine; beside it
+ * a text thread it starts turns the tokens into each job's output while the engine runs the next step. */
 void *srv_engine_main(void *sv);
 /* Appends n bytes to j's output (under SrvServer.mu) and wakes its connection. 0, or -1 out of memory. */
 int srv_job_emit(SrvServer *sv, SrvJob *j, const char *bytes, size_t n);

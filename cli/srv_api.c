@@ -389,7 +389,7 @@ void srv_job_release(SrvJob *j)
     for (int i = 0; i < j->n_stop; i++)
         free(j->stop[i]);
     for (int i = 0; j->ch && i < j->n; i++)
-        free(j->ch[i].ids), free(j->ch[i].text), free(j->ch[i].lp);
+        free(j->ch[i].ids), free(j->ch[i].text), free(j->ch[i].lp), free(j->ch[i].sse);
     free(j->ch), free(j->out);
     free(j);
 }
@@ -562,6 +562,69 @@ char *srv_chunk_sse(const SrvServer *sv, const SrvJob *j, const SrvChoice *c, co
                           (json_int_t)j->created, "model", sv->model, "choices", choices);
     if (o && j->include_usage) json_object_set_new(o, "usage", c ? json_null() : usage(j));
     return srv_sse(dump(o));
+}
+
+/* text[0..n) as the inside of a JSON string at o (room for 6n bytes): its length, or -1 where the text is
+ * not valid UTF-8 (overlong, surrogate, past U+10FFFF, cut short: the caller takes jansson's path, which
+ * replaces such bytes, as utf8_string does). */
+static long json_escape(const unsigned char *t, size_t n, char *o)
+{
+    static const char hex[] = "0123456789abcdef";
+    char *w = o;
+    for (size_t i = 0; i < n;) {
+        unsigned c = t[i];
+        if (c < 0x80) {
+            const char *e = c == '"'    ? "\\\""
+                            : c == '\\' ? "\\\\"
+                            : c == '\n' ? "\\n"
+                            : c == '\r' ? "\\r"
+                            : c == '\t' ? "\\t"
+                                        : NULL;
+            if (e)
+                *w++ = e[0], *w++ = e[1];
+            else if (c < 0x20)
+                memcpy(w, "\\u00", 4), w[4] = hex[c >> 4], w[5] = hex[c & 15], w += 6;
+            else
+                *w++ = (char)c;
+            i++;
+            continue;
+        }
+        size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+        if (c < 0xC2 || c > 0xF4 || i + len > n) return -1;
+        uint32_t cp = c & (0xFFu >> (len + 1));
+        for (size_t k = 1; k < len; k++) {
+            if ((t[i + k] & 0xC0) != 0x80) return -1;
+            cp = cp << 6 | (t[i + k] & 0x3Fu);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return -1;
+        memcpy(w, t + i, len), w += len, i += len;
+    }
+    return (long)(w - o);
+}
+
+char *srv_chunk_text_sse(const SrvServer *sv, const SrvJob *j, SrvChoice *c, const char *text, size_t len)
+{
+    if (!c->sse) { /* the chunk with text U+0001, cut around it: head up to its quote, tail from the other */
+        char *ev = srv_chunk_sse(sv, j, c, "\x01", 1, 0, NULL, -1, 0),
+             *at = ev ? strstr(ev, "\"\\u0001\"") : NULL;
+        if (!at || strstr(at + 7, "\\u0001")) { /* one place only */
+            free(ev);
+            return srv_chunk_sse(sv, j, c, text, len, 0, NULL, -1, 0);
+        }
+        c->sse = ev, c->sse_head = (size_t)(at - ev) + 1, c->sse_len = strlen(ev);
+    }
+    size_t tail = c->sse_len - c->sse_head - 6; /* what follows the 6 bytes of \u0001 */
+    char *ev = malloc(c->sse_head + 6 * len + tail + 1);
+    long n = ev ? json_escape((const unsigned char *)text, len, ev + c->sse_head) : -1;
+    if (n < 0) {
+        free(ev);
+        return srv_chunk_sse(sv, j, c, text, len, 0, NULL, -1, 0);
+    }
+    memcpy(ev, c->sse, c->sse_head);
+    memcpy(ev + c->sse_head + n, c->sse + c->sse_head + 6, tail + 1);
+    return ev;
 }
 
 char *srv_models_json(const SrvServer *sv)

@@ -344,6 +344,11 @@ KILN_API KilnStatus kiln_engine_tokenize_v2(KilnEngine *e, const char *text, siz
                                             int32_t *ids, int cap, int *n);
 KILN_API KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
                                            size_t *len);
+/* detokenize_r: the same, safe to call from another thread while one drives the engine (it reads only the
+ * tokenizer, which never changes once the engine is open, and writes no error message): a server's
+ * text thread turns tokens into text while the engine runs its next step. Until kiln_engine_close. */
+KILN_API KilnStatus kiln_engine_detokenize_r(const KilnEngine *e, const int32_t *ids, int n, char *out,
+                                             size_t cap, size_t *len);
 /* tokenize_marked: len bytes at text as one text, special-token texts becoming their ids only where every
  * byte of them is marked (marks: len bytes, nonzero = text the caller wrote, such as a chat template's
  * own; zero = a user's, which stays text); merges across the marks are those of the whole text. flags:

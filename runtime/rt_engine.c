@@ -1056,10 +1056,23 @@ KilnStatus kiln_engine_step(KilnEngine *e, int *pending)
             else
                 e->lp_logits = lg, e->lp_rows = R;
         }
-        if (!s && want_lp && e->buf_logits >= 0) {
-            if (!s)
-                s = rt_exec_get(e->x, e->lp_logits, e->arena + (uint64_t)e->plan->bufs[e->buf_logits].offset,
-                                (size_t)R * (size_t)e->vocab * sizeof(float), e->err, sizeof e->err);
+        /* only the rows of the requests that asked, a run of neighbours in one copy (a request's verify
+         * rows are neighbours): one penalized request in a batch of 32 reads back its row, not 32 */
+        size_t row_bytes = (size_t)e->vocab * sizeof(float);
+        for (int i = 0; !s && want_lp && e->buf_logits >= 0 && i < R;) {
+            const Req *q = &e->reqs[in->row_req[i]];
+            if (q->s.logprobs < 0 && !q->host_sample) {
+                i++;
+                continue;
+            }
+            int j = i + 1;
+            while (j < R && (e->reqs[in->row_req[j]].s.logprobs >= 0 || e->reqs[in->row_req[j]].host_sample))
+                j++;
+            s = rt_exec_get(e->x, (char *)e->lp_logits + (size_t)i * row_bytes,
+                            e->arena + (uint64_t)e->plan->bufs[e->buf_logits].offset +
+                                (uint64_t)i * row_bytes,
+                            (size_t)(j - i) * row_bytes, e->err, sizeof e->err);
+            i = j;
         }
         if (s != KILN_OK) {
             if (out != next) free(out);
@@ -1472,4 +1485,13 @@ KilnStatus kiln_engine_detokenize(KilnEngine *e, const int32_t *ids, int n, char
 {
     if (!e->tok) return no_tokenizer(e);
     return rt_tok_decode(e->tok, ids, n, 0, out, cap, len, e->err, sizeof e->err);
+}
+
+KilnStatus kiln_engine_detokenize_r(const KilnEngine *e, const int32_t *ids, int n, char *out, size_t cap,
+                                    size_t *len)
+{
+    char err[256]; /* this call's own: e->err belongs to the thread that drives the engine */
+    if (!e || !len) return KILN_ERR_ARG;
+    if (!e->tok) return KILN_ERR_UNSUPPORTED;
+    return rt_tok_decode(e->tok, ids, n, 0, out, cap, len, err, sizeof err);
 }

@@ -29,6 +29,12 @@ expect() {
   else ok "$name"; fi
 }
 
+# A port no one listens on now (the OS picks it): the server listens before it loads, so a taken port
+# would hide the check that follows the load.
+free_port() {
+  python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"
+}
+
 # The message quotes the text as cli_num_quote does: printable ASCII as is.
 int_bad=('' abc 12abc ' 5' '5 ' +5 0x10 1e3 1.5 - 99999999999999999999 -99999999999999999999)
 real_bad=('' abc nan NaN -nan inf -inf infinity 0x1p3 1e999 -1e999 1.5x 1..2 e5 . '1 ')
@@ -219,6 +225,6 @@ else
     "${tiny[@]}" --prompt-ids 2147483647
   expect "serve without a tokenizer" 1 \
     "kiln: $d/tiny.kiln: kiln serve needs a tokenizer (GGUF weights carry one, or --tokenizer PATH): no tokenizer: random weights carry none (give token ids)" \
-    serve "$d/tiny.kiln" --random-weights 1 --device host --port $((20000 + RANDOM % 40000))
+    serve "$d/tiny.kiln" --random-weights 1 --device host --port "$(free_port)"
 fi
 checks_done hostile_options
