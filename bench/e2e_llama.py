@@ -8,7 +8,7 @@ by HF transformers in the same process.
 
 The package is compiled beforehand (on the build machine) with
   kiln compile recipes/llama.lua --model CONFIG [--set n_layers=N] --target sm_90a -o PACKAGE
-Checks: teacher-forced logits of 128 random tokens against HF in f32 (relative L2 over all logits, bf16
+Checks: teacher-forced logits of 128 random tokens (--score-tokens) against HF in f32 (relative L2 over all logits, bf16
 target < 2e-2; HF's own bf16 error printed beside it), HF's default init. Times: batch-B
 decode tokens/s of kiln (`kiln run -v`) and of HF generate (eager, greedy, static length).
 """
@@ -125,6 +125,8 @@ def main():
     ap.add_argument("--workdir", default="/tmp/kiln-e2e")
     ap.add_argument("--batches", default="1,32")
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--score-tokens", type=int, default=128,
+                    help="rows of the teacher-forced check (one step: its matmuls run at this M)")
     ap.add_argument("--json", default="")
     ap.add_argument("--f32-package", default="")
     ap.add_argument("--profile", action="store_true")
@@ -141,7 +143,7 @@ def main():
     with torch.device("cuda"):
         model = LlamaForCausalLM(hf_cfg).float().eval()  # HF's init (normal, std 0.02)
     V = cfg["vocab_size"]
-    tokens = torch.randint(0, V, (128,)).tolist()
+    tokens = torch.randint(0, V, (a.score_tokens,)).tolist()
     with torch.no_grad():  # the reference: f32; HF in bf16 beside it shows what bf16 alone costs
         ref = model(torch.tensor([tokens], device="cuda")).logits[0].double().cpu()
         model = exact_rope(model.to(torch.bfloat16))
@@ -161,7 +163,7 @@ def main():
     agree_hf = (ref_bf16.argmax(-1) == ref.argmax(-1)).float().mean().item()
     res.update(logits_rel_l2=rel, hf_bf16_rel_l2=rel_hf, argmax_agree=agree, hf_bf16_argmax_agree=agree_hf,
                open_s=t_open, finite=bool(torch.isfinite(got).all()))
-    print(f"logits vs HF f32 (128 tokens): kiln bf16 rel L2 {rel:.2e} (target < 2e-2), HF bf16 {rel_hf:.2e}; "
+    print(f"logits vs HF f32 ({a.score_tokens} tokens): kiln bf16 rel L2 {rel:.2e} (target < 2e-2), HF bf16 {rel_hf:.2e}; "
           f"argmax agreement kiln {agree:.3f}, HF bf16 {agree_hf:.3f}; open {t_open:.1f} s", flush=True)
 
     if a.f32_package:  # f32 end to end: against HF in f32 on the same (bf16-rounded) weights
