@@ -7,8 +7,9 @@
  *
  * CONFIG's keys override the family's host defaults (m_hint = M). Every pointer param gets its own 64 MiB
  * buffer: f32 values in [-1, 1), bytes in [0x30, 0x3b] (quant nibbles of any value, f16 halves normal
- * and small), other dtypes zero. Prints the config, the median and best time of REPS launches (default
- * 20) and the weight bytes a millisecond streams at the median.
+ * and small), other dtypes zero. HBENCH_PRINT=1 in the environment prints the kernel IR first. Prints the
+ * config, the median and best time of REPS launches (default 20) and the weight bytes a millisecond streams
+ * at the median.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -91,6 +92,12 @@ int main(int argc, char **argv)
         return 1;
     }
     double compile_ms = now_ms() - t0;
+    if (getenv("HBENCH_PRINT")) { /* the kernel IR the host code comes from */
+        IrBuf b = {0};
+        kir_print(k, &b);
+        fputs(b.s ? b.s : "", stdout);
+        ir_buf_free(&b);
+    }
     void *bufs[KIR_MAX_PARAMS] = {0}, *args[KIR_MAX_PARAMS];
     int32_t scalars[KIR_MAX_PARAMS];
     uint64_t rng = 88172645463325252ull;

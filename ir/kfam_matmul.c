@@ -135,6 +135,13 @@ static void matmul_defaults(const KfamSpec *s, const KfamFacts *facts, KirConfig
         bm = 16, bn = N / 32 >= facts->sms * 32 / 33 ? 32 : 16, bk = kfam_clamp(kfam_pow2_ceil(K), 16, 256);
         warps = 2;
     }
+    if (m > 64 && m <= 256) {
+        /* 65-256 rows (verify steps at batch 16-64, short prefill chunks): the large-M tile's 128 rows,
+         * N tiles narrowed to 64 at least until the 1-2 row tiles give about a wave of programs (the wide
+         * tile leaves 32 programs for N 4096 at 160 rows) */
+        while (bn > 64 && kfam_cdiv(m, bm) * kfam_cdiv(N, bn) < facts->sms)
+            bn /= 2;
+    }
     while (group && bn > 16 && (kfam_spec_i(s, "N", 0) % bn || kfam_spec_i(s, "N2", 0) % bn))
         bn /= 2; /* each program's columns in one product */
     int64_t split = 1;

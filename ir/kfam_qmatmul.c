@@ -316,6 +316,12 @@ typedef struct QTile {
                           * [sub % 4]; q6_k qh, scales */
     int n_e;
     int swap; /* SWAP=1: every B-tile value is [BN,BK] (the dot's A operand) */
+    /* a CPU's q4_0 / q4_1 / q8_0 with BK one block: the block's halves are loaded and decoded once per
+     * column, [1,BN] ([BN,1] with swap) at s_offs, masked by nmask1, and broadcast over the block's
+     * elements; a GPU's lanes each load and decode their own (parallel, and the loads coalesce), a CPU's
+     * would do it BK times over */
+    int per_block;
+    KirValue *nmask1; /* the columns' mask in the halves' shape, or NULL */
 } QTile;
 
 /* The f32 value of IEEE half bits (an i32 tile of values in [0, 65535]): see the design note. */
@@ -387,7 +393,8 @@ static void dequant_loads(KirBuilder *b, const QTile *t, const QWeight *qw, KirV
     lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->q_offs, step), m, NULL);
     /* d (q4_1: and m; q4_k: and dmin): little-endian halves, byte by byte */
     for (int i = 0; i < (t->fmt == QF_Q4_1 || t->fmt == QF_Q4_K ? 4 : 2); i++)
-        lv->v[lv->n++] = kir_load(b, qw->w, i ? kir_add(b, blk, kir_const_i32(b, i)) : blk, m, NULL);
+        lv->v[lv->n++] = kir_load(b, qw->w, i ? kir_add(b, blk, kir_const_i32(b, i)) : blk,
+                                  t->per_block ? t->nmask1 : m, NULL);
     for (int i = 0; i < t->n_e; i++)
         lv->v[lv->n++] = kir_load(b, qw->w, kir_add(b, t->e_offs[i], step), m, NULL);
 }
@@ -465,8 +472,13 @@ static KirValue *dequant_math(KirBuilder *b, const QTile *t, const QWeight *qw, 
         q = kir_binary(b, KIR_OP_AND, kir_binary(b, KIR_OP_SHR, q, t->shift), kir_const_i32(b, 15));
     KirValue *qf = kir_cast(b, q, KIR_F32);
     if (t->fmt != QF_Q4_1) qf = kir_sub(b, qf, kir_const_f(b, KIR_F32, t->fmt == QF_Q8_0 ? 128 : 8));
-    v = kir_mul(b, qf, half_of(b, lv[1], lv[2]));
-    if (t->fmt == QF_Q4_1) v = kir_add(b, v, half_of(b, lv[3], lv[4]));
+    int rows = qf->type.shape[0], cols = qf->type.shape[1]; /* per block: [1,BN] -> [BK,BN] */
+    KirValue *dh = half_of(b, lv[1], lv[2]);
+    v = kir_mul(b, qf, t->per_block ? kir_broadcast(b, dh, rows, cols) : dh);
+    if (t->fmt == QF_Q4_1) {
+        KirValue *mh = half_of(b, lv[3], lv[4]);
+        v = kir_add(b, v, t->per_block ? kir_broadcast(b, mh, rows, cols) : mh);
+    }
     return kir_cast(b, v, t->dt);
 }
 
@@ -546,6 +558,12 @@ static void qtile_init(KirBuilder *b, QTile *t, int64_t K, KirValue *rk, KirValu
     }
     t->q_offs = kn_outer(b, t, KIR_OP_ADD,
                          kir_add(b, blk, kir_add(b, byte, kir_const_i32(b, formats[t->fmt].quant_at))), row);
+    if (t->per_block) { /* the block's start is the same for every kk: one row (column with swap) */
+        int one[1] = {1};
+        KirValue *h1 = kir_splat(b, kir_const_i32(b, formats[t->fmt].half_at), 1, one);
+        t->s_offs = kn_outer(b, t, KIR_OP_ADD, h1, row);
+        return;
+    }
     KirValue *half =
         formats[t->fmt].half_at ? kir_add(b, blk, kir_const_i32(b, formats[t->fmt].half_at)) : blk;
     t->s_offs = kn_outer(b, t, KIR_OP_ADD, half, row);
@@ -746,6 +764,8 @@ static IrStatus qmatmul_build(IrArena *a, const KfamSpec *s, const KfamFacts *fa
     KirValue *a_mask = swap ? kfam_cols(&b, mmask, bk) : kfam_rows(&b, mmask, bk);
     KirValue *b_mask = !nmask ? NULL : swap ? kfam_rows(&b, nmask, bk) : kfam_cols(&b, nmask, bk);
     QTile t = {.fmt = fmt, .dt = at, .group = g, .block_bytes = formats[fmt].block_bytes, .swap = swap};
+    t.per_block = facts->cpu && bk == g && (fmt == QF_Q4_0 || fmt == QF_Q4_1 || fmt == QF_Q8_0);
+    t.nmask1 = t.per_block && nmask ? kir_expand(&b, nmask, swap ? 1 : 0) : NULL;
     KirValue *lo, *hi;
     kfam_mm_k_range(&b, &mt, split, ks, &lo, &hi);
     int shape[2] = {swap ? bn : bm, swap ? bm : bn};

@@ -26,7 +26,7 @@
 #include "rt_package.h"
 #include "rt_weights.h"
 
-enum { MAX_VARIANTS = 3 };
+enum { MAX_VARIANTS = 4 };
 
 PlOptions pl_options_default(void)
 {
@@ -243,7 +243,7 @@ static IrStatus check_launch_args(const Schedule *s, KirKernel *const *kk, IrDia
 static int small_m_variants(const SchedKernel *sk, const KfamFacts *facts, const KirKernel *k, IrArena *arena,
                             KirKernel **out)
 {
-    static const int hints[MAX_VARIANTS] = {1, 16, 64};
+    static const int hints[MAX_VARIANTS] = {1, 16, 64, 256};
     int n = 0;
     if (kfam_spec_i(&sk->spec, "m_hint", 0) > 0) return 0;
     for (int h = 0; h < MAX_VARIANTS; h++) {

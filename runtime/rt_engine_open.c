@@ -225,6 +225,8 @@ static KilnStatus load_kernels(KilnEngine *e)
         }
     rt_engine_log(e, "kernels: %d binaries for %d kernels (%d tuned, loaded from the store)", n, p->n_kernels,
                   tuned);
+    for (int i = 0; i < p->n_kernels; i++) /* rt_plan_pick fills the device past every BM */
+        p->kernels[i].n_sms = rt_exec_is_host(e->x) ? 0 : rt_exec_sm_count(e->x);
     e->attn_block_m = 64; /* the split heuristic counts the programs of the attention binary that runs */
     const int64_t no_m[RT_PLAN_MAX_ARGS] = {0}; /* attention has no M: one bucket */
     for (int i = 0; i < p->n_kernels; i++)

@@ -588,13 +588,36 @@ int rt_plan_bucket(const RtPlanKernel *k, const int64_t *vals)
     return b;
 }
 
+/* Of the unsplit binaries with b's BM (b: rt_plan_pick_rows'), the one with the widest N tile whose grid
+ * still fills the device (programs >= SMs), else the one with the most programs: a prefill chunk keeps
+ * the wide tile, 65-256 rows get the narrow one their variant was compiled for (pl_compile.c, m_hint
+ * 256); a BM with one binary keeps it. */
+static int fill_device(const RtPlanKernel *k, const int64_t *vals, int b)
+{
+    int best = -1;
+    int64_t best_p = 0, best_bn = 0;
+    for (int i = 0; i < k->n_pkg; i++) {
+        unsigned g[3];
+        if (k->bins[i].split > 1 || k->bins[i].bm != k->bins[b].bm || rt_plan_grid(&k->bins[i], vals, g))
+            continue;
+        int64_t p = (int64_t)g[0] * g[1] * g[2], bn = rt_plan_config_i(k->bins[i].config, "BN", 0);
+        int fills = p >= k->n_sms, best_fills = best >= 0 && best_p >= k->n_sms;
+        if (best < 0 || (fills && !best_fills) || (fills && best_fills && bn > best_bn) ||
+            (!fills && !best_fills && p > best_p))
+            best = i, best_p = p, best_bn = bn;
+    }
+    return best >= 0 ? best : b;
+}
+
 int rt_plan_pick(const RtPlanKernel *k, const int64_t *vals)
 {
     if (k->n_buckets > 0) {
         int r = k->route[rt_plan_bucket(k, vals)];
         if (r >= 0) return r;
     }
-    return k->m_param < 0 ? 0 : rt_plan_pick_rows(k, vals[k->m_param]);
+    if (k->m_param < 0) return 0;
+    int b = rt_plan_pick_rows(k, vals[k->m_param]);
+    return k->n_sms > 0 && k->bins[b].split <= 1 ? fill_device(k, vals, b) : b;
 }
 
 int rt_plan_pick_rows(const RtPlanKernel *k, int64_t m)

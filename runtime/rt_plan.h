@@ -85,6 +85,7 @@ typedef struct RtPlanKernel {
      * per launch */
     int n_bins, n_pkg;
     RtPlanBinary bins[RT_PLAN_MAX_BINS];
+    int n_sms; /* the device's SMs, for rt_plan_pick's choice past every BM (0: unknown, first largest) */
     /* tuning, per bucket (rt_plan_bucket; n_buckets 0 until rt_tune_apply): the tuned binary a launch
      * runs (-1: pick among the package's), how it matched (an RtTdbMatch: 0 default, 1 nearest, 2
      * exact) and the T of the bucket it was tuned for (0: the bucket "") */

@@ -687,7 +687,8 @@ static void sweep(const KRunner *r, KrefRng *g)
 }
 
 /* The host target's own tiles (its facts: BM 1 x BN 1 for a decode step, 16 x 16, 128 x 32; SWAP=0,
- * which GPUs refuse below BM 16), as a package's host binaries run them: every launch size against
+ * which GPUs refuse below BM 16; q4_0 / q4_1 / q8_0 load each block's halves once per column), as a
+ * package's host binaries run them, and the 16-row tile transposed: every launch size against
  * each, M and N that no tile divides, every format once in f32 and a 16-bit dtype over the epilogues. */
 static void host_tiles(const KRunner *r, KrefRng *g)
 {
@@ -702,15 +703,19 @@ static void host_tiles(const KRunner *r, KrefRng *g)
             c.M = shapes[sh][0], c.N = shapes[sh][1], c.K = 2 * (G < 64 ? 64 : G) + (per_row(f) ? 15 : 0);
             c.epi = epilogues[(fi * 2 + (unsigned)d) % N_EPI];
             KfamSpec s = spec_of(f, c.dt, c.N, c.K, c.epi);
-            KirConfig cfgs[3];
-            int pick[3] = {0, 1, 2};
+            KirConfig cfgs[4];
+            int pick[4] = {0, 1, 2, 3};
             for (int h = 0; h < 3; h++)
                 cfgs[h] = ksweep_host_cfg(&s, hints[h]);
+            /* and the transposed form (SWAP=1, which a tuned host config may pick) of the 16-row tile: the
+             * block formats' halves then load as [BN,1] columns */
+            cfgs[3] = cfgs[1];
+            kir_config_set(&cfgs[3], "SWAP", 1);
             ksweep_check(
                 r, NULL, kir_config_get(&cfgs[0], "BM", 0) == 1 && kir_config_get(&cfgs[2], "BM", 0) > 16,
                 "qmatmul %s host tiles: BM %lld for a decode step, %lld for prefill", f->wfmt,
                 (long long)kir_config_get(&cfgs[0], "BM", 0), (long long)kir_config_get(&cfgs[2], "BM", 0));
-            run_case(r, g, c, cfgs, pick, 3);
+            run_case(r, g, c, cfgs, pick, act_dtype(f, c.dt) == c.dt ? 4 : 3); /* SWAP=1: no W8A8 */
         }
 }
 

@@ -462,9 +462,42 @@ static void test_pick(void)
     }
 }
 
+/* rt_plan_pick among binaries of one BM (pl_compile.c's fourth variant, m_hint 256, beside the default):
+ * of the unsplit binaries with the BM it picks, the widest N tile whose grid fills the device, else the one
+ * with the most programs; with the SM count unknown (a host), the first. N 4096 on 132 SMs: 100 rows give 16
+ * and 64 programs, 160 rows BN 256 32 programs and BN 64 128 (neither fills: BN 64), 1024 rows 128 and 512
+ * (only BN 64 fills), 2048 rows 256 and 1024 (both: BN 256). */
+static void test_pick_fill(void)
+{
+    static RtPlanKernel k = {.n_bins = 3, .n_pkg = 3, .m_param = 0, .n_sms = 132};
+    static char c0[] = "BM=16 BN=32", c1[] = "BM=128 BN=256", c2[] = "BM=128 BN=64";
+    char *cfg[3] = {c0, c1, c2};
+    int64_t bm[3] = {16, 128, 128}, bn[3] = {32, 256, 64};
+    for (int i = 0; i < 3; i++) {
+        k.bins[i] = (RtPlanBinary){.config = cfg[i], .bm = bm[i], .split = 1};
+        k.bins[i].grid[0] = (RtGridAxis){0, 0, 1, bm[i]}; /* cdiv(M, BM) */
+        k.bins[i].grid[1] = (RtGridAxis){-1, 4096 / bn[i], 0, 1};
+        k.bins[i].grid[2] = (RtGridAxis){-1, 1, 0, 1};
+    }
+    static const struct {
+        int64_t m;
+        int want, want_no_sms;
+    } cases[] = {{8, 0, 0}, {100, 2, 1}, {160, 2, 1}, {1024, 2, 1}, {2048, 1, 1}};
+    for (unsigned i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        k.n_sms = 132;
+        int got = rt_plan_pick(&k, &cases[i].m);
+        k.n_sms = 0;
+        int got0 = rt_plan_pick(&k, &cases[i].m);
+        KT_CHECK(got == cases[i].want && got0 == cases[i].want_no_sms,
+                 "pick M=%lld: bin %d on 132 SMs (want %d), %d with none (want %d)", (long long)cases[i].m,
+                 got, cases[i].want, got0, cases[i].want_no_sms);
+    }
+}
+
 int main(void)
 {
     if (!(scratch = kf_scratch_open("package"))) return 1;
+    test_pick_fill();
     test_round_trip();
     test_writer_errors();
     test_atomicity();
